@@ -1,0 +1,303 @@
+"""NVTX ranges around a PyTorch script's iterations and submodules, without editing it.
+
+Run as ``python -m advisor.inject script.py [args...]`` (or ``-m package [args...]``): the
+script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hooks mark
+
+- one ``cg-advise:iteration`` range per training step, from the first top-level forward
+  after the previous optimizer step to the end of this step (a start/end range, so it
+  also covers the backward kernels launched from autograd's own thread);
+- one ``cg-advise:forward`` range per call of a top-level module (a module with
+  parameters called outside any other module): the iteration of an inference loop;
+- one ``cg-advise:module:<name>`` range per call of each child of that top-level module.
+
+Options come through the environment, so the script's own argv stays untouched:
+``CG_ADVISE_WARMUP`` / ``CG_ADVISE_ITERATIONS`` bound a window (cudaProfilerStart/Stop
+around iterations N..N+M), ``CG_ADVISE_RUN_TO_END=1`` lets the script run on after it,
+``CG_ADVISE_SUMMARY`` names a JSON file that receives the counts at exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from . import ranges
+
+
+class NvtxSink:
+    """Emits ranges through the ``nvtx`` package, else through ``torch.cuda.nvtx``."""
+
+    def __init__(self) -> None:
+        try:
+            import nvtx  # type: ignore
+
+            self._push = lambda name: nvtx.push_range(message=name)
+            self._pop = nvtx.pop_range
+            self._start = lambda name: nvtx.start_range(message=name)
+            self._end = nvtx.end_range
+        except ImportError:
+            import torch.cuda.nvtx as tnvtx
+
+            self._push = tnvtx.range_push
+            self._pop = tnvtx.range_pop
+            self._start = tnvtx.range_start
+            self._end = tnvtx.range_end
+
+    def push(self, name: str) -> None:
+        self._push(name)
+
+    def pop(self) -> None:
+        self._pop()
+
+    def start(self, name: str):
+        return self._start(name)
+
+    def end(self, handle) -> None:
+        self._end(handle)
+
+
+@dataclass
+class Window:
+    """Iterations ``warmup .. warmup+iterations`` are recorded; None records all."""
+
+    warmup: int = 0
+    iterations: Optional[int] = None
+    run_to_end: bool = True
+    on_start: Callable[[], None] = lambda: None
+    on_stop: Callable[[], None] = lambda: None
+    on_exit: Callable[[], None] = lambda: None
+
+    @property
+    def bounded(self) -> bool:
+        return self.iterations is not None
+
+
+def _cuda_profiler_start() -> None:
+    import torch
+
+    torch.cuda.profiler.start()
+
+
+def _cuda_profiler_stop() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+
+
+def _exit_now() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+@dataclass
+class Injector:
+    """Global module and optimizer hooks that turn a script's calls into NVTX ranges."""
+
+    sink: object
+    window: Window = field(default_factory=Window)
+    iterations_done: int = 0
+    training_steps: int = 0
+    inference_calls: int = 0
+    module_ranges: int = 0
+    graph_replays: int = 0
+    recording: bool = False
+    _depth: int = 0
+    _pushed: list = field(default_factory=list)
+    _iteration: object = None
+    _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
+    _root: object = None
+    _handles: list = field(default_factory=list)
+    _unwrap: Optional[Callable[[], None]] = None
+
+    def install(self) -> "Injector":
+        import torch
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim
+
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._before_forward),
+            nn_module.register_module_forward_hook(self._after_forward),
+            optim.register_optimizer_step_post_hook(self._after_step),
+        ]
+        self._torch = torch
+        self._wrap_graph_replay(getattr(torch.cuda, "CUDAGraph", None))
+        if self.window.bounded and self.window.warmup == 0:
+            self._begin_window()
+        return self
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self._unwrap is not None:
+            self._unwrap()
+            self._unwrap = None
+
+    def _wrap_graph_replay(self, graph_class) -> None:
+        """A replay outside any module and iteration is a whole captured iteration."""
+        if graph_class is None or not hasattr(graph_class, "replay"):
+            return
+        original = graph_class.replay
+        injector = self
+
+        def replay(graph):
+            if injector._depth or injector._iteration is not None:
+                return original(graph)
+            handle = injector.sink.start(ranges.ITERATION)
+            try:
+                return original(graph)
+            finally:
+                injector.sink.end(handle)
+                injector.graph_replays += 1
+                injector._count_iteration()
+
+        graph_class.replay = replay
+
+        def unwrap() -> None:
+            graph_class.replay = original
+
+        self._unwrap = unwrap
+
+    # -- module hooks ---------------------------------------------------------------
+    def _has_parameters(self, module) -> bool:
+        return next(module.parameters(), None) is not None
+
+    def _child_names(self, root) -> dict:
+        names = self._children.get(root)
+        if names is None:
+            names = {id(child): name for name, child in root.named_children()}
+            self._children[root] = names
+        return names
+
+    def _before_forward(self, module, args) -> None:
+        depth = self._depth
+        self._depth += 1
+        name = None
+        if depth == 0 and self._has_parameters(module):
+            self._root = module
+            if self._is_training_call(module):
+                if self._iteration is None:
+                    self._iteration = self.sink.start(ranges.ITERATION)
+            name = ranges.FORWARD
+        elif depth == 1 and self._root is not None:
+            child = self._child_names(self._root).get(id(module))
+            if child is not None:
+                name = ranges.MODULE + child
+                self.module_ranges += 1
+        if name is not None:
+            self.sink.push(name)
+        self._pushed.append(name is not None)
+
+    def _after_forward(self, module, args, output) -> None:
+        if not self._pushed:  # a forward that began before install()
+            return
+        self._depth -= 1
+        if self._pushed.pop():
+            self.sink.pop()
+        if self._depth == 0 and module is self._root and not self._is_training_call(module):
+            self.inference_calls += 1
+            self._count_iteration()
+
+    def _is_training_call(self, module) -> bool:
+        return module.training and self._torch.is_grad_enabled()
+
+    # -- optimizer hook -------------------------------------------------------------
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        if self._iteration is None:  # a second optimizer in the same iteration
+            return
+        self.sink.end(self._iteration)
+        self._iteration = None
+        self.training_steps += 1
+        self._count_iteration()
+
+    # -- window ---------------------------------------------------------------------
+    def _count_iteration(self) -> None:
+        self.iterations_done += 1
+        window = self.window
+        if not window.bounded:
+            return
+        if self.iterations_done == window.warmup and not self.recording:
+            self._begin_window()
+        elif self.recording and self.iterations_done == window.warmup + window.iterations:
+            self.recording = False
+            window.on_stop()
+            if not window.run_to_end:
+                window.on_exit()
+
+    def _begin_window(self) -> None:
+        self.recording = True
+        self.window.on_start()
+
+    def summary(self) -> dict:
+        return {
+            "iterations": self.iterations_done,
+            "training_steps": self.training_steps,
+            "inference_calls": self.inference_calls,
+            "module_ranges": self.module_ranges,
+            "graph_replays": self.graph_replays,
+        }
+
+
+def window_from_env(environ=os.environ) -> Window:
+    iterations = environ.get("CG_ADVISE_ITERATIONS")
+    return Window(
+        warmup=int(environ.get("CG_ADVISE_WARMUP", "0")),
+        iterations=int(iterations) if iterations else None,
+        run_to_end=environ.get("CG_ADVISE_RUN_TO_END", "0") == "1",
+        on_start=_cuda_profiler_start,
+        on_stop=_cuda_profiler_stop,
+        on_exit=_exit_now,
+    )
+
+
+def run_target(argv: list) -> None:
+    """Runs ``script.py args`` or ``-m module args`` as ``__main__`` with its own argv."""
+    if argv and argv[0] == "-m":
+        module, rest = argv[1], argv[2:]
+        sys.argv = [module, *rest]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    else:
+        script, rest = argv[0], argv[1:]
+        sys.argv = [script, *rest]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        runpy.run_path(script, run_name="__main__")
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv == ["-m"]:
+        print("usage: python -m advisor.inject script.py [args...] | -m module [args...]", file=sys.stderr)
+        raise SystemExit(2)
+    injector = Injector(NvtxSink(), window_from_env()).install()
+    summary_path = os.environ.get("CG_ADVISE_SUMMARY")
+    if summary_path:
+        injector.window.on_exit = _write_summary_then(injector, summary_path, _exit_now)
+    try:
+        run_target(argv)
+    finally:
+        if summary_path:
+            _write_summary(injector, summary_path)
+
+
+def _write_summary(injector: Injector, path: str) -> None:
+    with open(path, "w") as handle:
+        json.dump(injector.summary(), handle)
+
+
+def _write_summary_then(injector, path, then):
+    def write_and_exit() -> None:
+        _write_summary(injector, path)
+        then()
+
+    return write_and_exit
+
+
+if __name__ == "__main__":
+    main()
