@@ -1,0 +1,67 @@
+"""The analysis facade: a Trace in, one GroupMetrics per process and GPU out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import TraceError
+from .iterations import check_pattern
+from .metrics import GroupMetrics, analyse_group
+from .trace import Trace
+
+SCHEMA = "cg-advise.analysis/1"
+
+
+@dataclass
+class Analysis:
+    """What `cg-advise analyze` reports: the trace's identity, every group, and which one
+    the summary is about (the process/GPU with the most GPU busy time)."""
+
+    trace: dict
+    groups: list
+    reported: int
+    predictions: dict = field(default_factory=dict)
+
+    @property
+    def main(self) -> GroupMetrics:
+        return self.groups[self.reported]
+
+    def to_dict(self) -> dict:
+        main = self.main
+        summary = {"pid": main.pid, "process": main.process, "device": main.device, "gpu": main.gpu,
+                   **main.to_dict()["summary"]}
+        return {
+            "schema": SCHEMA,
+            "trace": self.trace,
+            "summary": summary,
+            "reported_group": self.reported,
+            "groups": [g.to_dict() for g in self.groups],
+            "predictions": self.predictions,
+        }
+
+
+def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
+    if not trace.has_cuda:
+        raise TraceError(f"{trace.path.name}: no CUDA activity in this export (NVTX or CPU data only); "
+                         "profile with `-t cuda,nvtx` and an nsys that traces the CUDA runtime")
+    if iteration_pattern is not None:
+        check_pattern(trace, iteration_pattern)
+    ops = trace.ops
+    pairs = np.unique(np.stack([ops["pid"], ops["device"]], axis=1), axis=0) if len(ops) else []
+    groups = [analyse_group(trace, int(pid), int(dev), iteration_pattern) for pid, dev in pairs]
+    if not groups:
+        raise TraceError(f"{trace.path.name}: CUDA calls were traced but no GPU operation ran")
+    busiest = max(range(len(groups)), key=lambda i: groups[i].summary.gpu_busy_ms_per_iteration
+                  * max(groups[i].summary.iterations, 1))
+    info = {
+        "path": str(trace.path),
+        "nsys_version": trace.nsys_version,
+        "export_schema_version": trace.schema_version,
+        "graph_trace_mode": trace.graph_mode,
+        "processes": len({g.pid for g in groups}),
+        "devices": len({g.device for g in groups}),
+        "iteration_pattern": iteration_pattern,
+    }
+    return Analysis(trace=info, groups=groups, reported=busiest)

@@ -1,0 +1,66 @@
+"""Vectorised interval arithmetic: union of overlapping GPU intervals, gaps, busy time per window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Union:
+    """Disjoint, sorted busy intervals; their cumulative length answers window queries fast."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, starts: np.ndarray, ends: np.ndarray) -> "Union":
+        """Merges intervals given sorted by start (streams overlap: the union, not the sum)."""
+        if len(starts) == 0:
+            return cls(np.empty(0, np.int64), np.empty(0, np.int64))
+        reach = np.maximum.accumulate(ends)
+        first = np.empty(len(starts), bool)
+        first[0] = True
+        first[1:] = starts[1:] > reach[:-1]
+        heads = np.flatnonzero(first)
+        return cls(starts[heads], np.maximum.reduceat(ends, heads))
+
+    @property
+    def total(self) -> int:
+        return int((self.ends - self.starts).sum())
+
+    def gaps(self):
+        """(start, length) of each idle gap between busy intervals."""
+        return self.ends[:-1], self.starts[1:] - self.ends[:-1]
+
+    def busy_before(self, t: np.ndarray) -> np.ndarray:
+        """Busy time in (-inf, t) for each t."""
+        t = np.asarray(t, np.int64)
+        cumulative = np.concatenate([[0], np.cumsum(self.ends - self.starts)])
+        k = np.searchsorted(self.starts, t, side="right")  # intervals starting at or before t
+        overshoot = np.where(k > 0, np.maximum(self.ends[np.maximum(k - 1, 0)] - t, 0), 0) if len(self.starts) else 0
+        return cumulative[k] - overshoot
+
+    def busy_within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Busy time in [a, b) for each window."""
+        return self.busy_before(b) - self.busy_before(a)
+
+
+def count_within(sorted_times: np.ndarray, a: np.ndarray, b: np.ndarray, weights=None) -> np.ndarray:
+    """How many (or, with weights, how much) of the sorted times fall in each [a, b)."""
+    lo = np.searchsorted(sorted_times, a, side="left")
+    hi = np.searchsorted(sorted_times, b, side="left")
+    if weights is None:
+        return hi - lo
+    cumulative = np.concatenate([[0], np.cumsum(weights)])
+    return cumulative[hi] - cumulative[lo]
+
+
+def assign(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Index of the range (sorted, non-overlapping starts) holding each time, or -1."""
+    if len(starts) == 0:
+        return np.full(len(times), -1)
+    idx = np.searchsorted(starts, times, side="right") - 1
+    inside = (idx >= 0) & (times <= ends[np.maximum(idx, 0)])
+    return np.where(inside, idx, -1)

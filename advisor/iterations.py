@@ -1,0 +1,91 @@
+"""Finds the iterations of a run: the NVTX ranges that mark one training (or inference) step."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ranges
+from .errors import TraceError
+from .trace import PID_MASK, Trace
+
+
+@dataclass
+class IterationRanges:
+    """The CPU-side ranges of one process chosen as its iterations (outermost, sorted)."""
+
+    source: str            # how they were chosen, for the report
+    names: list            # NVTX names that matched
+    rows: np.ndarray       # NVTX_DTYPE rows, sorted by start, none nested in another
+
+
+def outermost(rows: np.ndarray) -> np.ndarray:
+    """Drops ranges that start inside an earlier kept range (nested or overlapping)."""
+    if len(rows) == 0:
+        return rows
+    rows = rows[np.argsort(rows["start"], kind="stable")]
+    reach = np.maximum.accumulate(rows["end"])
+    keep = np.ones(len(rows), bool)
+    keep[1:] = rows["start"][1:] >= reach[:-1]
+    return rows[keep]
+
+
+def top_level_mask(rows: np.ndarray) -> np.ndarray:
+    """True for ranges not inside another range of the same thread."""
+    top = np.ones(len(rows), bool)
+    for tid in np.unique(rows["tid"]):
+        idx = np.flatnonzero(rows["tid"] == tid)
+        idx = idx[np.argsort(rows["start"][idx], kind="stable")]
+        reach = np.maximum.accumulate(rows["end"][idx])
+        top[idx[1:]] = rows["start"][idx[1:]] >= reach[:-1]
+    return top
+
+
+def process_rows(trace: Trace, global_pid: int) -> np.ndarray:
+    return trace.nvtx[(trace.nvtx["tid"] & PID_MASK) == global_pid]
+
+
+def find_iterations(trace: Trace, global_pid: int, pattern: str | None) -> IterationRanges | None:
+    """Iteration ranges of one process: by ``pattern``, else cg-advise's, else any repeated
+    top-level range; None means the whole run is one window."""
+    rows = process_rows(trace, global_pid)
+    names = trace.nvtx_names
+    if pattern is not None:
+        regex = re.compile(pattern)
+        codes = [i for i, name in enumerate(names) if regex.search(name)]
+        chosen = rows[np.isin(rows["name"], codes)]
+        if len(chosen) == 0:
+            return None
+        return IterationRanges(f"--iteration-range {pattern!r}", sorted({names[c] for c in chosen["name"]}),
+                               outermost(chosen))
+    for name in ranges.DEFAULT_ITERATION_NAMES:
+        if name in names:
+            chosen = rows[rows["name"] == names.index(name)]
+            if len(chosen):
+                return IterationRanges(f"injected range {name!r}", [name], outermost(chosen))
+    if len(rows) == 0:
+        return None
+    top = rows[top_level_mask(rows)]
+    codes, counts = np.unique(top["name"], return_counts=True)
+    repeated = codes[counts >= 2]
+    if len(repeated) == 0:
+        return None
+    # the repeated top-level range that covers the most time
+    totals = [(top["end"] - top["start"])[top["name"] == c].sum() for c in repeated]
+    code = repeated[int(np.argmax(totals))]
+    return IterationRanges(f"repeated top-level range {names[code]!r}", [names[code]],
+                           outermost(top[top["name"] == code]))
+
+
+def check_pattern(trace: Trace, pattern: str) -> None:
+    """An --iteration-range that is not a regex, or matches no range at all, is bad input."""
+    try:
+        regex = re.compile(pattern)
+    except re.error as error:
+        raise TraceError(f"--iteration-range {pattern!r} is not a valid regular expression ({error})") from None
+    if not any(regex.search(name) for name in trace.nvtx_names):
+        shown = ", ".join(repr(n) for n in trace.nvtx_names[:8]) or "none"
+        raise TraceError(f"--iteration-range {pattern!r} matches no NVTX range in {trace.path.name} "
+                         f"(ranges found: {shown})")

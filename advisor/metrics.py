@@ -1,0 +1,377 @@
+"""Metrics of one process on one GPU: per iteration, for the run, and per NVTX range.
+
+Everything is vectorised over the column arrays of a Trace. Times inside are nanoseconds;
+what leaves this module is milliseconds or microseconds, named so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .intervals import Union, assign, count_within
+from .iterations import IterationRanges, find_iterations, outermost, process_rows
+from .trace import (CALL_GRAPH_LAUNCH, CALL_LAUNCH, CALL_SYNC, NVTX_PUSH_POP, OP_GRAPH, OP_KERNEL,
+                    PID_MASK, Trace, pid_of)
+
+GPU_BOUND_UTILIZATION = 0.9   # above it, at most 1/0.9 = 11 % is left to win by removing gaps
+SYNC_BOUND_SHARE = 0.25       # share of the CPU iteration spent blocked in host syncs
+GAP_BUCKETS_US = (5, 50, 1000)  # histogram edges: <5 us, 5-50 us, 50 us-1 ms, >=1 ms
+GAP_LABELS = ("<5us", "5-50us", "50us-1ms", ">=1ms")
+GRAPHED_SHARE = 0.5           # share of GPU busy time in graphs above which a run counts as graphed
+QUEUE_AHEAD_US = 50           # launch-to-start delay above which the launch queue runs ahead
+
+
+def verdict(utilization: float, sync_share: float, graphed_share: float = 0.0) -> str:
+    """launch-bound, gpu-bound or sync-bound: what limits this span of work; graphed when
+    most of it already runs in CUDA graphs."""
+    if graphed_share >= GRAPHED_SHARE:
+        return "graphed"
+    if utilization >= GPU_BOUND_UTILIZATION:
+        return "gpu-bound"
+    if sync_share >= SYNC_BOUND_SHARE:
+        return "sync-bound"
+    return "launch-bound"
+
+
+def _median(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.median(values)) if len(values) else 0.0
+
+
+def _percentile(values, q) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.percentile(values, q)) if len(values) else 0.0
+
+
+@dataclass
+class Gaps:
+    count: int
+    total_ms: float
+    p50_us: float
+    p90_us: float
+    p99_us: float
+    histogram: dict
+
+    @classmethod
+    def of(cls, lengths_ns: np.ndarray) -> "Gaps":
+        us = lengths_ns / 1e3
+        bins = np.digitize(us, GAP_BUCKETS_US)
+        counts = np.bincount(bins, minlength=len(GAP_LABELS))
+        return cls(int(len(us)), float(lengths_ns.sum() / 1e6), _percentile(us, 50), _percentile(us, 90),
+                   _percentile(us, 99), dict(zip(GAP_LABELS, (int(c) for c in counts))))
+
+
+@dataclass
+class Summary:
+    """The run's figures: per-iteration ones are medians over its iterations."""
+
+    iterations: int
+    iteration_source: str
+    kernels_per_iteration: float
+    gpu_ops_per_iteration: float
+    gpu_busy_ms_per_iteration: float
+    gpu_period_ms: float
+    gpu_utilization: float
+    ideal_graphed_ms: float          # the physical limit: a perfect capture leaves GPU busy time
+    bound_speedup: float             # period / busy, in the traced run
+    gaps_per_iteration: float
+    gap_ms_per_iteration: float
+    gaps: Gaps                       # every gap inside the iterations
+    kernel_median_us: float
+    kernel_share_under_10us: float
+    kernel_share_under_50us: float
+    launch_api_median_us: float
+    launch_api_ms_per_iteration: float
+    launch_to_start_median_us: float
+    launch_to_start_p90_us: float
+    syncs_per_iteration: float
+    sync_ms_per_iteration: float
+    sync_calls: dict                 # call name -> count inside the iterations
+    graph_launches_per_iteration: float
+    graphed_share: float             # share of GPU busy time spent in graph replays / graph nodes
+    verdict: str
+    reasons: list = field(default_factory=list)
+
+
+@dataclass
+class RangeMetrics:
+    """One NVTX range name, its GPU work projected through the launching call's correlationId."""
+
+    name: str
+    calls: int
+    kernels_per_call: float
+    gpu_busy_ms_per_call: float
+    gpu_span_ms_per_call: float
+    cpu_ms_per_call: float
+    gpu_utilization: float
+    launch_api_ms_per_call: float
+    syncs_per_call: float
+    verdict: str
+
+
+@dataclass
+class GroupMetrics:
+    """One process on one GPU."""
+
+    pid: int
+    process: str
+    device: int
+    gpu: str
+    summary: Summary
+    iterations: list
+    ranges: list
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Launches:
+    """For each GPU operation, the runtime call that launched it (-1 where none matched)."""
+
+    index: np.ndarray
+    api_start: np.ndarray
+    api_end: np.ndarray
+    api_tid: np.ndarray
+
+
+def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
+    """Joins operations to runtime calls on (process, correlationId), as nsys does."""
+    rt = trace.runtime
+    rt_pid = rt["tid"] & PID_MASK
+    pids, inverse = np.unique(np.concatenate([rt_pid, ops["pid"]]), return_inverse=True)
+    rt_key = inverse[: len(rt)].astype(np.int64) << 40 | rt["corr"]
+    op_key = inverse[len(rt):].astype(np.int64) << 40 | ops["corr"]
+    order = np.argsort(rt_key, kind="stable")
+    sorted_keys = rt_key[order]
+    pos = np.searchsorted(sorted_keys, op_key)
+    pos_clipped = np.minimum(pos, max(len(sorted_keys) - 1, 0))
+    found = (pos < len(sorted_keys)) & (sorted_keys[pos_clipped] == op_key) if len(rt) else np.zeros(len(ops), bool)
+    index = np.where(found, order[pos_clipped] if len(rt) else 0, -1)
+    safe = np.maximum(index, 0)
+    pick = (lambda col: np.where(found, rt[col][safe], 0)) if len(rt) else (lambda col: np.zeros(len(ops), np.int64))
+    return _Launches(index, pick("start"), pick("end"), pick("tid"))
+
+
+def project(rows: np.ndarray, times: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """Index of the range (rows sorted, non-overlapping) each call lies in; push/pop ranges
+    take calls of their own thread only, start/end ranges any thread of the process."""
+    idx = assign(times, rows["start"], rows["end"])
+    hit = idx >= 0
+    safe = np.maximum(idx, 0)
+    wrong_thread = hit & (rows["event_type"][safe] == NVTX_PUSH_POP) & (rows["tid"][safe] != tids)
+    return np.where(wrong_thread, -1, idx)
+
+
+def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | None) -> GroupMetrics:
+    in_group = (trace.ops["pid"] == global_pid) & (trace.ops["device"] == device)
+    ops = trace.ops[in_group]
+    launches = match_launches(trace, ops)
+    busy = Union.of(ops["start"], ops["end"])
+    found = find_iterations(trace, global_pid, pattern)
+
+    windows, cpu_windows, source = _windows(trace, ops, launches, found, global_pid)
+    a, b = windows
+    n = len(a)
+    period = (b - a).astype(float)
+    busy_ns = busy.busy_within(a, b).astype(float)
+
+    starts = ops["start"]
+    is_kernel = ops["kind"] == OP_KERNEL
+    kernels = count_within(starts, a, b, is_kernel)
+    gpu_ops = count_within(starts, a, b)
+    # kernels launched one by one (graph nodes share their graph launch's correlationId)
+    matched_kernel = is_kernel & ~ops["in_graph"] & (launches.index >= 0)
+    api_ns = np.where(matched_kernel, launches.api_end - launches.api_start, 0)
+    launch_ms = count_within(starts, a, b, api_ns) / 1e6
+
+    gap_starts, gap_lengths = busy.gaps()
+    gap_window = assign(gap_starts, a, b - 1) if n else np.full(len(gap_starts), -1)
+    inside = gap_window >= 0
+    gaps_per_iter = np.bincount(gap_window[inside], minlength=n)
+    gap_ns_per_iter = np.bincount(gap_window[inside], weights=gap_lengths[inside], minlength=n)
+
+    sync_rows, sync_per_iter, sync_ns_per_iter = _syncs(trace, global_pid, cpu_windows)
+    graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & ((trace.runtime["tid"] & PID_MASK) == global_pid)
+    graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
+
+    durations_us = (ops["end"] - ops["start"])[is_kernel] / 1e3
+    delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
+    api_us = api_ns[matched_kernel] / 1e3
+    graphed = ops["in_graph"] | (ops["kind"] == OP_GRAPH)
+    graph_busy = Union.of(ops["start"][graphed], ops["end"][graphed]).total
+    cpu_period = (cpu_windows[1] - cpu_windows[0]).astype(float)
+
+    util_each = np.divide(busy_ns, period, out=np.zeros(n), where=period > 0)
+    med_busy, med_period = _median(busy_ns) / 1e6, _median(period) / 1e6
+    utilization = _median(util_each)
+    sync_share = _median(np.divide(sync_ns_per_iter, cpu_period, out=np.zeros(n), where=cpu_period > 0))
+    summary = Summary(
+        iterations=n,
+        iteration_source=source,
+        kernels_per_iteration=_median(kernels),
+        gpu_ops_per_iteration=_median(gpu_ops),
+        gpu_busy_ms_per_iteration=med_busy,
+        gpu_period_ms=med_period,
+        gpu_utilization=utilization,
+        ideal_graphed_ms=med_busy,
+        bound_speedup=med_period / med_busy if med_busy else 0.0,
+        gaps_per_iteration=_median(gaps_per_iter),
+        gap_ms_per_iteration=_median(gap_ns_per_iter) / 1e6,
+        gaps=Gaps.of(gap_lengths[inside]),
+        kernel_median_us=_median(durations_us),
+        kernel_share_under_10us=float(np.mean(durations_us < 10)) if len(durations_us) else 0.0,
+        kernel_share_under_50us=float(np.mean(durations_us < 50)) if len(durations_us) else 0.0,
+        launch_api_median_us=_median(api_us),
+        launch_api_ms_per_iteration=_median(launch_ms),
+        launch_to_start_median_us=_median(delay_us),
+        launch_to_start_p90_us=_percentile(delay_us, 90),
+        syncs_per_iteration=_median(sync_per_iter),
+        sync_ms_per_iteration=_median(sync_ns_per_iter) / 1e6,
+        sync_calls=_sync_names(trace, sync_rows),
+        graph_launches_per_iteration=_median(graph_launches),
+        graphed_share=graph_busy / busy.total if busy.total else 0.0,
+        verdict=verdict(utilization, sync_share, graph_busy / busy.total if busy.total else 0.0),
+    )
+    summary.reasons = _reasons(summary, sync_share)
+    per_iteration = [
+        {"index": i, "gpu_start_ns": int(a[i]), "gpu_period_ms": period[i] / 1e6, "gpu_busy_ms": busy_ns[i] / 1e6,
+         "gpu_utilization": util_each[i], "kernels": int(kernels[i]), "gaps": int(gaps_per_iter[i]),
+         "gap_ms": gap_ns_per_iter[i] / 1e6, "launch_api_ms": float(launch_ms[i]), "syncs": int(sync_per_iter[i]),
+         "graph_launches": int(graph_launches[i])}
+        for i in range(n)
+    ]
+    pid = int(pid_of(global_pid))
+    return GroupMetrics(
+        pid=pid,
+        process=trace.processes.get(pid, ""),
+        device=int(device),
+        gpu=trace.devices.get(int(device), ""),
+        summary=summary,
+        iterations=per_iteration,
+        ranges=_range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows),
+    )
+
+
+def _windows(trace, ops, launches, found: IterationRanges | None, global_pid):
+    """GPU windows [a, b) per iteration (first operation of one to the first of the next) and
+    the matching CPU windows (range start to next range start)."""
+    if found is not None and len(ops):
+        rows = found.rows
+        owner = project(rows, launches.api_start, launches.api_tid)
+        owner[launches.index < 0] = -1
+        used, first = np.unique(owner, return_index=True)   # ops are sorted by start
+        keep = used >= 0
+        used, first = used[keep], first[keep]
+        if len(used):
+            a = ops["start"][first]
+            last_end = np.zeros(len(rows), np.int64)
+            np.maximum.at(last_end, owner[owner >= 0], ops["end"][owner >= 0])
+            b = np.append(a[1:], last_end[used[-1]])
+            cpu_a = rows["start"][used]
+            cpu_b = np.append(cpu_a[1:], rows["end"][used[-1]])
+            return (a, b), (cpu_a, cpu_b), found.source
+    # the whole run is one window
+    if len(ops) == 0:
+        empty = np.empty(0, np.int64)
+        return (empty, empty), (empty, empty), "none (no GPU work)"
+    a, b = ops["start"][:1], np.array([ops["end"].max()])
+    rt_in_pid = trace.runtime[(trace.runtime["tid"] & PID_MASK) == global_pid]
+    cpu = (rt_in_pid["start"][:1], rt_in_pid["end"].max(keepdims=True)) if len(rt_in_pid) else (a, b)
+    return (a, b), cpu, "whole run (no iteration ranges found)"
+
+
+def _syncs(trace, global_pid, cpu_windows):
+    in_pid = (trace.runtime["tid"] & PID_MASK) == global_pid
+    rows = trace.runtime[in_pid & (trace.runtime_category == CALL_SYNC)]
+    if len(cpu_windows[0]):  # only the syncs inside iterations
+        rows = rows[assign(rows["start"], cpu_windows[0], cpu_windows[1] - 1) >= 0]
+    per_iter = count_within(rows["start"], *cpu_windows)
+    ns = count_within(rows["start"], *cpu_windows, weights=rows["end"] - rows["start"])
+    return rows, per_iter, ns
+
+
+def _sync_names(trace, rows) -> dict:
+    ids, counts = np.unique(rows["name_id"], return_counts=True)
+    return {trace.runtime_names.get(int(i), str(i)): int(c) for i, c in zip(ids, counts)}
+
+
+def _reasons(s: Summary, sync_share: float) -> list:
+    reasons = [
+        f"GPU busy {s.gpu_busy_ms_per_iteration:.3f} ms of each {s.gpu_period_ms:.3f} ms iteration "
+        f"({s.gpu_utilization:.0%}); a perfect graph takes it to {s.ideal_graphed_ms:.3f} ms "
+        f"(at most {s.bound_speedup:.2f}x, traced)",
+        f"{s.kernels_per_iteration:.0f} kernels per iteration, median {s.kernel_median_us:.1f} us, "
+        f"{s.kernel_share_under_10us:.0%} under 10 us; {s.gaps_per_iteration:.0f} gaps "
+        f"({s.gap_ms_per_iteration:.3f} ms) per iteration",
+    ]
+    if s.launch_to_start_median_us or s.launch_api_median_us:
+        starved = "the GPU waits on the CPU" if s.launch_to_start_median_us < QUEUE_AHEAD_US else "the queue runs ahead of the GPU"
+        reasons.append(f"launch call median {s.launch_api_median_us:.1f} us; launch-to-start median "
+                       f"{s.launch_to_start_median_us:.1f} us: {starved}")
+    if s.syncs_per_iteration:
+        reasons.append(f"{s.syncs_per_iteration:.0f} host syncs per iteration ({sync_share:.0%} of CPU time "
+                       f"blocked): each one breaks stream capture, move it out of the captured region")
+    if s.graphed_share > 0.05:
+        reasons.append(f"{s.graphed_share:.0%} of GPU busy time already runs in CUDA graphs")
+    return reasons
+
+
+def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
+    """Union length of each owner's intervals (inputs sorted by start, owner >= 0): shifting
+    each owner's intervals into its own time band makes one vectorised union do them all."""
+    if len(starts) == 0:
+        return np.zeros(owners)
+    band = int(ends.max() - starts.min()) + 1
+    base = starts.min()
+    shift = owner.astype(np.int64) * band - base
+    order = np.argsort(starts + shift, kind="stable")
+    merged = Union.of((starts + shift)[order], (ends + shift)[order])
+    return np.bincount(merged.starts // band, weights=merged.ends - merged.starts, minlength=owners)
+
+
+def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
+    rows_all = process_rows(trace, global_pid)
+    results = []
+    is_kernel = ops["kind"] == OP_KERNEL
+    delay = ops["start"] - launches.api_end
+    for code in np.unique(rows_all["name"]):
+        rows = outermost(rows_all[rows_all["name"] == code])
+        owner = project(rows, launches.api_start, launches.api_tid)
+        owner[launches.index < 0] = -1
+        mine = owner >= 0
+        if not mine.any():
+            continue
+        calls = len(rows)
+        o = owner[mine]
+        busy = busy_per_owner(ops["start"][mine], ops["end"][mine], o, calls)
+        first = np.full(calls, np.iinfo(np.int64).max)
+        last = np.zeros(calls, np.int64)
+        np.minimum.at(first, o, ops["start"][mine])
+        np.maximum.at(last, o, ops["end"][mine])
+        worked = np.bincount(o, minlength=calls) > 0
+        span = (last - first)[worked].astype(float)
+        cpu = (rows["end"] - rows["start"])[worked].astype(float)
+        sync_owner = project(rows, sync_rows["start"], sync_rows["tid"])
+        sync_ns = np.bincount(sync_owner[sync_owner >= 0], weights=(sync_rows["end"] - sync_rows["start"])[sync_owner >= 0],
+                              minlength=calls)[worked]
+        # A starved GPU runs each launch at once: then the range lasts as long as its CPU side.
+        queued = _median(delay[mine & is_kernel]) >= QUEUE_AHEAD_US * 1e3
+        wall = span if queued else np.maximum(span, cpu)
+        utilization = _median(np.divide(busy[worked], wall, out=np.zeros(len(wall)), where=wall > 0))
+        results.append(RangeMetrics(
+            name=trace.nvtx_names[code],
+            calls=calls,
+            kernels_per_call=_median(np.bincount(owner[mine & is_kernel], minlength=calls)[worked]),
+            gpu_busy_ms_per_call=_median(busy[worked]) / 1e6,
+            gpu_span_ms_per_call=_median(span) / 1e6,
+            cpu_ms_per_call=_median(cpu) / 1e6,
+            gpu_utilization=utilization,
+            launch_api_ms_per_call=_median(np.bincount(o, weights=api_ns[mine], minlength=calls)[worked]) / 1e6,
+            syncs_per_call=_median(np.bincount(sync_owner[sync_owner >= 0], minlength=calls)[worked]),
+            verdict=verdict(utilization, _median(np.divide(sync_ns, cpu, out=np.zeros(len(cpu)), where=cpu > 0))),
+        ))
+    results.sort(key=lambda r: r.gpu_span_ms_per_call * r.calls, reverse=True)
+    return results

@@ -1,0 +1,236 @@
+"""Opens an Nsight Systems SQLite export and reads what the analysis needs as column arrays.
+
+Every table is read with one query into numpy (never one Python object per row), and every
+schema difference between nsys 2022.x and 2025.x is absorbed here, so the analysers see one
+shape: GPU operations, runtime calls, NVTX ranges, and names.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from .errors import TraceError
+
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+KERNEL, MEMCPY, MEMSET, GRAPH_TRACE = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+)
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+
+# Kinds of GPU operation, in the `kind` column of Trace.ops.
+OP_KERNEL, OP_MEMCPY, OP_MEMSET, OP_GRAPH = 0, 1, 2, 3
+OP_TABLES = ((OP_KERNEL, KERNEL), (OP_MEMCPY, MEMCPY), (OP_MEMSET, MEMSET), (OP_GRAPH, GRAPH_TRACE))
+
+# Categories of runtime/driver call, in the `category` column of Trace.runtime.
+CALL_OTHER, CALL_LAUNCH, CALL_GRAPH_LAUNCH, CALL_SYNC = 0, 1, 2, 3
+LAUNCH_CALLS = {
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cuLaunchCooperativeKernel", "cuLaunchGrid", "cuLaunchGridAsync",
+}
+GRAPH_LAUNCH_CALLS = {"cudaGraphLaunch", "cuGraphLaunch"}
+# Calls that block the host until the GPU catches up; each one also breaks stream capture.
+SYNC_CALLS = {
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
+    "cudaMemcpyPeer", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyPeer",
+}
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+NVTX_PUSH_POP, NVTX_START_END = 59, 60
+PID_MASK = np.int64(~0xFFFFFF)  # globalTid & PID_MASK == globalPid (nsys: & 0xFFFFFFFFFF000000)
+
+OPS_DTYPE = np.dtype([
+    ("start", "i8"), ("end", "i8"), ("device", "i8"), ("stream", "i8"), ("pid", "i8"),
+    ("corr", "i8"), ("kind", "i1"), ("in_graph", "?"),
+])
+RUNTIME_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("corr", "i8"), ("name_id", "i8")])
+NVTX_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("event_type", "i4"), ("name", "i8")])
+
+
+def strip_version(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def pid_of(global_id):
+    """The operating-system PID inside a globalTid or globalPid."""
+    return (np.asarray(global_id) >> 24) & 0xFFFFFF
+
+
+@dataclass
+class Trace:
+    """One opened export: versions, processes, devices, and column arrays of its events."""
+
+    path: Path
+    schema_version: str
+    nsys_version: str
+    graph_mode: str                      # "graph", "node" or "none": how graphs were traced
+    ops: np.ndarray                      # OPS_DTYPE, sorted by start
+    runtime: np.ndarray                  # RUNTIME_DTYPE, sorted by start
+    runtime_category: np.ndarray         # CALL_* per runtime row
+    runtime_names: dict                  # name_id -> name without version suffix (CUDA calls only)
+    nvtx: np.ndarray                     # NVTX_DTYPE: closed push/pop and start/end ranges
+    nvtx_names: list                     # NVTX_DTYPE.name indexes this list
+    processes: dict = field(default_factory=dict)   # pid -> process name
+    devices: dict = field(default_factory=dict)     # device id -> GPU name
+
+    @property
+    def has_cuda(self) -> bool:
+        return len(self.ops) > 0 or len(self.runtime) > 0
+
+
+def open_trace(path) -> Trace:
+    """Reads an exported ``.sqlite`` report; raises TraceError with one line on bad input."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a folder, not an Nsight Systems export")
+    with path.open("rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            raise TraceError(f"{path}: not an SQLite file (expected an export from `nsys export --type sqlite`)")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        return _read(path, sqlite_utils.Database(conn))
+    except sqlite3.DatabaseError as error:
+        raise TraceError(f"{path}: unreadable SQLite file ({error}); is it truncated or corrupt?") from None
+
+
+def _read(path: Path, db: sqlite_utils.Database) -> Trace:
+    tables = set(db.table_names())
+    meta_table = next((t for t in META_TABLES if t in tables), None)
+    if meta_table is None:
+        raise TraceError(f"{path}: an SQLite file, but not an Nsight Systems export (no {META_TABLES[0]} table)")
+    meta = dict(db.execute(f"SELECT name, value FROM {meta_table}").fetchall())
+    schema = meta.get("EXPORT_SCHEMA_VERSION") or ".".join(
+        str(meta.get(f"EXPORT_SCHEMA_VERSION_{part}", "?")) for part in ("MAJOR", "MINOR", "MICRO")
+    )
+    nsys_version = str(meta.get("EXPORT_PRODUCT_VERSION", "unknown"))
+    columns = {t: set(db[t].columns_dict) for t in tables if t.startswith(("CUPTI_", "NVTX_"))}
+    strings = "StringIds" in tables
+
+    ops = _read_ops(db, columns)
+    runtime, category, names = _read_runtime(db, columns, strings)
+    nvtx, nvtx_names = _read_nvtx(db, columns, strings)
+    return Trace(
+        path=path,
+        schema_version=str(schema),
+        nsys_version=nsys_version,
+        graph_mode=_graph_mode(ops),
+        ops=ops,
+        runtime=runtime,
+        runtime_category=category,
+        runtime_names=names,
+        nvtx=nvtx,
+        nvtx_names=nvtx_names,
+        processes=_processes(db, tables),
+        devices=_devices(db, tables),
+    )
+
+
+def _fetch(db, sql: str, dtype: np.dtype) -> np.ndarray:
+    return np.fromiter(db.execute(sql), dtype=dtype)
+
+
+def _read_ops(db, columns: dict) -> np.ndarray:
+    parts = []
+    for kind, table in OP_TABLES:
+        cols = columns.get(table)
+        if not cols:
+            continue
+        pid = "globalPid" if "globalPid" in cols else "0"
+        stream = "streamId" if "streamId" in cols else "0"
+        if kind == OP_GRAPH:
+            in_graph = "1"
+        elif "graphNodeId" in cols:
+            in_graph = "graphNodeId IS NOT NULL AND graphNodeId != 0"
+        else:
+            in_graph = "0"
+        sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({stream}, 0), coalesce({pid}, 0), "
+               f"coalesce(correlationId, 0), {kind}, {in_graph} FROM {table} WHERE end IS NOT NULL")
+        parts.append(_fetch(db, sql, OPS_DTYPE))
+    ops = np.concatenate(parts) if parts else np.empty(0, OPS_DTYPE)
+    return ops[np.argsort(ops["start"], kind="stable")]
+
+
+def _read_runtime(db, columns: dict, strings: bool):
+    cols = columns.get(RUNTIME)
+    if not cols:
+        return np.empty(0, RUNTIME_DTYPE), np.empty(0, np.int8), {}
+    runtime = _fetch(db, f"SELECT start, end, globalTid, correlationId, nameId FROM {RUNTIME}", RUNTIME_DTYPE)
+    runtime = runtime[np.argsort(runtime["start"], kind="stable")]
+    names = {}
+    if strings:
+        rows = db.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'").fetchall()
+        names = {ident: strip_version(value) for ident, value in rows}
+    lookup_size = max(max(names, default=0), int(runtime["name_id"].max(initial=0))) + 1
+    lookup = np.zeros(lookup_size, np.int8)
+    for ident, name in names.items():
+        if name in LAUNCH_CALLS:
+            lookup[ident] = CALL_LAUNCH
+        elif name in GRAPH_LAUNCH_CALLS:
+            lookup[ident] = CALL_GRAPH_LAUNCH
+        elif name in SYNC_CALLS:
+            lookup[ident] = CALL_SYNC
+    return runtime, lookup[runtime["name_id"]], names
+
+
+def _read_nvtx(db, columns: dict, strings: bool):
+    cols = columns.get(NVTX)
+    if not cols:
+        return np.empty(0, NVTX_DTYPE), []
+    if "textId" in cols and strings:
+        text = "coalesce(s.value, e.text)"
+        join = "LEFT JOIN StringIds s ON s.id = e.textId"
+    else:
+        text, join = "e.text", ""
+    rows = db.execute(
+        f"SELECT e.start, e.end, e.globalTid, e.eventType, {text} FROM {NVTX} e {join} "
+        f"WHERE e.eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END}) AND e.end IS NOT NULL ORDER BY e.start"
+    ).fetchall()
+    if not rows:
+        return np.empty(0, NVTX_DTYPE), []
+    texts = [row[4] if row[4] is not None else "" for row in rows]
+    names, codes = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    nvtx = np.empty(len(rows), NVTX_DTYPE)
+    numeric = np.array([row[:4] for row in rows], dtype=np.int64)
+    nvtx["start"], nvtx["end"], nvtx["tid"], nvtx["event_type"] = numeric.T
+    nvtx["name"] = codes
+    return nvtx, [str(name) for name in names]
+
+
+def _graph_mode(ops: np.ndarray) -> str:
+    if np.any(ops["kind"] == OP_GRAPH):
+        return "graph"
+    if np.any(ops["in_graph"]):
+        return "node"
+    return "none"
+
+
+def _processes(db, tables) -> dict:
+    if "PROCESSES" not in tables:
+        return {}
+    return {int(pid): name for pid, name in db.execute("SELECT pid, name FROM PROCESSES").fetchall()}
+
+
+def _devices(db, tables) -> dict:
+    if "TARGET_INFO_GPU" in tables:
+        try:
+            rows = db.execute("SELECT cuDevice, name FROM TARGET_INFO_GPU").fetchall()
+            return {int(dev): name for dev, name in rows if dev is not None}
+        except sqlite3.OperationalError:  # older schemas: no cuDevice column
+            rows = db.execute("SELECT id, name FROM TARGET_INFO_GPU").fetchall()
+            return {int(dev): name for dev, name in rows}
+    return {}
