@@ -1,0 +1,123 @@
+"""Renderers: an Analysis as rich tables for people, or as versioned JSON for tools."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from .analysis import Analysis
+
+VERDICT_STYLE = {"launch-bound": "bold red", "sync-bound": "bold yellow", "gpu-bound": "bold green",
+                 "graphed": "bold green"}
+
+
+def to_json(analysis: Analysis) -> str:
+    return json.dumps(_finite(analysis.to_dict()), indent=2)
+
+
+def _finite(value):
+    """JSON has no NaN or infinity: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def console(file=None) -> Console:
+    file = file or sys.stdout
+    terminal = file.isatty() if hasattr(file, "isatty") else False
+    return Console(file=file, width=None if terminal else 120, highlight=False, soft_wrap=False)
+
+
+def render(analysis: Analysis, out: Console, max_ranges: int = 12) -> None:
+    main = analysis.main
+    s = main.summary
+    t = analysis.trace
+    out.print(f"[bold]{t['path']}[/]  nsys {t['nsys_version']}, export schema {t['export_schema_version']}, "
+              f"graph trace: {t['graph_trace_mode']}")
+    others = len(analysis.groups) - 1
+    out.print(f"process {main.pid} ({main.process or '?'}) on GPU {main.device} ({main.gpu or '?'})"
+              + (f"; {others} other process/GPU pair(s) listed below" if others else ""))
+    out.print(f"iterations: {s.iterations} from {s.iteration_source}")
+    out.print(f"verdict: [{VERDICT_STYLE.get(s.verdict, 'bold')}]{s.verdict}[/]")
+    for reason in s.reasons:
+        out.print(f"  - {reason}")
+
+    table = Table(title="Per iteration (median)", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("GPU period", f"{s.gpu_period_ms:.3f} ms"),
+        ("GPU busy (ideal graphed time)", f"{s.gpu_busy_ms_per_iteration:.3f} ms"),
+        ("GPU utilization", f"{s.gpu_utilization:.1%}"),
+        ("bound on speedup (traced)", f"{s.bound_speedup:.2f}x"),
+        ("kernels", f"{s.kernels_per_iteration:.0f}"),
+        ("GPU operations", f"{s.gpu_ops_per_iteration:.0f}"),
+        ("launch gaps", f"{s.gaps_per_iteration:.0f} ({s.gap_ms_per_iteration:.3f} ms)"),
+        ("launch API time", f"{s.launch_api_ms_per_iteration:.3f} ms"),
+        ("launch call, median", f"{s.launch_api_median_us:.1f} us"),
+        ("launch-to-start, median / p90", f"{s.launch_to_start_median_us:.1f} / {s.launch_to_start_p90_us:.1f} us"),
+        ("kernel duration, median", f"{s.kernel_median_us:.1f} us"),
+        ("kernels under 10 / 50 us", f"{s.kernel_share_under_10us:.0%} / {s.kernel_share_under_50us:.0%}"),
+        ("host syncs", f"{s.syncs_per_iteration:.0f} ({s.sync_ms_per_iteration:.3f} ms)"),
+        ("graph launches", f"{s.graph_launches_per_iteration:.0f}"),
+        ("GPU time in graphs", f"{s.graphed_share:.0%}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    out.print(table)
+
+    out.print(f"launch gaps inside iterations: {s.gaps.count}, {s.gaps.total_ms:.3f} ms; "
+              f"p50 {s.gaps.p50_us:.1f} us, p90 {s.gaps.p90_us:.1f} us, p99 {s.gaps.p99_us:.1f} us")
+    gaps = Table()
+    for label in s.gaps.histogram:
+        gaps.add_column(label, justify="right")
+    gaps.add_row(*(str(v) for v in s.gaps.histogram.values()))
+    out.print(gaps)
+
+    if s.sync_calls:
+        out.print("host syncs inside iterations: " + ", ".join(f"{k} x{v}" for k, v in s.sync_calls.items()))
+
+    if main.ranges:
+        ranges = Table(title="NVTX ranges (median per call)", title_justify="left")
+        for column, justify in (("range", "left"), ("calls", "right"), ("kernels", "right"),
+                                ("GPU busy ms", "right"), ("GPU span ms", "right"), ("CPU ms", "right"),
+                                ("util", "right"), ("syncs", "right"), ("verdict", "left")):
+            ranges.add_column(column, justify=justify)
+        for r in main.ranges[:max_ranges]:
+            ranges.add_row(r.name, str(r.calls), f"{r.kernels_per_call:.0f}", f"{r.gpu_busy_ms_per_call:.3f}",
+                           f"{r.gpu_span_ms_per_call:.3f}", f"{r.cpu_ms_per_call:.3f}", f"{r.gpu_utilization:.0%}",
+                           f"{r.syncs_per_call:.0f}", f"[{VERDICT_STYLE.get(r.verdict, '')}]{r.verdict}[/]")
+        out.print(ranges)
+        if len(main.ranges) > max_ranges:
+            out.print(f"({len(main.ranges) - max_ranges} more ranges in --json)")
+
+    if analysis.predictions:
+        _render_predictions(analysis.predictions, out)
+
+    if others:
+        groups = Table(title="Every process and GPU", title_justify="left")
+        for column in ("pid", "GPU", "iterations", "period ms", "busy ms", "util", "verdict"):
+            groups.add_column(column)
+        for g in analysis.groups:
+            gs = g.summary
+            groups.add_row(str(g.pid), str(g.device), str(gs.iterations), f"{gs.gpu_period_ms:.3f}",
+                           f"{gs.gpu_busy_ms_per_iteration:.3f}", f"{gs.gpu_utilization:.0%}", gs.verdict)
+        out.print(groups)
+
+
+def _render_predictions(predictions: dict, out: Console) -> None:
+    table = Table(title="Predicted speedup per capture scope (untraced)", title_justify="left")
+    for column in ("scope", "speedup", "interval"):
+        table.add_column(column)
+    for scope, p in predictions.items():
+        if isinstance(p, dict) and "speedup" in p:
+            table.add_row(scope, f"{p['speedup']:.2f}x", f"{p['low']:.2f}-{p['high']:.2f}x")
+    out.print(table)

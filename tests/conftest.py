@@ -1,0 +1,43 @@
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "sample_traces"
+
+
+def sample(name: str) -> Path:
+    return TRACES / f"{name}.sqlite"
+
+
+def sql(path, query, *params):
+    """Runs plain SQL on an export: the independent computation the tests compare against."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(query, params).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def copy_sample(tmp_path):
+    def _copy(name: str) -> Path:
+        target = tmp_path / f"{name}.sqlite"
+        shutil.copy(sample(name), target)
+        return target
+
+    return _copy
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+requires_cuda = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
