@@ -49,7 +49,7 @@ def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
     if iteration_pattern is not None:
         check_pattern(trace, iteration_pattern)
     ops = trace.ops
-    pairs = np.unique(np.stack([ops["pid"], ops["device"]], axis=1), axis=0) if len(ops) else []
+    pairs = [(pid, dev) for pid in np.unique(ops["pid"]) for dev in np.unique(ops["device"][ops["pid"] == pid])]
     groups = [analyse_group(trace, int(pid), int(dev), iteration_pattern) for pid, dev in pairs]
     if not groups:
         raise TraceError(f"{trace.path.name}: CUDA calls were traced but no GPU operation ran")

@@ -140,11 +140,10 @@ class _Launches:
 def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
     """Joins operations to runtime calls on (process, correlationId), as nsys does."""
     rt = trace.runtime
-    rt_pid = rt["tid"] & PID_MASK
-    pids, inverse = np.unique(np.concatenate([rt_pid, ops["pid"]]), return_inverse=True)
-    rt_key = inverse[: len(rt)].astype(np.int64) << 40 | rt["corr"]
-    op_key = inverse[len(rt):].astype(np.int64) << 40 | ops["corr"]
-    order = np.argsort(rt_key, kind="stable")
+    # OS pids stay below 2**22 on Linux and correlation ids below 2**39: one int64 key
+    rt_key = pid_of(rt["tid"]) << 39 | rt["corr"]
+    op_key = pid_of(ops["pid"]) << 39 | ops["corr"]
+    order = np.argsort(rt_key, kind="stable")  # nearly sorted already: ids grow with time
     sorted_keys = rt_key[order]
     pos = np.searchsorted(sorted_keys, op_key)
     pos_clipped = np.minimum(pos, max(len(sorted_keys) - 1, 0))

@@ -1,0 +1,119 @@
+"""Analysis time of a 1,000,000-kernel export against a raw SQLite scan of the same rows.
+
+Builds the big export by replicating the rows of a real sample (its exact schema: every
+column copied, times shifted by the trace's span and correlation ids by their range per
+copy), then times, side by side in one run:
+
+- raw scan: iterating ``SELECT *`` over the kernel and runtime tables;
+- analysis: ``open_trace`` + ``analyse`` (everything ``cg-advise analyze --json`` computes).
+
+Prints both, their ratio (target <= 2) and the analysis's peak traced memory.
+
+    python bench/scale_bench.py [--kernels 1000000] [--sample sample_traces/launch_eager.sqlite]
+"""
+
+import argparse
+import math
+import shutil
+import sqlite3
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")
+REPLICATED = TIMED_TABLES + ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                             "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "NVTX_EVENTS")
+
+
+def build(sample: Path, target: Path, kernels: int) -> int:
+    shutil.copy(sample, target)
+    conn = sqlite3.connect(target)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    base = conn.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    copies = math.ceil(kernels / base)
+    lo, hi = conn.execute("SELECT MIN(start), MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    span = hi - lo + 1_000_000
+    corr = conn.execute("SELECT MAX(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0] + 1
+    for table in REPLICATED:
+        if table not in tables:
+            continue
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        rows = conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
+
+        def shifted(col):
+            if col in ("start", "end"):
+                return f"{col} + :k * {span}"
+            if col == "correlationId":
+                return f"{col} + :k * {corr}"
+            return col
+
+        select = ", ".join(shifted(c) for c in cols)
+        insert = f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table} WHERE rowid <= {rows}"
+        for k in range(1, copies):
+            conn.execute(insert, {"k": k})
+    conn.commit()
+    total = conn.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    conn.close()
+    return total
+
+
+def raw_scan(path: Path) -> float:
+    conn = sqlite3.connect(path)
+    started = time.perf_counter()
+    for table in TIMED_TABLES:
+        for _ in conn.execute(f"SELECT * FROM {table}"):
+            pass
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed
+
+
+def analysis(path: Path):
+    from advisor.analysis import analyse
+    from advisor.trace import open_trace
+
+    started = time.perf_counter()
+    result = analyse(open_trace(path))
+    return time.perf_counter() - started, result
+
+
+def peak_memory(path: Path) -> int:
+    """Peak traced allocation of one analysis (a separate run: tracing slows it down)."""
+    from advisor.analysis import analyse
+    from advisor.trace import open_trace
+
+    tracemalloc.start()
+    analyse(open_trace(path))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernels", type=int, default=1_000_000)
+    parser.add_argument("--sample", type=Path, default=ROOT / "sample_traces" / "launch_eager.sqlite")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        big = Path(tmp) / "big.sqlite"
+        started = time.perf_counter()
+        kernels = build(args.sample, big, args.kernels)
+        print(f"built {big.stat().st_size / 2**20:.0f} MiB export with {kernels} kernels "
+              f"in {time.perf_counter() - started:.1f} s")
+        raw_scan(big)  # warm the page cache for both
+        scan = min(raw_scan(big) for _ in range(2))
+        runs = [analysis(big) for _ in range(2)]
+        best = min(r[0] for r in runs)
+        peak = peak_memory(big)
+        s = runs[0][1].main.summary
+        print(f"analysis found {s.iterations} iterations, {s.kernels_per_iteration:.0f} kernels each")
+        print(f"raw scan of kernel+runtime rows: {scan:.2f} s")
+        print(f"analysis (open + analyse):       {best:.2f} s")
+        print(f"ratio analysis/raw scan: {best / scan:.2f}  (target <= 2)")
+        print(f"analysis peak traced memory: {peak / 2**20:.0f} MiB ({peak / kernels:.0f} bytes per kernel)")
+
+
+if __name__ == "__main__":
+    main()
