@@ -62,6 +62,77 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport):
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
 
 
+@cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+@click.option("-o", "--output", "output", metavar="NAME", help="Report name, without extension (default: cg-advise-<script>).")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=str), default=".", show_default=True,
+              help="Folder of the report.")
+@click.option("--force", is_flag=True, help="Replace an existing report (the old one is kept as .bak).")
+@click.option("--warmup", type=click.IntRange(min=0), help="Iterations to run before recording starts.")
+@click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then stop the script.")
+@click.option("--run-to-end", is_flag=True, help="With --iterations: let the script finish after the window.")
+@click.option("-t", "--trace", default="cuda,nvtx", show_default=True, help="nsys -t list (cuda and nvtx are always added).")
+@click.option("--cuda-graph-trace", type=click.Choice(["graph", "node"]), default="graph", show_default=True,
+              help="One range per graph replay, or every graph node (slower).")
+@click.option("--sample-cpu", is_flag=True, help="Turn on CPU sampling and context switches (large reports).")
+@click.option("--nsys", "nsys_path", metavar="PATH", help="nsys to use (default: $NSYS, PATH, /opt/nvidia, /usr/local/cuda*).")
+@click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@one_line_errors
+def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cuda_graph_trace, sample_cpu,
+            nsys_path, pattern, as_json, command):
+    """Run a script under Nsight Systems with NVTX ranges around its iterations and submodules,
+    then analyse the report.
+
+    \b
+    cg-advise profile [OPTIONS] train.py [SCRIPT_ARGS]...
+    cg-advise profile [OPTIONS] -- python -m package [ARGS]...
+
+    Exit codes: 0/1 as analyze, 2 bad input, 3 nsys missing/too old/failing,
+    4 no CUDA device, 5 the script failed (its partial report is analysed), 130 interrupted.
+    """
+    from pathlib import Path
+
+    from . import profile as prof
+    from .analysis import analyse
+    from .nsys import find_nsys
+    from .report import console, render, to_json
+    from .trace import open_trace
+
+    if warmup is not None and iterations is None:
+        raise CgAdviseError("--warmup needs --iterations (the window to record)")
+    if run_to_end and iterations is None:
+        raise CgAdviseError("--run-to-end needs --iterations")
+    target = prof.parse_target(list(command))
+    name = output or f"cg-advise-{Path(target.argv[1] if target.argv[0] == '-m' else target.argv[0]).stem}"
+    options = prof.ProfileOptions(Path(output_dir) / name, trace, cuda_graph_trace, sample_cpu, warmup, iterations,
+                                  run_to_end, force)
+    nsys = find_nsys(nsys_path)
+    prof.check_cuda(target.python)
+    for backup in prof.check_output(options):
+        _note(f"kept the previous {backup.stem} as {backup.name}")
+    run = prof.prepare(nsys, options, target)
+    _note(f"nsys {nsys.version}: {' '.join(run.command)}")
+    run = prof.run(run, nsys, lambda line: click.echo(line, err=True))
+    _note(f"report: {run.report}  export: {run.sqlite}")
+    analysis = analyse(open_trace(run.sqlite), pattern)
+    if as_json:
+        click.echo(to_json(analysis))
+    else:
+        render(analysis, console())
+    if run.interrupted:
+        raise prof.Interrupted(f"interrupted: the partial report {run.report} was analysed")
+    if run.returncode != 0:
+        tail = " | ".join(line for line in list(run.output_tail)[-3:] if line.strip())
+        raise prof.ScriptFailed(f"{target.label} exited with code {run.returncode} (partial report analysed); "
+                                f"last output: {tail}")
+    sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
+
+
+def _note(message: str) -> None:
+    click.echo(f"cg-advise: {message}", err=True)
+
+
 def main():
     cli()
 

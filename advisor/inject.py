@@ -30,35 +30,39 @@ from . import ranges
 
 
 class NvtxSink:
-    """Emits ranges through the ``nvtx`` package, else through ``torch.cuda.nvtx``."""
+    """Emits ranges through the ``nvtx`` package (attributes built once per name, strings
+    registered), else through ``torch.cuda.nvtx``."""
 
     def __init__(self) -> None:
+        self._attributes = {}
         try:
             import nvtx  # type: ignore
 
-            self._push = lambda name: nvtx.push_range(message=name)
-            self._pop = nvtx.pop_range
-            self._start = lambda name: nvtx.start_range(message=name)
-            self._end = nvtx.end_range
+            self._domain = nvtx.get_domain()  # the default domain; a no-op one when no tool listens
         except ImportError:
             import torch.cuda.nvtx as tnvtx
 
-            self._push = tnvtx.range_push
-            self._pop = tnvtx.range_pop
-            self._start = tnvtx.range_start
-            self._end = tnvtx.range_end
+            self._domain = None
+            self.push, self.pop = tnvtx.range_push, tnvtx.range_pop
+            self.start, self.end = tnvtx.range_start, tnvtx.range_end
+
+    def _attrs(self, name: str):
+        attrs = self._attributes.get(name)
+        if attrs is None:
+            attrs = self._attributes[name] = self._domain.get_event_attributes(message=name)
+        return attrs
 
     def push(self, name: str) -> None:
-        self._push(name)
+        self._domain.push_range(self._attrs(name))
 
     def pop(self) -> None:
-        self._pop()
+        self._domain.pop_range()
 
     def start(self, name: str):
-        return self._start(name)
+        return self._domain.start_range(self._attrs(name))
 
     def end(self, handle) -> None:
-        self._end(handle)
+        self._domain.end_range(handle)
 
 
 @dataclass
@@ -114,7 +118,7 @@ class Injector:
     _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
     _root: object = None
     _handles: list = field(default_factory=list)
-    _unwrap: Optional[Callable[[], None]] = None
+    _unwraps: list = field(default_factory=list)
 
     def install(self) -> "Injector":
         import torch
@@ -136,9 +140,8 @@ class Injector:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        if self._unwrap is not None:
-            self._unwrap()
-            self._unwrap = None
+        while self._unwraps:
+            self._unwraps.pop()()
 
     def _wrap_graph_replay(self, graph_class) -> None:
         """A replay outside any module and iteration is a whole captured iteration."""
@@ -159,11 +162,7 @@ class Injector:
                 injector._count_iteration()
 
         graph_class.replay = replay
-
-        def unwrap() -> None:
-            graph_class.replay = original
-
-        self._unwrap = unwrap
+        self._unwraps.append(lambda: setattr(graph_class, "replay", original))
 
     # -- module hooks ---------------------------------------------------------------
     def _has_parameters(self, module) -> bool:
@@ -184,7 +183,7 @@ class Injector:
             self._root = module
             if self._is_training_call(module):
                 if self._iteration is None:
-                    self._iteration = self.sink.start(ranges.ITERATION)
+                    self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
             name = ranges.FORWARD
         elif depth == 1 and self._root is not None:
             child = self._child_names(self._root).get(id(module))
@@ -201,9 +200,63 @@ class Injector:
         self._depth -= 1
         if self._pushed.pop():
             self.sink.pop()
-        if self._depth == 0 and module is self._root and not self._is_training_call(module):
+        if self._depth == 0 and module is self._root:
+            self._end_top_level_call(module)
+            self._adopt(module)
+
+    def _end_top_level_call(self, module) -> None:
+        if not self._is_training_call(module):
             self.inference_calls += 1
             self._count_iteration()
+
+    # -- after the first top-level call: hooks on that module and its children only ----------
+    def _adopt(self, root) -> None:
+        """Global module hooks slow down every module call; once the top-level module is
+        known, trade them for thin wrappers of its and its children's forward (hooks on
+        those would still take PyTorch's slow call path; the overhead budget is 2 %)."""
+        for handle in self._handles[:2]:
+            handle.remove()
+        self._handles = self._handles[2:]
+        self._wrap_forward(root, self._before_root, self._after_root)
+        for name, child in root.named_children():
+            label = ranges.MODULE + name
+            self._wrap_forward(child, lambda m, a, label=label: self._push_child(label),
+                               lambda m, a, o: self.sink.pop())
+
+    def _wrap_forward(self, module, before, after) -> None:
+        had_own = "forward" in module.__dict__
+        original = module.forward
+
+        def forward(*args, **kwargs):
+            before(module, args)
+            output = original(*args, **kwargs)
+            after(module, args, output)
+            return output
+
+        module.forward = forward
+
+        def unwrap() -> None:
+            if had_own:
+                module.forward = original
+            else:
+                del module.forward
+
+        self._unwraps.append(unwrap)
+
+    def _push_child(self, label: str) -> None:
+        self.module_ranges += 1
+        self.sink.push(label)
+
+    def _before_root(self, module, args) -> None:
+        self._depth += 1
+        if self._iteration is None and self._is_training_call(module):
+            self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
+        self.sink.push(ranges.FORWARD)
+
+    def _after_root(self, module, args, output) -> None:
+        self.sink.pop()
+        self._depth -= 1
+        self._end_top_level_call(module)
 
     def _is_training_call(self, module) -> bool:
         return module.training and self._torch.is_grad_enabled()
@@ -212,7 +265,7 @@ class Injector:
     def _after_step(self, optimizer, args, kwargs) -> None:
         if self._iteration is None:  # a second optimizer in the same iteration
             return
-        self.sink.end(self._iteration)
+        self.sink.end(self._iteration[0])
         self._iteration = None
         self.training_steps += 1
         self._count_iteration()

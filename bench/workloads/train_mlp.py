@@ -36,6 +36,7 @@ def parse_args():
     p.add_argument("--sync", action="store_true", help="loss.item() every step")
     p.add_argument("--inference", action="store_true")
     p.add_argument("--nvtx-step", action="store_true", help="wrap each step in the script's own NVTX range")
+    p.add_argument("--crash-after", type=int, default=0, help="raise after this many steps (tests failure handling)")
     p.add_argument("--time", action="store_true", help="print median ms/iteration (CUDA events)")
     return p.parse_args()
 
@@ -94,6 +95,8 @@ def main():
         if args.nvtx_step:
             torch.cuda.nvtx.range_push("train_step")
         loss = step(i)
+        if args.crash_after and i + 1 == args.crash_after:
+            raise RuntimeError(f"crashing on purpose after {i + 1} steps")
         if args.sync:
             loss.item()
         if args.nvtx_step:

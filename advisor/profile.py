@@ -1,0 +1,249 @@
+"""`cg-advise profile`: the user's script, unmodified, under Nsight Systems with NVTX injected.
+
+prepare() checks everything it can before the GPU is touched and builds the exact nsys
+command; run() runs it, streaming the script's output to stderr, then exports the report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import CgAdviseError
+from .nsys import Nsys, NsysError, export_sqlite
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+REQUIRED_TRACES = ("cuda", "nvtx")
+
+
+class NoCudaError(CgAdviseError):
+    exit_code = 4
+
+
+class ScriptFailed(CgAdviseError):
+    exit_code = 5
+
+
+class Interrupted(CgAdviseError):
+    exit_code = 130
+
+
+@dataclass
+class Target:
+    """What to run: an interpreter, its own flags, and ``script.py args`` or ``-m module args``."""
+
+    python: str
+    python_flags: list
+    argv: list            # ["train.py", ...] or ["-m", "pkg", ...]
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.argv[:2]) if self.argv[0] == "-m" else self.argv[0]
+
+
+@dataclass
+class ProfileOptions:
+    output: Path                      # report path without extension
+    trace: str = "cuda,nvtx"
+    graph_trace: str = "graph"
+    sample_cpu: bool = False
+    warmup: Optional[int] = None
+    iterations: Optional[int] = None
+    run_to_end: bool = False
+    force: bool = False
+
+    @property
+    def windowed(self) -> bool:
+        return self.iterations is not None
+
+
+@dataclass
+class ProfileRun:
+    command: list
+    env: dict
+    report: Path
+    sqlite: Path
+    summary_file: Path
+    target: Target
+    returncode: int = 0
+    output_tail: deque = field(default_factory=lambda: deque(maxlen=20))
+    interrupted: bool = False
+    injected: dict = field(default_factory=dict)   # what the NVTX bootstrap counted
+    window: tuple = ()                             # (warmup, iterations) when windowed
+
+
+def parse_target(args: list, python: str = sys.executable) -> Target:
+    """``train.py [args]`` or ``python [flags] (-m module | script.py) [args]``."""
+    if not args:
+        raise CgAdviseError("no script given: cg-advise profile [OPTIONS] train.py [ARGS]... "
+                            "or cg-advise profile [OPTIONS] -- python -m module [ARGS]...")
+    first = args[0]
+    if PYTHON_NAME.match(Path(first).name):
+        flags, rest = [], list(args[1:])
+        while rest and rest[0].startswith("-") and rest[0] != "-m":
+            if rest[0] == "-c":
+                raise CgAdviseError("python -c is not supported: put the code in a script")
+            flags.append(rest.pop(0))
+        if not rest or (rest[0] == "-m" and len(rest) < 2):
+            raise CgAdviseError(f"nothing to run after {first}: give a script or -m module")
+        target = Target(first, flags, rest)
+    else:
+        target = Target(python, [], list(args))
+    if target.argv[0] != "-m":
+        check_script(Path(target.argv[0]))
+    return target
+
+
+def check_script(path: Path) -> None:
+    if not path.exists():
+        raise CgAdviseError(f"{path}: no such file")
+    if path.is_dir():
+        raise CgAdviseError(f"{path}: is a folder, not a Python script")
+    try:
+        source = path.read_bytes()
+        compile(source, str(path), "exec")
+    except (SyntaxError, ValueError) as error:
+        where = f" at line {error.lineno}" if getattr(error, "lineno", None) else ""
+        raise CgAdviseError(f"{path}: not a Python script ({type(error).__name__}{where})") from None
+
+
+def check_output(options: ProfileOptions) -> list:
+    """The report's folder must be writable; existing reports are kept unless --force, which
+    first moves them to ``.bak``. Returns the backups made."""
+    folder = options.output.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CgAdviseError(f"cannot create output folder {folder}: {error.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise CgAdviseError(f"output folder {folder} is not writable")
+    existing = [p for p in report_files(options.output) if p.exists()]
+    if existing and not options.force:
+        raise CgAdviseError(f"{existing[0]} exists: pass --force to replace it (kept as {existing[0].name}.bak) "
+                            "or choose another --output")
+    backups = []
+    for path in existing:
+        backup = path.with_name(path.name + ".bak")
+        path.replace(backup)
+        backups.append(backup)
+    return backups
+
+
+def report_files(output: Path) -> list:
+    return [output.with_name(output.name + ".nsys-rep"), output.with_name(output.name + ".sqlite")]
+
+
+def trace_list(trace: str) -> str:
+    parts = [p.strip() for p in trace.split(",") if p.strip()]
+    for needed in REQUIRED_TRACES:
+        if needed not in parts:
+            parts.append(needed)
+    return ",".join(parts)
+
+
+def nsys_command(nsys: Nsys, options: ProfileOptions, target: Target) -> list:
+    command = [nsys.path, "profile", "-t", trace_list(options.trace), f"--cuda-graph-trace={options.graph_trace}"]
+    if options.sample_cpu:
+        command += ["-s", "cpu", "--cpuctxsw=process-tree"]
+    else:
+        command += ["-s", "none", "--cpuctxsw=none"]
+    if options.windowed:
+        command += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    command += ["-o", str(options.output), "--force-overwrite", "true" if options.force else "false"]
+    return command + [target.python, *target.python_flags, "-m", "advisor.inject", *target.argv]
+
+
+def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -> dict:
+    env = dict(environ)
+    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["CG_ADVISE_SUMMARY"] = str(summary_file)
+    if options.windowed:
+        env["CG_ADVISE_WARMUP"] = str(options.warmup or 0)
+        env["CG_ADVISE_ITERATIONS"] = str(options.iterations)
+        env["CG_ADVISE_RUN_TO_END"] = "1" if options.run_to_end else "0"
+    return env
+
+
+def check_cuda(python: str) -> None:
+    """The target interpreter must see a CUDA device (its torch, not ours)."""
+    probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        result = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise NoCudaError(f"cannot check for a CUDA device with {python}: {error}") from None
+    if result.returncode != 0:
+        why = "torch is not installed" if "ModuleNotFoundError" in result.stderr else "torch.cuda.is_available() is False"
+        raise NoCudaError(f"no CUDA device visible to {python} ({why}): profile on a machine with an NVIDIA GPU")
+
+
+def prepare(nsys: Nsys, options: ProfileOptions, target: Target) -> ProfileRun:
+    summary_file = Path(tempfile.mkstemp(prefix="cg-advise-", suffix=".json")[1])
+    report, sqlite = report_files(options.output)
+    window = (options.warmup or 0, options.iterations) if options.windowed else ()
+    return ProfileRun(nsys_command(nsys, options, target), child_env(options, summary_file), report, sqlite,
+                      summary_file, target, window=window)
+
+
+def run(profile: ProfileRun, nsys: Nsys, echo: Callable[[str], None]) -> ProfileRun:
+    """Runs nsys, echoing each line of the script's output; Ctrl-C stops nsys, which still
+    writes what it collected. Then exports the report to SQLite."""
+    process = subprocess.Popen(profile.command, env=profile.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, errors="replace", bufsize=1, start_new_session=True)
+    try:
+        for line in process.stdout:
+            line = line.rstrip("\n")
+            profile.output_tail.append(line)
+            echo(line)
+        profile.returncode = process.wait()
+    except KeyboardInterrupt:
+        profile.interrupted = True
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            profile.returncode = process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            profile.returncode = process.wait()
+    profile.injected = read_summary(profile)
+    if not profile.report.exists():
+        raise _no_report(profile)
+    export_sqlite(nsys, profile.report, profile.sqlite)
+    return profile
+
+
+def _no_report(profile: ProfileRun) -> CgAdviseError:
+    tail = [line for line in profile.output_tail if line.strip()]
+    qdstrm = list(profile.report.parent.glob(profile.report.stem + "*.qdstrm"))
+    if profile.interrupted:
+        return Interrupted("interrupted before nsys wrote a report")
+    done = profile.injected.get("iterations")
+    if profile.window and done is not None and done <= profile.window[0]:
+        return CgAdviseError(f"{profile.target.label} ran {done} iterations, not more than --warmup "
+                             f"{profile.window[0]}: the recording window never opened")
+    if qdstrm:
+        return NsysError(f"nsys left only {qdstrm[0].name}: its importer failed (on Linux it needs libdw.so.1 "
+                         "from elfutils on LD_LIBRARY_PATH)")
+    if profile.returncode != 0 and tail:
+        return ScriptFailed(f"{profile.target.label} exited with code {profile.returncode} and nsys wrote no report; "
+                            f"last output: {tail[-1]}")
+    return NsysError(f"nsys wrote no report{': ' + tail[-1] if tail else ''}")
+
+
+def read_summary(profile: ProfileRun) -> dict:
+    import json
+
+    try:
+        return json.loads(profile.summary_file.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    finally:
+        profile.summary_file.unlink(missing_ok=True)
