@@ -123,9 +123,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     if run.interrupted:
         raise prof.Interrupted(f"interrupted: the partial report {run.report} was analysed")
     if run.returncode != 0:
-        tail = " | ".join(line for line in list(run.output_tail)[-3:] if line.strip())
         raise prof.ScriptFailed(f"{target.label} exited with code {run.returncode} (partial report analysed); "
-                                f"last output: {tail}")
+                                f"last output: {prof.script_tail(run)}")
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
 
 

@@ -23,6 +23,10 @@ from .nsys import Nsys, NsysError, export_sqlite
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 REQUIRED_TRACES = ("cuda", "nvtx")
+# nsys's own lines in the combined output, told apart from the script's
+NSYS_LINE = re.compile(r"^(Collecting data\.\.\.|Generating '|\[\d+/\d+\]|Generated:|\s+\S+\.(nsys-rep|qdstrm|sqlite)$|"
+                       r"Processing \[|Capture range|WARNING: CPU |The target application terminated|"
+                       r"Stopping data collection|Signal \d+ received)")
 
 
 class NoCudaError(CgAdviseError):
@@ -200,19 +204,17 @@ def run(profile: ProfileRun, nsys: Nsys, echo: Callable[[str], None]) -> Profile
     process = subprocess.Popen(profile.command, env=profile.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, errors="replace", bufsize=1, start_new_session=True)
     try:
-        for line in process.stdout:
-            line = line.rstrip("\n")
-            profile.output_tail.append(line)
-            echo(line)
-        profile.returncode = process.wait()
+        _relay(process, profile, echo)
     except KeyboardInterrupt:
+        # nsys runs in its own session, out of the terminal's reach: tell it, and it stops the
+        # script and still writes what it collected
         profile.interrupted = True
-        os.killpg(process.pid, signal.SIGINT)
+        process.send_signal(signal.SIGINT)
         try:
-            profile.returncode = process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
+            _relay(process, profile, echo)
+        except KeyboardInterrupt:
             os.killpg(process.pid, signal.SIGKILL)
-            profile.returncode = process.wait()
+    profile.returncode = process.wait()
     profile.injected = read_summary(profile)
     if not profile.report.exists():
         raise _no_report(profile)
@@ -220,8 +222,22 @@ def run(profile: ProfileRun, nsys: Nsys, echo: Callable[[str], None]) -> Profile
     return profile
 
 
+def _relay(process, profile: ProfileRun, echo) -> None:
+    for line in process.stdout:
+        line = line.rstrip("\n")
+        if line.strip() and not NSYS_LINE.match(line):
+            profile.output_tail.append(line)
+        echo(line)
+    process.wait()
+
+
+def script_tail(profile: ProfileRun, lines: int = 1) -> str:
+    """The script's last output lines (nsys's own left out): a traceback's last line says why."""
+    return " | ".join(list(profile.output_tail)[-lines:])
+
+
 def _no_report(profile: ProfileRun) -> CgAdviseError:
-    tail = [line for line in profile.output_tail if line.strip()]
+    tail = list(profile.output_tail)
     qdstrm = list(profile.report.parent.glob(profile.report.stem + "*.qdstrm"))
     if profile.interrupted:
         return Interrupted("interrupted before nsys wrote a report")

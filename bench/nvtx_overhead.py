@@ -27,15 +27,17 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     args, workload_args = parser.parse_known_args()
     workload_args = workload_args or ["--width", "256", "--depth", "16", "--batch", "64"]
-    base = [str(WORKLOAD), *workload_args, "--steps", "300", "--time"]
+    base = [str(WORKLOAD), *workload_args, "--steps", "500", "--time"]
     plain, hooked = [], []
-    for _ in range(args.rounds):
-        plain.append(ms_per_iter([sys.executable, *base]))
-        hooked.append(ms_per_iter([sys.executable, "-m", "advisor.inject", *base]))
+    for i in range(args.rounds):  # ABBA order, so drift hits both alike
+        order = (False, True) if i % 2 == 0 else (True, False)
+        for with_hooks in order:
+            command = [sys.executable, "-m", "advisor.inject", *base] if with_hooks else [sys.executable, *base]
+            (hooked if with_hooks else plain).append(ms_per_iter(command))
     p, h = statistics.median(plain), statistics.median(hooked)
-    print(f"plain   ms/iter median {p:.4f}  {plain}")
-    print(f"hooked  ms/iter median {h:.4f}  {hooked}")
-    print(f"overhead ratio hooked/plain = {h / p:.4f}")
+    print(f"plain   ms/iter median {p:.4f} min {min(plain):.4f}  {plain}")
+    print(f"hooked  ms/iter median {h:.4f} min {min(hooked):.4f}  {hooked}")
+    print(f"overhead ratio hooked/plain: median {h / p:.4f}, min {min(hooked) / min(plain):.4f}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ with ``.item()`` every step; ``--inference`` runs forward only under ``torch.no_
 """
 
 import argparse
+import os
 import statistics
 
 import torch
@@ -47,6 +48,13 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     dev = "cuda"
     model = Net(args.width, args.depth, args.big).to(dev)
+    if "LOCAL_RANK" in os.environ:  # under torchrun: DDP (gloo when ranks share a GPU)
+        rank = int(os.environ["LOCAL_RANK"])
+        dev = f"cuda:{rank % torch.cuda.device_count()}"
+        torch.cuda.set_device(dev)
+        shared = int(os.environ["WORLD_SIZE"]) > torch.cuda.device_count()
+        torch.distributed.init_process_group("gloo" if shared else "nccl")
+        model = torch.nn.parallel.DistributedDataParallel(model.to(dev))
     loss_fn = nn.MSELoss()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, capturable=args.graph == "full")
     xs = [torch.randn(args.batch, args.width, device=dev) for _ in range(4)]

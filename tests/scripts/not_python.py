@@ -1,0 +1,2 @@
+This is a shell note, not Python:
+export CUDA_VISIBLE_DEVICES=0

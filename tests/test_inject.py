@@ -1,0 +1,138 @@
+"""The NVTX bootstrap runs real CPU scripts; ranges are recorded through a test sink."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from advisor import ranges
+from advisor.inject import Injector, Window, run_target
+from conftest import ROOT
+
+SCRIPT = str(ROOT / "tests" / "scripts" / "train_cpu.py")
+CHILDREN = ("encoder", "middle", "decoder")
+
+
+class RecordingSink:
+    """Keeps every range event, checking that pushes and pops nest."""
+
+    def __init__(self):
+        self.events = []
+        self.depth = 0
+        self.open_ranges = set()
+
+    def push(self, name):
+        self.events.append(("push", name))
+        self.depth += 1
+
+    def pop(self):
+        assert self.depth > 0, "pop without push"
+        self.events.append(("pop",))
+        self.depth -= 1
+
+    def start(self, name):
+        handle = len(self.events)
+        self.events.append(("start", name))
+        self.open_ranges.add(handle)
+        return handle
+
+    def end(self, handle):
+        self.open_ranges.remove(handle)
+        self.events.append(("end", handle))
+
+    def count(self, kind, name=None):
+        return sum(1 for e in self.events if e[0] == kind and (name is None or e[1] == name))
+
+
+class StopScript(Exception):
+    pass
+
+
+def run_script(*args, window=None):
+    sink = RecordingSink()
+    injector = Injector(sink, window or Window()).install()
+    saved = sys.argv[:]
+    try:
+        run_target([SCRIPT, *args])
+    finally:
+        injector.remove()
+        sys.argv = saved
+    return sink, injector
+
+
+def test_training_iterations_and_submodules(capsys):
+    sink, injector = run_script("--steps", "6")
+    assert sink.count("start", ranges.ITERATION) == 6 and sink.count("end") == 6
+    assert sink.count("push", ranges.FORWARD) == 6
+    for child in CHILDREN:
+        assert sink.count("push", ranges.MODULE + child) == 6
+    assert sink.depth == 0 and not sink.open_ranges
+    assert injector.summary() == {"iterations": 6, "training_steps": 6, "inference_calls": 0,
+                                  "module_ranges": 18, "graph_replays": 0}
+    # the script saw its own argv
+    assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
+
+
+def test_ranges_nest_inside_each_iteration():
+    sink, _ = run_script("--steps", "2")
+    first = sink.events[: sink.events.index(("end", 0)) + 1]
+    assert first == [("start", ranges.ITERATION), ("push", ranges.FORWARD),
+                     ("push", "cg-advise:module:encoder"), ("pop",), ("push", "cg-advise:module:middle"), ("pop",),
+                     ("push", "cg-advise:module:decoder"), ("pop",), ("pop",), ("end", 0)]
+
+
+def test_inference_iterations_are_forward_calls():
+    sink, injector = run_script("--steps", "7", "--inference")
+    assert sink.count("start") == 0
+    assert sink.count("push", ranges.FORWARD) == 7
+    assert injector.summary()["iterations"] == 7 and injector.summary()["inference_calls"] == 7
+
+
+def test_window_starts_stops_and_exits():
+    calls = []
+
+    def stop_script():
+        raise StopScript
+
+    window = Window(warmup=2, iterations=3, run_to_end=False, on_start=lambda: calls.append("start"),
+                    on_stop=lambda: calls.append("stop"), on_exit=stop_script)
+    with pytest.raises(StopScript):
+        run_script("--steps", "100", window=window)
+    assert calls == ["start", "stop"]
+
+
+def test_window_run_to_end_lets_the_script_finish(capsys):
+    calls = []
+    window = Window(warmup=0, iterations=2, run_to_end=True, on_start=lambda: calls.append("start"),
+                    on_stop=lambda: calls.append("stop"))
+    _, injector = run_script("--steps", "5", window=window)
+    assert calls == ["start", "stop"] and injector.iterations_done == 5
+    assert capsys.readouterr().out.splitlines()[-1] == "done"
+
+
+def test_bootstrap_process_passes_argv_and_writes_summary(tmp_path):
+    summary = tmp_path / "summary.json"
+    env = {**os.environ, "CG_ADVISE_SUMMARY": str(summary), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "advisor.inject", SCRIPT, "--steps", "4", "--help"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    # the script's own --help answered, and its exit code came through
+    assert result.returncode == 0 and result.stdout.startswith("usage: train_cpu.py")
+    result = subprocess.run([sys.executable, "-m", "advisor.inject", SCRIPT, "--steps", "4"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["argv ['--steps', '4']", "done"]
+    assert json.loads(summary.read_text())["iterations"] == 4
+
+
+def test_bootstrap_runs_a_module(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(open(SCRIPT).read())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "advisor.inject", "-m", "pkg.train", "--steps", "2"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["argv ['--steps', '2']", "done"]
