@@ -21,6 +21,14 @@ def sql(path, query, *params):
         conn.close()
 
 
+def rewrite(path, script: str) -> None:
+    """Changes a copied export with plain SQL (deleting ranges, renaming to older schemas)."""
+    conn = sqlite3.connect(path)
+    conn.executescript(script)
+    conn.commit()
+    conn.close()
+
+
 @pytest.fixture
 def copy_sample(tmp_path):
     def _copy(name: str) -> Path:

@@ -7,7 +7,7 @@ import pytest
 
 from advisor.analysis import analyse
 from advisor.trace import open_trace
-from conftest import TRACES, sample, sql
+from conftest import TRACES, rewrite, sample, sql
 
 EAGER = ["launch_eager", "compute_eager", "mixed_eager", "sync_eager", "infer_eager"]
 ALL = EAGER + ["launch_graphed", "compute_graphed", "launch_graphed_node"]
@@ -226,13 +226,8 @@ def test_iteration_pattern_picks_the_scripts_own_range():
 
 
 def test_repeated_top_level_range_is_the_fallback(copy_sample):
-    import sqlite3
-
     path = copy_sample("launch_graphed")
-    conn = sqlite3.connect(path)
-    conn.execute("DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM StringIds WHERE value LIKE 'cg-advise:%')")
-    conn.commit()
-    conn.close()
+    rewrite(path, "DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM StringIds WHERE value LIKE 'cg-advise:%')")
     s = analyse(open_trace(path)).main.summary
     assert s.iterations == sql(path, TRAIN_STEPS)[0][0] == 40
     assert s.iteration_source == "repeated top-level range 'train_step'"
@@ -240,12 +235,7 @@ def test_repeated_top_level_range_is_the_fallback(copy_sample):
 
 def test_whole_run_without_iteration_ranges(copy_sample):
     path = copy_sample("launch_eager")
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    conn.execute("DELETE FROM NVTX_EVENTS")
-    conn.commit()
-    conn.close()
+    rewrite(path, "DELETE FROM NVTX_EVENTS")
     s = analyse(open_trace(path)).main.summary
     isl = islands(path)
     first, last = isl[0][0], isl[-1][1]

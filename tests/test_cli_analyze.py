@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli import cli
-from conftest import TRACES, sample, sql
+from conftest import TRACES, rewrite, sample, sql
 
 
 def run(*args, env=None):
@@ -130,8 +130,7 @@ def test_nsys_rep_uses_its_fresh_export_and_refuses_a_stale_one(tmp_path):
 def test_older_schema_names_are_read(copy_sample):
     """The 2022.x layout: EXPORT_META_DATA, NVTX text inline (no textId), no graph columns."""
     path = copy_sample("launch_eager")
-    conn = sqlite3.connect(path)
-    conn.executescript("""
+    rewrite(path, """
         ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA;
         UPDATE NVTX_EVENTS SET text = (SELECT value FROM StringIds WHERE id = NVTX_EVENTS.textId)
             WHERE textId IS NOT NULL;
@@ -141,8 +140,6 @@ def test_older_schema_names_are_read(copy_sample):
         ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY DROP COLUMN graphNodeId;
         ALTER TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION DROP COLUMN eventSyncId;
     """)
-    conn.commit()
-    conn.close()
     _, new, _ = run(path, "--json")
     _, old, _ = run(sample("launch_eager"), "--json")
     new, old = json.loads(new), json.loads(old)
