@@ -45,16 +45,21 @@ def cli():
 @click.option("--ranges", "max_ranges", default=12, show_default=True, help="NVTX ranges shown in the table.")
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys used to export a .nsys-rep (default: $NSYS, PATH, /opt/nvidia).")
 @click.option("--reexport", is_flag=True, help="Export a .nsys-rep again although an older .sqlite exists (kept as .bak).")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
 @one_line_errors
-def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport):
+def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_path):
     """Analyse REPORT, an exported .sqlite or a .nsys-rep: gaps, utilization, launch cost,
-    syncs, per iteration and per NVTX range, and a verdict."""
+    syncs, per iteration and per NVTX range, a verdict, and the predicted speedup of each
+    capture scope."""
     from .analysis import analyse
     from .nsys import sqlite_for
+    from .predict import load_model, predictions_for
     from .report import console, render, to_json
     from .trace import open_trace
 
+    model = load_model(model_path)
     analysis = analyse(open_trace(sqlite_for(report, nsys_path, reexport)), pattern)
+    analysis.predictions = predictions_for(analysis, model)
     if as_json:
         click.echo(to_json(analysis))
     else:
@@ -77,10 +82,11 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport):
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys to use (default: $NSYS, PATH, /opt/nvidia, /usr/local/cuda*).")
 @click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
 def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cuda_graph_trace, sample_cpu,
-            nsys_path, pattern, as_json, command):
+            nsys_path, pattern, as_json, model_path, command):
     """Run a script under Nsight Systems with NVTX ranges around its iterations and submodules,
     then analyse the report.
 
@@ -96,9 +102,11 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     from . import profile as prof
     from .analysis import analyse
     from .nsys import find_nsys
+    from .predict import load_model, predictions_for
     from .report import console, render, to_json
     from .trace import open_trace
 
+    model = load_model(model_path)
     if warmup is not None and iterations is None:
         raise CgAdviseError("--warmup needs --iterations (the window to record)")
     if run_to_end and iterations is None:
@@ -116,6 +124,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     run = prof.run(run, nsys, lambda line: click.echo(line, err=True))
     _note(f"report: {run.report}  export: {run.sqlite}")
     analysis = analyse(open_trace(run.sqlite), pattern)
+    analysis.predictions = predictions_for(analysis, model)
     if as_json:
         click.echo(to_json(analysis))
     else:
@@ -126,6 +135,56 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
         raise prof.ScriptFailed(f"{target.label} exited with code {run.returncode} (partial report analysed); "
                                 f"last output: {prof.script_tail(run)}")
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
+
+
+@cli.group()
+def model():
+    """Fit and evaluate the benefit model on your own GPU's measurements."""
+
+
+@model.command("fit")
+@click.argument("dataset", type=click.Path(path_type=str))
+@click.option("-o", "--output", default="cg-advise-model.json", show_default=True, help="Model JSON to write.")
+@click.option("--force", is_flag=True, help="Replace an existing model file (the old one is kept as .bak).")
+@click.option("--provenance", default="", help="Where the measurements come from (GPU, driver, torch).")
+@one_line_errors
+def model_fit(dataset, output, force, provenance):
+    """Fit a model on DATASET.csv (the columns of advisor/data/zoo_h200.csv, e.g. from
+    bench/collect_dataset.py on your GPU); use it with --model."""
+    import json
+    from pathlib import Path
+
+    from .predict import fit, read_dataset
+
+    rows = read_dataset(dataset)
+    target = Path(output)
+    if target.exists():
+        if not force:
+            raise CgAdviseError(f"{target} exists: pass --force to replace it (kept as {target.name}.bak)")
+        target.replace(target.with_name(target.name + ".bak"))
+    fitted = fit(rows, provenance or f"fitted on {dataset}")
+    target.write_text(json.dumps(fitted, indent=1) + "\n")
+    _note(f"wrote {target}: {len(rows)} workloads, scopes {', '.join(fitted['scopes'])}")
+
+
+@model.command("eval")
+@click.argument("dataset", required=False, type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@one_line_errors
+def model_eval(dataset, as_json):
+    """Leave-one-family-out cross-validation on DATASET.csv (default: the shipped dataset)."""
+    import json
+
+    from .predict import cross_validate, read_dataset, shipped_dataset
+    from .report import console, render_evaluation
+
+    rows = read_dataset(dataset) if dataset else shipped_dataset()
+    results = cross_validate(rows)
+    if as_json:
+        click.echo(json.dumps({s: {k: v for k, v in r.items() if k != "log_residuals"} for s, r in results.items()},
+                              indent=2))
+    else:
+        render_evaluation(results, console())
 
 
 def _note(message: str) -> None:

@@ -114,10 +114,27 @@ def render(analysis: Analysis, out: Console, max_ranges: int = 12) -> None:
 
 
 def _render_predictions(predictions: dict, out: Console) -> None:
-    table = Table(title="Predicted speedup per capture scope (untraced)", title_justify="left")
-    for column in ("scope", "speedup", "interval"):
-        table.add_column(column)
+    if "note" in predictions:
+        out.print(f"predictions: {predictions['note']}")
+        return
+    out.print(f"predicted untraced eager iteration {predictions['eager_ms_estimate']:.3f} ms; "
+              f"bound for any graph {predictions['bound']:.2f}x")
+    table = Table(title="Predicted speedup (untraced, 10-90 % interval)", title_justify="left")
+    for column, justify in (("scope", "left"), ("speedup", "right"), ("interval", "right"), ("ms/iter", "right")):
+        table.add_column(column, justify=justify)
     for scope, p in predictions.items():
         if isinstance(p, dict) and "speedup" in p:
-            table.add_row(scope, f"{p['speedup']:.2f}x", f"{p['low']:.2f}-{p['high']:.2f}x")
+            table.add_row(scope, f"{p['speedup']:.2f}x", f"{p['low']:.2f}-{p['high']:.2f}x", f"{p['ms']:.3f}")
+    out.print(table)
+    out.print(f"advice: [bold]{predictions['advice']}[/]")
+
+
+def render_evaluation(results: dict, out: Console) -> None:
+    table = Table(title="Leave-one-family-out cross-validation", title_justify="left")
+    for column in ("scope", "workloads", "median |log err|", "within 20 %", "Spearman", "go/no-go", "no-go called"):
+        table.add_column(column, justify="right")
+    for scope, r in results.items():
+        table.add_row(scope, str(r["workloads"]), f"{r['median_abs_log_error']:.3f}", f"{r['within_20_percent']:.0%}",
+                      f"{r['spearman']:.3f}", f"{r['go_nogo_accuracy']:.0%}",
+                      f"{r['nogo_called_nogo']}/{r['nogo_workloads']}")
     out.print(table)

@@ -1,0 +1,264 @@
+"""The benefit model: from a traced eager run's metrics to each capture scope's untraced speedup.
+
+Two parts, both fitted on measurements (``advisor/data/zoo_h200.csv``: 31 zoo workloads on
+an H200, features from their traces, untraced ms/iteration of every scope):
+
+1. Untraced eager time. Tracing adds a roughly constant cost per GPU operation (about 7 us
+   on the H200), so ``eager ~ max(GPU busy, traced period - c * operations)``, c fitted as the
+   median over launch-bound workloads. The physical bound of a graph is eager / GPU busy.
+2. Per graph scope, the share of launch overhead it recovers, r = (eager - scope) /
+   (eager - busy), by ridge regression on trace features; speedup = B / (B - r (B - 1)),
+   which never exceeds the bound B. ``compile`` changes the kernels themselves (fusion can
+   beat the bound), so its log speedup is regressed directly and not capped.
+
+Intervals come from the residuals of leave-one-family-out cross-validation (10th and 90th
+percentiles of log error). The model ships as JSON coefficients; ``fit`` rebuilds it from a
+dataset CSV with scikit-learn, ``predict`` needs numpy only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CgAdviseError
+
+MODEL_VERSION = "cg-advise.model/1"
+GRAPH_SCOPES = ("submodule", "fwd_bwd", "full_iteration")
+SCOPES = GRAPH_SCOPES + ("compile",)
+FEATURE_NAMES = ("log_bound", "log_busy_ms", "log1p_kernels", "gpu_utilization", "log1p_launch_api_over_busy",
+                 "kernel_share_under_10us", "adamw")
+COMPILE_FEATURES = FEATURE_NAMES[:3]
+RIDGE_ALPHA = {"submodule": 1.0, "fwd_bwd": 1.0, "full_iteration": 1.0, "compile": 10.0}
+GO_THRESHOLD = 1.05          # a scope "helps" when it is at least this much faster
+GO_DECISION = 1.06           # predicted speedup needed to say so: a margin for the model's error near
+                             # the bar (with it, cross-validation calls every graph-scope no-go no-go)
+LAUNCH_BOUND_UTILIZATION = 0.5
+RECOVERED_RANGE = (-0.2, 1.0)
+DATASET = "zoo_h200.csv"
+SHIPPED = "model_h200.json"
+
+
+class ModelError(CgAdviseError):
+    pass
+
+
+# -- data -------------------------------------------------------------------------------
+def read_dataset(path) -> list:
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as error:
+        raise ModelError(f"{path}: {error.strerror}") from None
+    needed = {"workload", "family", "gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "eager_ms"}
+    if not rows or not needed <= set(rows[0]):
+        raise ModelError(f"{path}: not a cg-advise dataset (needs columns {', '.join(sorted(needed))})")
+    return rows
+
+
+def shipped_dataset() -> list:
+    with resources.as_file(resources.files("advisor") / "data" / DATASET) as path:
+        return read_dataset(path)
+
+
+def _number(row, key):
+    value = row.get(key)
+    return float(value) if value not in (None, "") else math.nan
+
+
+def eager_estimate(summary: dict, per_op_ms: float) -> float:
+    """Untraced eager ms/iteration from the traced run: tracing's per-operation cost removed."""
+    busy = summary["gpu_busy_ms_per_iteration"]
+    return max(busy, summary["gpu_period_ms"] - per_op_ms * summary["gpu_ops_per_iteration"])
+
+
+def features(summary: dict, per_op_ms: float, optimizer: str = "") -> list:
+    busy = max(summary["gpu_busy_ms_per_iteration"], 1e-6)
+    bound = eager_estimate(summary, per_op_ms) / busy
+    return [math.log(bound), math.log(busy), math.log1p(summary["kernels_per_iteration"]), summary["gpu_utilization"],
+            math.log1p(summary["launch_api_ms_per_iteration"] / busy), summary["kernel_share_under_10us"],
+            1.0 if optimizer == "adamw" else 0.0]
+
+
+def _summaries(rows):
+    keys = ("gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "kernels_per_iteration",
+            "gpu_utilization", "launch_api_ms_per_iteration", "kernel_share_under_10us")
+    return [{k: _number(r, k) for k in keys} for r in rows]
+
+
+# -- fitting ----------------------------------------------------------------------------
+def fit_per_op_cost(rows) -> float:
+    s = _summaries(rows)
+    eager = np.array([_number(r, "eager_ms") for r in rows])
+    period = np.array([x["gpu_period_ms"] for x in s])
+    ops = np.array([x["gpu_ops_per_iteration"] for x in s])
+    util = np.array([x["gpu_utilization"] for x in s])
+    launch_bound = (util < LAUNCH_BOUND_UTILIZATION) & (ops > 0) & np.isfinite(eager)
+    if not launch_bound.any():
+        return 0.0
+    return float(np.median((period - eager)[launch_bound] / ops[launch_bound]))
+
+
+def _targets(rows, scope):
+    eager = np.array([_number(r, "eager_ms") for r in rows])
+    busy = np.array([_number(r, "gpu_busy_ms_per_iteration") for r in rows])
+    ms = np.array([_number(r, f"{scope}_ms") for r in rows])
+    if scope == "compile":
+        return np.log(eager / ms)
+    recovered = (eager - ms) / np.maximum(eager - busy, 1e-9)
+    return np.clip(recovered, *RECOVERED_RANGE)
+
+
+def _ridge(X, y, alpha):
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(X, y)
+
+
+def _linear(pipeline) -> dict:
+    """The pipeline as one linear function of the raw features (for JSON)."""
+    scaler, ridge = pipeline.named_steps["standardscaler"], pipeline.named_steps["ridge"]
+    coef = ridge.coef_ / scaler.scale_
+    return {"coef": [float(c) for c in coef], "intercept": float(ridge.intercept_ - np.dot(coef, scaler.mean_))}
+
+
+def _design(rows, per_op_ms, names):
+    idx = [FEATURE_NAMES.index(n) for n in names]
+    full = np.array([features(s, per_op_ms, r.get("optimizer", "")) for s, r in zip(_summaries(rows), rows)])
+    return full[:, idx]
+
+
+def fit(rows, provenance: str = "") -> dict:
+    """A model (JSON-ready dict) from dataset rows; intervals from grouped cross-validation."""
+    per_op = fit_per_op_cost(rows)
+    model = {"version": MODEL_VERSION, "per_op_ms": per_op, "features": list(FEATURE_NAMES),
+             "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION, "trained_on": len(rows), "provenance": provenance, "scopes": {}}
+    cv = cross_validate(rows)
+    for scope in SCOPES:
+        names = COMPILE_FEATURES if scope == "compile" else FEATURE_NAMES
+        y = _targets(rows, scope)
+        ok = np.isfinite(y)
+        if ok.sum() < 4:
+            continue
+        pipeline = _ridge(_design(rows, per_op, names)[ok], y[ok], RIDGE_ALPHA[scope])
+        residual = cv[scope]["log_residuals"]
+        model["scopes"][scope] = {
+            "features": list(names), **_linear(pipeline), "alpha": RIDGE_ALPHA[scope], "samples": int(ok.sum()),
+            "log_interval": [float(np.percentile(residual, 10)), float(np.percentile(residual, 90))],
+        }
+    return model
+
+
+# -- prediction -------------------------------------------------------------------------
+def predict_rows(model: dict, summaries: list, optimizers=None) -> list:
+    optimizers = optimizers or [""] * len(summaries)
+    return [predict(model, s, o) for s, o in zip(summaries, optimizers)]
+
+
+def predict(model: dict, summary: dict, optimizer: str = "") -> dict:
+    """Per scope: speedup with an interval; graph scopes never above the bound."""
+    busy = summary["gpu_busy_ms_per_iteration"]
+    if not busy or busy <= 0:
+        raise ModelError("no GPU busy time in this run: nothing to predict")
+    eager = eager_estimate(summary, model["per_op_ms"])
+    bound = eager / busy
+    x = dict(zip(FEATURE_NAMES, features(summary, model["per_op_ms"], optimizer)))
+    out = {"eager_ms_estimate": eager, "bound": bound}
+    for scope, params in model["scopes"].items():
+        value = params["intercept"] + sum(c * x[n] for c, n in zip(params["coef"], params["features"]))
+        if scope == "compile":
+            speedup = math.exp(value)
+        else:
+            recovered = min(max(value, RECOVERED_RANGE[0]), RECOVERED_RANGE[1])
+            speedup = bound / (bound - recovered * (bound - 1))
+        low, high = (speedup * math.exp(q) for q in params["log_interval"])
+        if scope != "compile":
+            speedup, high = min(speedup, bound), min(high, bound)
+        out[scope] = {"speedup": speedup, "low": min(low, speedup), "high": max(high, speedup),
+                      "ms": eager / speedup}
+    # the verdict rests on the graph scopes; compile (fusion, fewer measurements) is a reference
+    best = max((s for s in GRAPH_SCOPES if s in out), key=lambda s: out[s]["speedup"], default=None)
+    decision = model.get("go_decision", GO_DECISION)
+    out["best"] = best
+    out["graphs_help"] = bool(best and out[best]["speedup"] >= decision)
+    out["advice"] = (f"best scope {best}: {out[best]['speedup']:.2f}x predicted" if out["graphs_help"]
+                     else f"graphs will not help (best predicted speedup under {decision:.2f}x)")
+    if "compile" in out and best and out["compile"]["speedup"] > max(out[best]["speedup"], decision):
+        out["advice"] += (f"; torch.compile predicted {out['compile']['speedup']:.2f}x "
+                          "(kernel fusion, lower confidence)")
+    return out
+
+
+def predictions_for(analysis, model: dict) -> dict:
+    """Predictions for an analysis's reported process; none for a run already in graphs
+    (the model reads eager traces)."""
+    summary = analysis.main.summary
+    if summary.verdict == "graphed":
+        return {"note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
+    keys = ("gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "kernels_per_iteration",
+            "gpu_utilization", "launch_api_ms_per_iteration", "kernel_share_under_10us")
+    return predict(model, {k: getattr(summary, k) for k in keys})
+
+
+def load_model(path=None) -> dict:
+    try:
+        if path is None:
+            text = (resources.files("advisor") / "data" / SHIPPED).read_text()
+        else:
+            text = Path(path).read_text()
+        model = json.loads(text)
+    except OSError as error:
+        raise ModelError(f"{path}: {error.strerror}") from None
+    except ValueError:
+        raise ModelError(f"{path}: not a JSON model") from None
+    if model.get("version") != MODEL_VERSION:
+        raise ModelError(f"{path or SHIPPED}: not a {MODEL_VERSION} model")
+    return model
+
+
+# -- evaluation -------------------------------------------------------------------------
+def cross_validate(rows) -> dict:
+    """Leave-one-family-out: each family is predicted by a model that never saw it."""
+    from scipy.stats import spearmanr
+
+    families = np.array([r["family"] for r in rows])
+    eager = np.array([_number(r, "eager_ms") for r in rows])
+    summaries = _summaries(rows)
+    results = {}
+    for scope in SCOPES:
+        measured = eager / np.array([_number(r, f"{scope}_ms") for r in rows])
+        ok = np.isfinite(measured)
+        predicted = np.full(len(rows), np.nan)
+        for family in np.unique(families[ok]):
+            train = [r for r, keep in zip(rows, ok & (families != family)) if keep]
+            if len(train) < 4:
+                continue
+            model = {"per_op_ms": fit_per_op_cost(train), "scopes": {}}
+            names = COMPILE_FEATURES if scope == "compile" else FEATURE_NAMES
+            y = _targets(train, scope)
+            pipeline = _ridge(_design(train, model["per_op_ms"], names), y, RIDGE_ALPHA[scope])
+            model["scopes"][scope] = {"features": list(names), **_linear(pipeline), "log_interval": [0.0, 0.0]}
+            for i in np.flatnonzero(ok & (families == family)):
+                predicted[i] = predict(model, summaries[i], rows[i].get("optimizer", ""))[scope]["speedup"]
+        done = ok & np.isfinite(predicted)
+        residual = np.log(measured[done]) - np.log(predicted[done])
+        nogo = measured[done] < GO_THRESHOLD
+        results[scope] = {
+            "workloads": int(done.sum()),
+            "median_abs_log_error": float(np.median(np.abs(residual))) if done.any() else math.nan,
+            "within_20_percent": float(np.mean(np.abs(predicted[done] / measured[done] - 1) <= 0.2)) if done.any() else math.nan,
+            "spearman": float(spearmanr(predicted[done], measured[done])[0]) if done.sum() > 2 else math.nan,
+            "go_nogo_accuracy": float(np.mean((predicted[done] >= GO_DECISION) == ~nogo)) if done.any() else math.nan,
+            "nogo_workloads": int(nogo.sum()),
+            "nogo_called_nogo": int(np.sum(predicted[done][nogo] < GO_DECISION)),
+            "log_residuals": residual.tolist(),
+            "predicted": {rows[i]["workload"]: float(predicted[i]) for i in np.flatnonzero(done)},
+        }
+    return results
