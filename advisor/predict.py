@@ -85,10 +85,12 @@ def features(summary: dict, per_op_ms: float, optimizer: str = "") -> list:
             1.0 if optimizer == "adamw" else 0.0]
 
 
+FEATURE_KEYS = ("gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "kernels_per_iteration",
+                "gpu_utilization", "launch_api_ms_per_iteration", "kernel_share_under_10us")
+
+
 def _summaries(rows):
-    keys = ("gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "kernels_per_iteration",
-            "gpu_utilization", "launch_api_ms_per_iteration", "kernel_share_under_10us")
-    return [{k: _number(r, k) for k in keys} for r in rows]
+    return [{k: _number(r, k) for k in FEATURE_KEYS} for r in rows]
 
 
 # -- fitting ----------------------------------------------------------------------------
@@ -202,9 +204,7 @@ def predictions_for(analysis, model: dict) -> dict:
     summary = analysis.main.summary
     if summary.verdict == "graphed":
         return {"note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
-    keys = ("gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "kernels_per_iteration",
-            "gpu_utilization", "launch_api_ms_per_iteration", "kernel_share_under_10us")
-    return predict(model, {k: getattr(summary, k) for k in keys})
+    return predict(model, {k: getattr(summary, k) for k in FEATURE_KEYS})
 
 
 def load_model(path=None) -> dict:

@@ -1,0 +1,124 @@
+"""The benefit model: shipped JSON against a scikit-learn refit, bounds, CV targets, CLI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from advisor import predict as pr
+from advisor.analysis import analyse
+from advisor.cli import cli
+from advisor.trace import open_trace
+from conftest import ROOT, sample
+
+DATASET = ROOT / "advisor" / "data" / "zoo_h200.csv"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return pr.read_dataset(DATASET)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return pr.load_model()
+
+
+def test_shipped_model_reproduces_a_scikit_learn_refit(rows, shipped):
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    per_op = pr.fit_per_op_cost(rows)
+    assert shipped["per_op_ms"] == pytest.approx(per_op, rel=1e-12)
+    summaries = pr._summaries(rows)
+    for scope, params in shipped["scopes"].items():
+        y = pr._targets(rows, scope)
+        ok = np.isfinite(y)
+        X = pr._design(rows, per_op, params["features"])[ok]
+        reference = make_pipeline(StandardScaler(), Ridge(alpha=params["alpha"])).fit(X, y[ok])
+        ours = params["intercept"] + X @ np.array(params["coef"])
+        np.testing.assert_allclose(ours, reference.predict(X), rtol=1e-9, atol=1e-12)
+        assert params["samples"] == ok.sum()
+    # and the whole predict() path agrees with sklearn's output for every row
+    s0 = pr.predict(shipped, summaries[0], rows[0]["optimizer"])
+    assert set(pr.SCOPES) <= set(s0)
+
+
+def test_graph_scopes_never_exceed_the_bound(rows, shipped):
+    for summary, row in zip(pr._summaries(rows), rows):
+        p = pr.predict(shipped, summary, row["optimizer"])
+        assert p["bound"] >= 1
+        for scope in pr.GRAPH_SCOPES:
+            assert p[scope]["low"] <= p[scope]["speedup"] <= p[scope]["high"] <= p["bound"] + 1e-12
+
+
+def test_bound_is_untraced_eager_over_busy(shipped):
+    s = analyse(open_trace(sample("launch_eager"))).main.summary
+    p = pr.predict(shipped, {k: getattr(s, k) for k in pr.FEATURE_KEYS})
+    expected_eager = max(s.gpu_busy_ms_per_iteration, s.gpu_period_ms - shipped["per_op_ms"] * s.gpu_ops_per_iteration)
+    assert p["eager_ms_estimate"] == pytest.approx(expected_eager)
+    assert p["bound"] == pytest.approx(expected_eager / s.gpu_busy_ms_per_iteration)
+
+
+def test_cross_validation_meets_the_targets(rows):
+    """Grouped by family: median error within 20 %, every graph-scope no-go called no-go."""
+    results = pr.cross_validate(rows)
+    for scope in pr.GRAPH_SCOPES:
+        r = results[scope]
+        assert r["workloads"] == len(rows)
+        assert r["median_abs_log_error"] <= math.log(1.2), scope
+        assert r["nogo_called_nogo"] == r["nogo_workloads"], scope
+        assert r["spearman"] > 0.8, scope
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, list(map(str, args)))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_analyze_json_has_predictions_per_scope():
+    code, out, _ = run("analyze", sample("launch_eager"), "--json")
+    p = json.loads(out)["predictions"]
+    for scope in ("submodule", "fwd_bwd", "full_iteration", "compile"):
+        assert p[scope]["low"] <= p[scope]["speedup"] <= p[scope]["high"]
+    assert p["graphs_help"] is True and p["best"] == "full_iteration"
+
+
+def test_gpu_bound_run_is_told_graphs_will_not_help():
+    code, out, _ = run("analyze", sample("compute_eager"), "--json")
+    p = json.loads(out)["predictions"]
+    assert code == 0 and p["graphs_help"] is False
+    assert p["advice"].startswith("graphs will not help (best predicted speedup under 1.06x)")
+    assert max(p[s]["speedup"] for s in pr.GRAPH_SCOPES) < 1.06
+
+
+def test_graphed_run_gets_no_prediction():
+    _, out, _ = run("analyze", sample("launch_graphed"), "--json")
+    assert json.loads(out)["predictions"] == {
+        "note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
+
+
+def test_model_fit_writes_and_keeps_an_existing_file(tmp_path):
+    target = tmp_path / "m.json"
+    code, _, err = run("model", "fit", DATASET, "-o", target)
+    assert code == 0 and err.startswith(f"cg-advise: wrote {target}: 31 workloads")
+    fitted = json.loads(target.read_text())
+    assert fitted["scopes"]["full_iteration"]["coef"] == pr.load_model()["scopes"]["full_iteration"]["coef"]
+    code, _, err = run("model", "fit", DATASET, "-o", target)
+    assert code == 2 and err == f"cg-advise: error: {target} exists: pass --force to replace it (kept as m.json.bak)\n"
+    code, out, _ = run("analyze", sample("launch_eager"), "--json", "--model", target)
+    assert json.loads(out)["predictions"]["best"] == "full_iteration"
+
+
+def test_model_eval_and_bad_inputs(tmp_path):
+    code, out, _ = run("model", "eval", "--json")
+    assert code == 0 and json.loads(out)["full_iteration"]["workloads"] == 31
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    code, _, err = run("model", "eval", bad)
+    assert code == 2 and err.startswith(f"cg-advise: error: {bad}: not a cg-advise dataset")
+    code, _, err = run("analyze", sample("launch_eager"), "--model", bad)
+    assert code == 2 and err == f"cg-advise: error: {bad}: not a JSON model\n"
