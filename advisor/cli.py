@@ -182,7 +182,7 @@ def model_eval(dataset, as_json):
     results = cross_validate(rows)
     if as_json:
         click.echo(json.dumps({s: {k: v for k, v in r.items() if k != "log_residuals"} for s, r in results.items()},
-                              indent=2))
+                              indent=2, allow_nan=False, default=str))
     else:
         render_evaluation(results, console())
 

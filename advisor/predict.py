@@ -261,4 +261,21 @@ def cross_validate(rows) -> dict:
             "log_residuals": residual.tolist(),
             "predicted": {rows[i]["workload"]: float(predicted[i]) for i in np.flatnonzero(done)},
         }
+    results["verdict"] = _verdict_accuracy(rows, results)
     return results
+
+
+def _verdict_accuracy(rows, results) -> dict:
+    """The tool's own call, per workload: do graphs help (best graph scope >= 1.05 measured)
+    and did the model say so (best predicted graph scope >= the decision threshold)?"""
+    measured_go, called_go = [], []
+    for row in rows:
+        eager = _number(row, "eager_ms")
+        speedups = [eager / _number(row, f"{s}_ms") for s in GRAPH_SCOPES]
+        predicted = [results[s]["predicted"].get(row["workload"], math.nan) for s in GRAPH_SCOPES]
+        measured_go.append(np.nanmax(speedups) >= GO_THRESHOLD)
+        called_go.append(np.nanmax(predicted) >= GO_DECISION)
+    measured_go, called_go = np.array(measured_go), np.array(called_go)
+    return {"workloads": len(rows), "accuracy": float(np.mean(measured_go == called_go)),
+            "nogo_workloads": int((~measured_go).sum()), "nogo_called_nogo": int((~measured_go & ~called_go).sum()),
+            "go_workloads": int(measured_go.sum()), "go_called_go": int((measured_go & called_go).sum())}

@@ -134,7 +134,12 @@ def render_evaluation(results: dict, out: Console) -> None:
     for column in ("scope", "workloads", "median |log err|", "within 20 %", "Spearman", "go/no-go", "no-go called"):
         table.add_column(column, justify="right")
     for scope, r in results.items():
+        if scope == "verdict":
+            continue
         table.add_row(scope, str(r["workloads"]), f"{r['median_abs_log_error']:.3f}", f"{r['within_20_percent']:.0%}",
                       f"{r['spearman']:.3f}", f"{r['go_nogo_accuracy']:.0%}",
                       f"{r['nogo_called_nogo']}/{r['nogo_workloads']}")
     out.print(table)
+    v = results["verdict"]
+    out.print(f"'graphs help' per workload (best graph scope): {v['accuracy']:.0%} right; no-go called no-go "
+              f"{v['nogo_called_nogo']}/{v['nogo_workloads']}, go called go {v['go_called_go']}/{v['go_workloads']}")

@@ -72,6 +72,8 @@ def test_cross_validation_meets_the_targets(rows):
         assert r["median_abs_log_error"] <= math.log(1.2), scope
         assert r["nogo_called_nogo"] == r["nogo_workloads"], scope
         assert r["spearman"] > 0.8, scope
+    verdict = results["verdict"]
+    assert verdict["nogo_called_nogo"] == verdict["nogo_workloads"] > 0
 
 
 def run(*args):

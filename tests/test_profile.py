@@ -116,3 +116,9 @@ def run_cli(*args, env=None):
 def test_refusals_are_one_line(args, code, message):
     exit_code, out, err = run_cli(*args)
     assert (exit_code, out, err) == (code, "", f"cg-advise: error: {message}\n")
+
+
+def test_script_help_is_the_scripts_not_ours():
+    # everything after the script is the script's own: click must not answer --help
+    code, out, err = run_cli("--nsys", "/nowhere/nsys", SCRIPT, "--help")
+    assert code == 3 and "Usage: cg-advise" not in out + err
