@@ -1,0 +1,274 @@
+"""Finds the training step in a user's script: the loop whose body runs ``<loss>.backward()``
+and ``<optimizer>.step()``, and what the tuner and the patch need to know about it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from advisor.errors import CgAdviseError
+
+OPTIMIZER_MODULES = ("optim.", "torch.optim.", "bnb.optim.", "apex.optimizers.")
+SCHEDULER_HINTS = ("lr_scheduler", "Scheduler", "scheduler")
+
+
+class DiscoveryError(CgAdviseError):
+    pass
+
+
+@dataclass
+class Outside:
+    """A statement in the step that must stay out of a captured region."""
+
+    line: int
+    code: str
+    reason: str
+
+
+@dataclass
+class StepSpec:
+    path: str
+    loop_kind: str               # "for" or "while"
+    line: int
+    end_line: int
+    function: Optional[str]      # enclosing function, None at module level
+    model: Optional[str]
+    optimizer: str
+    loss: str
+    batch: list
+    scheduler: Optional[str] = None
+    scaler: Optional[str] = None  # torch.cuda.amp / torch.amp GradScaler
+    autocast: bool = False
+    clip_grad: bool = False
+    outside: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        where = f"in {self.function}()" if self.function else "at module level"
+        batch = ", ".join(self.batch) or "?"
+        extras = [name for name, on in (("AMP", self.autocast or self.scaler), ("grad clipping", self.clip_grad),
+                                        (f"scheduler {self.scheduler}", self.scheduler)) if on]
+        return (f"{self.loop_kind} loop at {self.path}:{self.line}-{self.end_line} {where}: model {self.model or '?'}, "
+                f"optimizer {self.optimizer}, loss {self.loss}, batch ({batch})"
+                + (f"; {', '.join(extras)}" if extras else ""))
+
+
+def dotted(node) -> str:
+    """``torch.optim.AdamW`` for an Attribute chain, ``x`` for a Name, '' otherwise."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
+def target_names(node) -> list:
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        return [dotted(node)] if dotted(node) else []
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for element in node.elements for n in target_names(element.value)]
+    return []
+
+
+class _Assignments(cst.CSTVisitor):
+    """name -> the dotted callee it was assigned from, and the optimizer's parameter owner."""
+
+    def __init__(self):
+        self.constructed = {}
+        self.params_owner = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not isinstance(node.value, cst.Call):
+            return
+        callee = dotted(node.value.func)
+        for target in node.targets:
+            for name in target_names(target.target):
+                self.constructed[name] = callee
+                owner = _parameters_owner(node.value)
+                if owner:
+                    self.params_owner[name] = owner
+
+
+def _parameters_owner(call: cst.Call) -> Optional[str]:
+    """``model`` in ``AdamW(model.parameters(), ...)`` (also inside lists and dicts)."""
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("parameters", "named_parameters"):
+                found.append(dotted(node.func.value))
+
+    for arg in call.args:
+        arg.value.visit(Finder())
+    return found[0] if found else None
+
+
+class _LoopBody(cst.CSTVisitor):
+    """Calls inside one loop, not descending into nested functions or classes."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, positions):
+        self.positions = positions
+        self.backward, self.step, self.zero_grad = [], [], []
+        self.scaler_steps, self.calls, self.outside = [], [], []
+        self.autocast = False
+        self.clip_grad = False
+        self.assigned_from_next = []
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and dotted(call.func).split(".")[-1] == "autocast":
+                self.autocast = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Call) and dotted(node.value.func) == "next":
+            for target in node.targets:
+                self.assigned_from_next += target_names(target.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = dotted(func)
+        line = self.positions[node].start.line
+        if isinstance(func, cst.Attribute):
+            receiver, method = dotted(func.value), func.attr.value
+            if method == "backward" and isinstance(func.value, cst.Call) and node_args(func.value):
+                # scaler.scale(loss).backward(): the loss is scale's argument
+                receiver = dotted(node_args(func.value)[0])
+            if method == "backward" and receiver:
+                self.backward.append((receiver, line))
+            elif method == "step":
+                if node.args and receiver:
+                    self.scaler_steps.append((receiver, dotted(node.args[0].value), line))
+                elif receiver:
+                    self.step.append((receiver, line))
+            elif method == "zero_grad" and receiver:
+                self.zero_grad.append(receiver)
+            elif method == "item":
+                self.outside.append((line, "item", ".item() copies to the host and syncs: read it outside the graph"))
+            if method.startswith("clip_grad_norm") or method.startswith("clip_grad_value"):
+                self.clip_grad = True
+        if name == "print" or name.startswith("logging.") or name.startswith("logger.") or name.startswith("wandb."):
+            self.outside.append((line, name, "logging runs on the host: keep it outside the captured region"))
+        self.calls.append((name, line))
+
+
+def node_args(call: cst.Call) -> list:
+    return [arg.value for arg in call.args]
+
+
+class _Loops(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+
+    def __init__(self):
+        self.loops = []       # (node, function name)
+        self._functions = []
+
+    def visit_FunctionDef(self, node) -> None:
+        self._functions.append(node.name.value)
+
+    def leave_FunctionDef(self, node) -> None:
+        self._functions.pop()
+
+    def visit_For(self, node) -> None:
+        self.loops.append((node, self._functions[-1] if self._functions else None))
+
+    def visit_While(self, node) -> None:
+        self.loops.append((node, self._functions[-1] if self._functions else None))
+
+
+def discover(path, source: Optional[str] = None) -> StepSpec:
+    """The innermost loop that runs both backward and an optimizer step."""
+    path = Path(path)
+    if source is None:
+        if not path.exists():
+            raise DiscoveryError(f"{path}: no such file")
+        source = path.read_text()
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        raise DiscoveryError(f"{path}: not a Python script ({error.message} at line {error.raw_line})") from None
+    wrapper = MetadataWrapper(module)
+    positions = wrapper.resolve(PositionProvider)
+    assignments = _Assignments()
+    wrapper.module.visit(assignments)
+    loops = _Loops()
+    wrapper.visit(loops)
+
+    candidates = []
+    for node, function in loops.loops:
+        body = _LoopBody(positions)
+        node.body.visit(body)
+        optimizer = _optimizer(body, assignments)
+        if body.backward and optimizer:
+            candidates.append((node, function, body, optimizer))
+    if not candidates:
+        found = [f"{'for' if isinstance(n, cst.For) else 'while'} loop at line {positions[n].start.line}"
+                 for n, _ in loops.loops]
+        raise DiscoveryError(f"{path}: no training loop found (a for/while loop whose body calls <loss>.backward() "
+                             f"and <optimizer>.step()); loops seen: {', '.join(found) or 'none'}; "
+                             "name the step with --step module:function")
+    # innermost: the candidate no other candidate lies inside
+    node, function, body, optimizer = min(candidates, key=lambda c: _span(positions, c[0]))
+    loss = body.backward[0][0]
+    scaler = next((r for r, opt, _ in body.scaler_steps if opt == optimizer), None)
+    scheduler = next((r for r, _ in body.step if r != optimizer and _is_scheduler(r, assignments)), None)
+    model = assignments.params_owner.get(optimizer)
+    if isinstance(node, cst.For):
+        batch = target_names(node.target)
+        iterated = dotted(node.iter.func) if isinstance(node.iter, cst.Call) else ""
+        if iterated == "enumerate":
+            batch = batch[1:]  # drop the counter
+        elif iterated == "range":
+            batch = []  # a counted loop: the inputs come from outside it
+    else:
+        batch = body.assigned_from_next
+    outside = [Outside(line, code, reason) for line, code, reason in body.outside]
+    if scheduler:
+        line = next(line for r, line in body.step if r == scheduler)
+        outside.append(Outside(line, f"{scheduler}.step", "the LR schedule changes a Python float: keep the "
+                                                            "optimizer outside the graph or use a tensor LR"))
+    start, end = positions[node].start.line, positions[node].end.line
+    return StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
+                    optimizer, loss, batch, scheduler, scaler, body.autocast, body.clip_grad,
+                    sorted(outside, key=lambda o: o.line))
+
+
+def _span(positions, node) -> int:
+    p = positions[node]
+    return p.end.line - p.start.line
+
+
+def _is_scheduler(name: str, assignments: _Assignments) -> bool:
+    callee = assignments.constructed.get(name, "")
+    return any(h in callee for h in SCHEDULER_HINTS) or "sched" in name.lower()
+
+
+def _optimizer(body: _LoopBody, assignments: _Assignments) -> Optional[str]:
+    """The receiver of .step() that is an optimizer: constructed from an optim module, given
+    its parameters, zeroed in the loop, or stepped through a GradScaler."""
+    for _, optimizer, _ in body.scaler_steps:
+        if optimizer:
+            return optimizer
+    for receiver, _ in body.step:
+        if _is_scheduler(receiver, assignments):
+            continue
+        callee = assignments.constructed.get(receiver, "")
+        if (callee.startswith(OPTIMIZER_MODULES) or receiver in assignments.params_owner
+                or receiver in body.zero_grad or "opt" in receiver.lower()):
+            return receiver
+    return None
