@@ -1,0 +1,51 @@
+"""Planning and choosing candidates, on the zoo's real measurements."""
+
+import pytest
+
+from advisor import predict as pr
+from conftest import ROOT
+from tuner.search import SKIP_BELOW, Candidate, choose, plan
+
+ROWS = pr.read_dataset(ROOT / "advisor" / "data" / "zoo_h200.csv")
+GRAPH = ("submodule", "fwd_bwd", "full_iteration")
+
+
+def candidates_of(row):
+    return [Candidate(s, status="ok", ms_per_iter=float(row[f"{s}_ms"]), correct=True) for s in GRAPH]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["workload"] for r in ROWS])
+def test_choice_is_the_fastest_and_never_slower_than_eager(row):
+    eager = float(row["eager_ms"])
+    result = choose(eager, candidates_of(row), float(row["gpu_busy_ms_per_iteration"]))
+    fastest = min(GRAPH, key=lambda s: float(row[f"{s}_ms"]))
+    if float(row[f"{fastest}_ms"]) < eager:
+        assert result.winner == fastest
+        chosen = next(c for c in result.candidates if c.scope == fastest)
+        assert result.speedup(chosen) == pytest.approx(eager / float(row[f"{fastest}_ms"]))
+        busy = float(row["gpu_busy_ms_per_iteration"])
+        if eager > busy:
+            assert result.recovered(chosen) == pytest.approx((eager - float(row[f"{fastest}_ms"])) / (eager - busy))
+    else:
+        assert result.winner == "eager"
+
+
+def test_failed_and_mismatched_candidates_never_win():
+    cands = [Candidate("full_iteration", status="failed", failure={"kind": "sync-during-capture"}),
+             Candidate("fwd_bwd", status="ok", ms_per_iter=1.0, correct=False),
+             Candidate("submodule", status="ok", ms_per_iter=2.0, correct=True)]
+    result = choose(3.0, cands)
+    assert result.winner == "submodule"
+    assert [c.scope for c in result.ranking] == ["submodule", "full_iteration", "fwd_bwd"]
+
+
+def test_plan_follows_predictions_and_skips_hopeless_scopes():
+    model = pr.load_model()
+    summaries = {r["workload"]: s for r, s in zip(ROWS, pr._summaries(ROWS))}
+    launch = pr.predict(model, summaries["mlp_w256_d8_b64"])
+    order = plan(launch)
+    assert order[0].scope == "full_iteration" and all(c.status == "pending" for c in order[:3])
+    gpu_bound = pr.predict(model, summaries["large_mlp_w8192_d4_b8192"])
+    skipped = {c.scope for c in plan(gpu_bound) if c.status == "skipped"}
+    assert skipped == {s for s in GRAPH if gpu_bound[s]["speedup"] < SKIP_BELOW} and skipped
+    assert not any(c.status == "skipped" for c in plan(gpu_bound, exhaustive=True))
