@@ -137,6 +137,26 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
 
 
+@cli.command("patch")
+@click.argument("script", type=click.Path(path_type=str))
+@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile"]),
+              help="Force a scope (default: the winner of the saved tune result).")
+@click.option("--apply", "apply_", is_flag=True, help="Write the change (the original is kept as SCRIPT.orig).")
+@one_line_errors
+def patch_command(script, scope, apply_):
+    """Print (or --apply) the change that makes SCRIPT's training loop use a capture scope,
+    as a unified diff that `git apply` and `patch -p1` accept.
+
+    Exit codes: 0 applied, 1 a diff was printed (a pending change), 2 refused."""
+    from .patching import run_patch
+
+    diff, note = run_patch(script, scope, apply_)
+    if diff:
+        click.echo(diff, nl=False)
+    _note(note)
+    sys.exit(0 if apply_ else 1)
+
+
 @cli.group()
 def model():
     """Fit and evaluate the benefit model on your own GPU's measurements."""

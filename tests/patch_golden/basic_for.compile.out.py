@@ -1,0 +1,15 @@
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+criterion = nn.MSELoss()
+data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(8)]
+
+model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+
+for x, y in data:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()

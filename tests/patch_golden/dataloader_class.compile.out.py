@@ -1,0 +1,24 @@
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model.cuda()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05)
+
+    def fit(self, dataset, epochs=2):
+        loader = DataLoader(dataset, batch_size=16, shuffle=True)
+        self.model = torch.compile(self.model, mode="reduce-overhead")  # cg-advise: scope compile
+
+        for _ in range(epochs):
+            for features, target in loader:
+                features, target = features.cuda(non_blocking=True), target.cuda(non_blocking=True)
+                self.optimizer.zero_grad()
+                loss = nn.functional.mse_loss(self.model(features), target)
+                loss.backward()
+                self.optimizer.step()
+
+
+Trainer(nn.Linear(4, 1)).fit(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)))

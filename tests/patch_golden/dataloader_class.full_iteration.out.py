@@ -1,0 +1,62 @@
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the whole training step (forward, loss, backward, optimizer step) is
+    captured in one CUDA graph on the first call and replayed after. Inputs are copied into
+    static buffers; a batch of another shape runs the step eagerly. The warm-up runs
+    `warmup` real steps on the first batch, on a side stream, before capture."""
+
+    def __init__(self, step, optimizer, warmup=3):
+        self.step, self.optimizer, self.warmup = step, optimizer, warmup
+        self.graph = None
+
+    def __call__(self, *inputs):
+        shapes = [tuple(t.shape) for t in inputs]
+        if self.graph is None:
+            self.shapes = shapes
+            self.static_inputs = [t.detach().clone() for t in inputs]
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+        if shapes != self.shapes:
+            self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_inputs, inputs):
+            static.copy_(t)
+        self.graph.replay()
+        return self.static_outputs
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model.cuda()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05)
+
+    def fit(self, dataset, epochs=2):
+        loader = DataLoader(dataset, batch_size=16, shuffle=True)
+        def _cg_step(features, target):
+            """One training iteration, captured whole by cg-advise (scope full_iteration)."""
+            loss = nn.functional.mse_loss(self.model(features), target)
+            loss.backward()
+            self.optimizer.step()
+
+        _cg_step_graph = _CgFullIterationGraph(_cg_step, self.optimizer)
+
+        for _ in range(epochs):
+            for features, target in loader:
+                features, target = features.cuda(non_blocking=True), target.cuda(non_blocking=True)
+                _cg_step_graph(features, target)
+
+
+Trainer(nn.Linear(4, 1)).fit(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)))

@@ -1,0 +1,19 @@
+import argparse
+
+import torch
+from torch import nn
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    model = nn.Linear(8, 8).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(2, 8, device="cuda")
+    model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+
+    for i in range(args.steps):
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()

@@ -1,0 +1,22 @@
+import logging
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import CosineAnnealingLR
+
+log = logging.getLogger(__name__)
+model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+scheduler = CosineAnnealingLR(optimizer, T_max=100)
+x, y = torch.randn(32, 16, device="cuda"), torch.randn(32, 4, device="cuda")
+
+model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+
+for it in range(100):
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    if it % 20 == 0:
+        logging.info("iteration %d loss %.4f", it, loss.item())

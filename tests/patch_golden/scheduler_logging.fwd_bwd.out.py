@@ -1,0 +1,47 @@
+import logging
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import CosineAnnealingLR
+
+
+def _cg_graph_forward(module, warmup=3):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, and calls without grad, run the eager forward."""
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+log = logging.getLogger(__name__)
+model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+scheduler = CosineAnnealingLR(optimizer, T_max=100)
+x, y = torch.randn(32, 16, device="cuda"), torch.randn(32, 4, device="cuda")
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for it in range(100):
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    if it % 20 == 0:
+        logging.info("iteration %d loss %.4f", it, loss.item())

@@ -1,0 +1,42 @@
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, and calls without grad, run the eager forward."""
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+net = nn.Linear(10, 2).cuda()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
+loader = iter([(torch.randn(4, 10, device="cuda"), torch.randint(0, 2, (4,), device="cuda")) for _ in range(5)])
+step = 0
+_cg_graph_forward(net)  # cg-advise: forward and backward as CUDA graphs
+
+while step < 5:
+    inputs, labels = next(loader)
+    opt.zero_grad(set_to_none=True)
+    out = net(inputs)
+    l = nn.functional.cross_entropy(out, labels)
+    l.backward()
+    opt.step()
+    step += 1

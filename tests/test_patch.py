@@ -1,0 +1,103 @@
+"""Rewrites of the corpus per scope, against golden x.out.py files; the diffs apply with
+`git apply` and `patch -p1`, the results compile, refusals are one clear line."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import cli
+from advisor.patching import file_digest, tune_result_path
+from conftest import ROOT
+from tuner.discover import DiscoveryError
+from tuner.patch import PATCH_SCOPES, PatchRefused, make_patch
+
+CORPUS = ROOT / "tests" / "corpus"
+GOLDEN = ROOT / "tests" / "patch_golden"
+REFUSALS = json.loads((GOLDEN / "refusals.json").read_text())
+CASES = sorted((p.stem, scope) for p in CORPUS.glob("*.py") for scope in PATCH_SCOPES)
+
+
+@pytest.mark.parametrize("name,scope", CASES)
+def test_golden(name, scope):
+    source = CORPUS / f"{name}.py"
+    key = f"{name}.{scope}"
+    if key in REFUSALS:
+        with pytest.raises((PatchRefused, DiscoveryError)) as error:
+            make_patch(source, scope)
+        assert str(error.value) == REFUSALS[key].format(path=source)
+        assert not (GOLDEN / f"{key}.out.py").exists()
+        return
+    patch = make_patch(source, scope)
+    assert patch.patched == (GOLDEN / f"{key}.out.py").read_text()
+    compile(patch.patched, key, "exec")
+    assert patch.original == source.read_text()  # nothing written
+
+
+@pytest.mark.parametrize("name,scope", [c for c in CASES if f"{c[0]}.{c[1]}" not in REFUSALS])
+def test_diff_applies_with_git_and_patch(name, scope, tmp_path):
+    source = CORPUS / f"{name}.py"
+    diff = make_patch(source, scope).diff(f"{name}.py")
+    for tool in (["git", "apply"], ["patch", "-p1", "--quiet"]):
+        if shutil.which(tool[0]) is None:
+            continue
+        work = tmp_path / tool[0]
+        work.mkdir()
+        shutil.copy(source, work / f"{name}.py")
+        subprocess.run(tool, input=diff, text=True, cwd=work, check=True)
+        assert (work / f"{name}.py").read_text() == (GOLDEN / f"{name}.{scope}.out.py").read_text()
+
+
+def test_every_scope_has_a_golden_for_most_styles():
+    for scope in PATCH_SCOPES:
+        goldens = list(GOLDEN.glob(f"*.{scope}.out.py"))
+        assert len(goldens) >= 6, scope
+
+
+def test_full_iteration_moves_logging_out_and_makes_adam_capturable():
+    out = (GOLDEN / "in_function.full_iteration.out.py").read_text()
+    assert "torch.optim.AdamW(model.parameters(), lr=3e-4, capturable=True)" in out
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert ".item()" not in step and "zero_grad" not in step and step.rstrip().endswith("return loss")
+    assert "loss = _cg_step_graph(images, targets)" in out
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, ["patch", *map(str, args)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_prints_a_diff_and_applies_with_a_backup(tmp_path):
+    script = tmp_path / "train.py"
+    shutil.copy(CORPUS / "basic_for.py", script)
+    code, out, _ = run(script, "--scope", "full_iteration")
+    assert code == 1 and out.startswith("--- a/") and script.read_text() == (CORPUS / "basic_for.py").read_text()
+    code, out, err = run(script, "--scope", "full_iteration", "--apply")
+    assert code == 0 and out == ""
+    assert script.read_text() == (GOLDEN / "basic_for.full_iteration.out.py").read_text()
+    assert (tmp_path / "train.py.orig").read_text() == (CORPUS / "basic_for.py").read_text()
+    code, _, err = run(script, "--scope", "compile", "--apply")
+    assert code == 2 and err == f"cg-advise: error: {tmp_path / 'train.py.orig'} exists (an earlier patch's backup): move it away first\n"
+
+
+def test_cli_uses_the_tune_result_and_refuses_a_changed_file(tmp_path):
+    script = tmp_path / "train.py"
+    shutil.copy(CORPUS / "basic_for.py", script)
+    saved = tune_result_path(script)
+    saved.write_text(json.dumps({"winner": "fwd_bwd", "sha256": file_digest(script)}))
+    code, out, _ = run(script)
+    assert code == 1 and "_cg_graph_forward(model)" in out
+    script.write_text(script.read_text() + "\n# edited\n")
+    code, out, err = run(script)
+    assert code == 2 and out == ""
+    assert err == f"cg-advise: error: {script} changed since it was tuned (train.py.cg-advise.json): tune again or pass --scope\n"
+
+
+def test_unrecognised_loop_is_refused_with_the_file_untouched(tmp_path):
+    script = tmp_path / "infer.py"
+    shutil.copy(CORPUS / "inference_only.py", script)
+    code, out, err = run(script, "--scope", "full_iteration", "--apply")
+    assert code == 2 and out == "" and "no training loop found" in err
+    assert script.read_text() == (CORPUS / "inference_only.py").read_text()

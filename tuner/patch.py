@@ -1,0 +1,348 @@
+"""Rewrites the user's training loop to use one capture scope, with libcst so that comments
+and formatting survive; the result is checked before anyone sees it.
+
+Scopes: ``full_iteration`` (the step's statements become a function captured whole),
+``fwd_bwd`` (the model's forward and backward graphed), ``submodule`` (each top-level child
+graphed), ``compile`` (``torch.compile(mode="reduce-overhead")``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from advisor.errors import CgAdviseError
+
+from .discover import StepSpec, discover, dotted
+from .templates import HELPERS
+
+PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile")
+CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop")
+SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
+SYNC_FUNCTIONS = ("print", "torch.cuda.synchronize")
+
+
+class PatchRefused(CgAdviseError):
+    pass
+
+
+@dataclass
+class Patch:
+    path: str
+    scope: str
+    original: str
+    patched: str
+
+    def diff(self, relpath: Optional[str] = None) -> str:
+        name = relpath or self.path
+        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
+                                            self.patched.splitlines(keepends=True), f"a/{name}", f"b/{name}"))
+
+
+def make_patch(path, scope: str, spec: Optional[StepSpec] = None) -> Patch:
+    path = Path(path)
+    if scope not in PATCH_SCOPES:
+        raise PatchRefused(f"unknown scope {scope!r} (choose from {', '.join(PATCH_SCOPES)})")
+    original = path.read_text()
+    spec = spec or discover(path, original)
+    module = cst.parse_module(original)
+    if module.code != original:
+        raise PatchRefused(f"{path}: libcst does not round-trip this file exactly; refusing to rewrite it")
+    patched = _Rewriter(spec, scope, path).apply(module).code
+    check(path, original, patched)
+    return Patch(str(path), scope, original, patched)
+
+
+def check(path, original: str, patched: str) -> None:
+    """The rewrite parses, compiles and changes something; otherwise nothing is shown."""
+    if patched == original:
+        raise PatchRefused(f"{path}: the rewrite changed nothing")
+    try:
+        compile(patched, str(path), "exec")
+    except SyntaxError as error:
+        raise PatchRefused(f"{path}: the rewrite does not compile ({error.msg} at line {error.lineno}); "
+                           "refusing it (please report this)") from None
+
+
+# -- the rewrite ------------------------------------------------------------------------
+def _calls(node, predicate) -> list:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if predicate(call):
+                found.append(call)
+
+    node.visit(Finder())
+    return found
+
+
+def _is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == method
+            and (receiver is None or dotted(func.value) == receiver))
+
+
+def _has_sync(node) -> bool:
+    return bool(_calls(node, lambda c: (isinstance(c.func, cst.Attribute) and c.func.attr.value in SYNC_METHODS)
+                       or dotted(c.func) in SYNC_FUNCTIONS or dotted(c.func).startswith(("logging.", "logger."))))
+
+
+def _names_read(node) -> set:
+    names = set()
+
+    class Reader(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+    node.visit(Reader())
+    return names
+
+
+def _names_assigned(statement) -> set:
+    names = set()
+
+    class Writer(cst.CSTVisitor):
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
+            names.update(n for n in _target_names(target.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(_target_names(node.target))
+
+    statement.visit(Writer())
+    return names
+
+
+def _target_names(node) -> list:
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for element in node.elements for n in _target_names(element.value)]
+    return []
+
+
+def _is_zero_grad(statement, optimizer: str) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)
+            and _is_method(statement.body[0].value, optimizer, "zero_grad"))
+
+
+class _Rewriter:
+    def __init__(self, spec: StepSpec, scope: str, path: Path):
+        self.spec, self.scope, self.path = spec, scope, path
+
+    def refuse(self, why: str) -> PatchRefused:
+        return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
+
+    def apply(self, module: cst.Module) -> cst.Module:
+        wrapper = MetadataWrapper(module)
+        positions = wrapper.resolve(PositionProvider)
+        loop = next((n for n in positions if isinstance(n, (cst.For, cst.While))
+                     and positions[n].start.line == self.spec.line), None)
+        if loop is None:
+            raise self.refuse("the training loop found by discovery is not in this file any more")
+        outer = self._outermost_loop(wrapper.module, loop, positions)
+        if self.scope == "full_iteration":
+            before, new_loop = self._full_iteration(loop)
+        elif self.scope == "compile":
+            before, new_loop = self._module_scope(loop), loop
+        else:
+            before, new_loop = self._module_scope(loop), _autocast_without_cache(loop)
+        transformer = _Splice(loop, new_loop, outer, before)
+        module = wrapper.module.visit(transformer)
+        if not transformer.inserted:
+            raise self.refuse("could not place the setup code before the loop")
+        if self.scope == "full_iteration":
+            module = self._capturable_optimizer(module)
+        return _add_helper(module, self.scope) if self.scope in HELPERS else module
+
+    def _outermost_loop(self, module, loop, positions):
+        """The loop to put setup before: the outermost loop around ours in the same block."""
+        parents = {}
+
+        class Parents(cst.CSTVisitor):
+            def __init__(self):
+                self.stack = []
+
+            def on_visit(self, node) -> bool:
+                if self.stack:
+                    parents[node] = self.stack[-1]
+                self.stack.append(node)
+                return True
+
+            def on_leave(self, node) -> None:
+                self.stack.pop()
+
+        module.visit(Parents())
+        outer, node = loop, loop
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if isinstance(node, (cst.For, cst.While)):
+                outer = node
+        return outer
+
+    # -- compile, fwd_bwd, submodule: setup before the loop --------------------------------
+    def _module_scope(self, loop) -> list:
+        model = self.spec.model
+        if not model:
+            raise self.refuse("no model found (the optimizer is not built from <model>.parameters())")
+        if self.scope != "compile":
+            keyword_calls = _calls(loop.body, lambda c: dotted(c.func) == model and any(a.keyword or a.star for a in c.args))
+            if keyword_calls:
+                raise self.refuse(f"{model} is called with keyword or ** arguments; make_graphed_callables takes "
+                                  "positional tensors (try --scope compile)")
+        if self.scope == "compile":
+            code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
+        elif self.scope == "fwd_bwd":
+            code = f"_cg_graph_forward({model})  # cg-advise: forward and backward as CUDA graphs\n"
+        else:
+            code = (f"for _cg_child in {model}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
+                    f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
+                    f"        _cg_graph_forward(_cg_child)\n")
+        return list(cst.parse_module(code).body)
+
+    # -- full_iteration: the step's statements become a captured function -----------------
+    def _full_iteration(self, loop):
+        spec = self.spec
+        if spec.scaler:
+            raise self.refuse(f"{spec.scaler}.step() checks for infs on the host and cannot be captured; "
+                              "use --scope fwd_bwd (GradScaler stays outside the graph)")
+        if spec.scheduler:
+            raise self.refuse(f"{spec.scheduler}.step() changes a Python-float learning rate the graph would freeze; "
+                              "use --scope fwd_bwd (optimizer outside the graph)")
+        body = list(loop.body.body)
+        is_step = [bool(_calls(s, lambda c: _is_method(c, spec.optimizer, "step"))) for s in body]
+        if not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s):
+            raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
+                              "iteration needs one step per loop iteration")
+        end = is_step.index(True)
+        loss_root = spec.loss.split(".")[0]
+        marks = [bool(_calls(s, lambda c: _is_method(c, None, "backward") or _is_method(c, spec.optimizer, "zero_grad")
+                             or (spec.model and dotted(c.func) == spec.model))) or loss_root in _names_assigned(s)
+                 for s in body[:end]]
+        start = marks.index(True) if True in marks else end
+        core, moved = [], []
+        for statement in body[start:end + 1]:
+            if _is_zero_grad(statement, spec.optimizer):
+                continue
+            if _has_sync(statement):
+                if _names_assigned(statement) or statement is body[end]:
+                    raise self.refuse("a host sync (.item(), .cpu(), print, ...) inside the step feeds the step; "
+                                      "read values after the step")
+                moved.append(statement)  # logging: runs after the replay instead
+                continue
+            core.append(statement)
+        post = [s for s in body[end + 1:] if not _is_zero_grad(s, spec.optimizer)]
+        later = set().union(*(_names_read(s) for s in moved + post)) if moved + post else set()
+        assigned = set().union(*(_names_assigned(s) for s in core)) if core else set()
+        returns = sorted(later & assigned)
+        inputs = [b for b in spec.batch if b in set().union(*(_names_read(s) for s in core))]
+        step_def = self._step_function(core, inputs, returns)
+        call = f"_cg_step_graph({', '.join(inputs)})"
+        target = ", ".join(returns)
+        line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
+        new_body = body[:start] + list(cst.parse_module(line).body) + moved + post
+        setup = [step_def] + list(cst.parse_module(
+            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer})\n").body)
+        return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _capturable_optimizer(self, module):
+        """Adam-family optimizers must be built with capturable=True to step inside a graph."""
+        optimizer = self.spec.optimizer
+        changed = []
+
+        class Capturable(cst.CSTTransformer):
+            def leave_Assign(self, original, updated):
+                targets = [dotted(t.target) for t in updated.targets]
+                value = updated.value
+                if (optimizer in targets and isinstance(value, cst.Call)
+                        and dotted(value.func).split(".")[-1] in CAPTURABLE_OPTIMIZERS):
+                    args = [a for a in value.args if not (a.keyword and a.keyword.value == "capturable")]
+                    if args:
+                        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    arg = cst.Arg(keyword=cst.Name("capturable"), value=cst.Name("True"),
+                                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                    changed.append(True)
+                    return updated.with_changes(value=value.with_changes(args=[*args, arg]))
+                return updated
+
+        return module.visit(Capturable())
+
+    def _step_function(self, core, inputs, returns):
+        ret = f"    return {', '.join(returns)}\n" if returns else ""
+        header = (f"def _cg_step({', '.join(inputs)}):\n"
+                  f'    """One training iteration, captured whole by cg-advise (scope full_iteration)."""\n'
+                  f"    pass\n{ret}")
+        function = cst.parse_module(header).body[0]
+        statements = list(function.body.body)
+        docstring, tail = statements[0], statements[2:]
+        core = [_autocast_without_cache(s) for s in core]
+        return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
+
+
+def _autocast_without_cache(statement):
+    """autocast inside a captured region must not cache casts: cache_enabled=False."""
+
+    class Fix(cst.CSTTransformer):
+        def leave_Call(self, original, updated):
+            if dotted(updated.func).split(".")[-1] == "autocast" and not any(
+                    a.keyword and a.keyword.value == "cache_enabled" for a in updated.args):
+                arg = cst.Arg(keyword=cst.Name("cache_enabled"), value=cst.Name("False"),
+                              equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                args = list(updated.args)
+                if args:
+                    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                return updated.with_changes(args=[*args, arg])
+            return updated
+
+    return statement.visit(Fix())
+
+
+class _Splice(cst.CSTTransformer):
+    """Swaps our loop for its rewrite and puts the setup statements right before the outer loop."""
+
+    def __init__(self, loop, new_loop, outer, before):
+        self.loop, self.new_loop, self.outer, self.before = loop, new_loop, outer, before
+        self.inserted = False
+
+    def leave_For(self, original, updated):
+        return self._swap(original, updated)
+
+    def leave_While(self, original, updated):
+        return self._swap(original, updated)
+
+    def _swap(self, original, updated):
+        if original is self.loop and self.new_loop is not self.loop:
+            updated = self.new_loop
+        if original is self.outer:
+            self.inserted = True
+            first, *rest = self.before
+            blank = [cst.EmptyLine(indent=False)]
+            before = [first.with_changes(leading_lines=updated.leading_lines)]
+            before += [s.with_changes(leading_lines=blank) if isinstance(s, cst.SimpleStatementLine)
+                       and isinstance(first, cst.FunctionDef) else s for s in rest]
+            return cst.FlattenSentinel([*before, updated.with_changes(leading_lines=blank)])
+        return updated
+
+
+def _add_helper(module: cst.Module, scope: str) -> cst.Module:
+    """The helper goes after the last top-level import (``import torch`` added if missing)."""
+    body = list(module.body)
+    last_import = max((i for i, s in enumerate(body) if isinstance(s, cst.SimpleStatementLine)
+                       and isinstance(s.body[0], (cst.Import, cst.ImportFrom))), default=-1)
+    has_torch = any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
+                    and any(dotted(a.name) == "torch" for a in s.body[0].names) for s in body)
+    helper = list(cst.parse_module(HELPERS[scope]).body)
+    helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    extra = [] if has_torch else list(cst.parse_module("import torch\n").body)
+    return module.with_changes(body=body[:last_import + 1] + extra + helper + body[last_import + 1:])

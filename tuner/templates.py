@@ -1,0 +1,67 @@
+"""The plain-PyTorch helpers a patch adds to the user's file (no cg-advise at run time)."""
+
+FULL_ITERATION = '''
+
+class _CgFullIterationGraph:
+    """cg-advise: the whole training step (forward, loss, backward, optimizer step) is
+    captured in one CUDA graph on the first call and replayed after. Inputs are copied into
+    static buffers; a batch of another shape runs the step eagerly. The warm-up runs
+    `warmup` real steps on the first batch, on a side stream, before capture."""
+
+    def __init__(self, step, optimizer, warmup=3):
+        self.step, self.optimizer, self.warmup = step, optimizer, warmup
+        self.graph = None
+
+    def __call__(self, *inputs):
+        shapes = [tuple(t.shape) for t in inputs]
+        if self.graph is None:
+            self.shapes = shapes
+            self.static_inputs = [t.detach().clone() for t in inputs]
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+        if shapes != self.shapes:
+            self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_inputs, inputs):
+            static.copy_(t)
+        self.graph.replay()
+        return self.static_outputs
+'''
+
+GRAPHED_FORWARD = '''
+
+def _cg_graph_forward(module, warmup=3):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, and calls without grad, run the eager forward."""
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+'''
+
+HELPERS = {"full_iteration": FULL_ITERATION, "fwd_bwd": GRAPHED_FORWARD, "submodule": GRAPHED_FORWARD}
