@@ -252,8 +252,9 @@ class _Rewriter:
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
         new_body = body[:start] + list(cst.parse_module(line).body) + moved + post
+        model = f", {spec.model}" if spec.model else ""
         setup = [step_def] + list(cst.parse_module(
-            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer})\n").body)
+            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer}{model})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
     def _capturable_optimizer(self, module):

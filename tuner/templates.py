@@ -5,11 +5,12 @@ FULL_ITERATION = '''
 class _CgFullIterationGraph:
     """cg-advise: the whole training step (forward, loss, backward, optimizer step) is
     captured in one CUDA graph on the first call and replayed after. Inputs are copied into
-    static buffers; a batch of another shape runs the step eagerly. The warm-up runs
-    `warmup` real steps on the first batch, on a side stream, before capture."""
+    static buffers; a batch of another shape runs the step eagerly. Warm-up runs real steps
+    on a side stream; afterwards the model and the optimizer state are put back in place, so
+    training starts from the same point as without the graph."""
 
-    def __init__(self, step, optimizer, warmup=3):
-        self.step, self.optimizer, self.warmup = step, optimizer, warmup
+    def __init__(self, step, optimizer, model=None, warmup=3):
+        self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
         self.graph = None
 
     def __call__(self, *inputs):
@@ -17,6 +18,7 @@ class _CgFullIterationGraph:
         if self.graph is None:
             self.shapes = shapes
             self.static_inputs = [t.detach().clone() for t in inputs]
+            saved = self._snapshot()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -28,6 +30,7 @@ class _CgFullIterationGraph:
             self.optimizer.zero_grad(set_to_none=True)
             with torch.cuda.graph(self.graph):
                 self.static_outputs = self.step(*self.static_inputs)
+            self._restore(saved)
         if shapes != self.shapes:
             self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
             return self.step(*inputs)
@@ -35,6 +38,23 @@ class _CgFullIterationGraph:
             static.copy_(t)
         self.graph.replay()
         return self.static_outputs
+
+    def _snapshot(self):
+        if self.model is not None:
+            tensors = list(self.model.state_dict().values())
+        else:
+            tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
+        return [(t, t.detach().clone()) for t in tensors]
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place: the graph holds these very tensors
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+        for state in self.optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
 '''
 
 GRAPHED_FORWARD = '''
