@@ -137,6 +137,79 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
 
 
+@cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+@click.option("--scopes", default="full_iteration,fwd_bwd,submodule,compile", show_default=True,
+              help="Capture scopes to try.")
+@click.option("--exhaustive", is_flag=True, help="Also try scopes the model predicts hopeless.")
+@click.option("--trace", "report", metavar="REPORT", help="An eager profile (.sqlite/.nsys-rep): its predictions order "
+              "the candidates and its GPU busy time gives the bound.")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
+@click.option("--budget", "budget_s", default=900.0, show_default=True, help="Seconds for all candidates.")
+@click.option("--warmup", default=10, show_default=True, help="Training steps before timing.")
+@click.option("--iterations", default=50, show_default=True, help="Training steps timed.")
+@click.option("--check-steps", default=5, show_default=True, help="Steps after which parameters are compared with eager.")
+@click.option("--tolerance", default=1e-3, show_default=True, help="Max relative parameter difference vs eager.")
+@click.option("--json", "as_json", is_flag=True, help="Print the tune result as JSON.")
+@click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@one_line_errors
+def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, check_steps, tolerance, as_json,
+         apply_, command):
+    """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
+    them against eager, and rank them; the result is saved beside the script for `patch`.
+
+    \b
+    cg-advise tune [OPTIONS] train.py [SCRIPT_ARGS]...
+
+    The script must run at least warmup + iterations training steps. Exit codes: 0 eager is
+    best (or --apply done), 1 a faster scope is ready to patch, 2 bad input, 4 no CUDA device.
+    """
+    import json
+    import os
+    from pathlib import Path
+
+    from tuner.harness import Settings
+    from tuner.tune import TuneOptions, result_table_rows
+    from tuner.tune import tune as run_tune
+
+    from . import profile as prof
+    from .report import console, render_tune
+
+    target = prof.parse_target(list(command))
+    if target.argv[0] == "-m":
+        raise CgAdviseError("tune needs a script file (its training loop is rewritten per scope)")
+    options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")), exhaustive=exhaustive,
+                          budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
+                                                               check_steps=check_steps), tolerance=tolerance)
+    if report:
+        options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
+    if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
+        prof.check_cuda(target.python)
+    saved = run_tune(Path(target.argv[0]), target.argv[1:], options, lambda line: _note(line))
+    if as_json:
+        click.echo(json.dumps(saved, indent=2))
+    else:
+        render_tune(saved, result_table_rows(saved), console())
+    if apply_ and saved["winner"] != "eager":
+        from .patching import run_patch
+
+        _, note = run_patch(target.argv[0], None, True)
+        _note(note)
+        sys.exit(0)
+    sys.exit(0 if saved["winner"] == "eager" else 1)
+
+
+def _predictions_from(report, model_path):
+    from .analysis import analyse
+    from .nsys import sqlite_for
+    from .predict import load_model, predictions_for
+    from .trace import open_trace
+
+    analysis = analyse(open_trace(sqlite_for(report)))
+    predictions = predictions_for(analysis, load_model(model_path))
+    return (predictions if "note" not in predictions else None), analysis.main.summary.gpu_busy_ms_per_iteration
+
+
 @cli.command("patch")
 @click.argument("script", type=click.Path(path_type=str))
 @click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile"]),

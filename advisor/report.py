@@ -143,3 +143,27 @@ def render_evaluation(results: dict, out: Console) -> None:
     v = results["verdict"]
     out.print(f"'graphs help' per workload (best graph scope): {v['accuracy']:.0%} right; no-go called no-go "
               f"{v['nogo_called_nogo']}/{v['nogo_workloads']}, go called go {v['go_called_go']}/{v['go_workloads']}")
+
+
+def render_tune(saved: dict, rows: list, out: Console) -> None:
+    winner = saved["winner"]
+    table = Table(title=f"Capture scopes of {saved['script']} (ms per training step, untraced)", title_justify="left")
+    for column in ("scope", "ms/iter", "speedup", "overhead recovered", "extra MB", "correctness", "status"):
+        table.add_column(column, justify="left" if column in ("scope", "correctness", "status") else "right")
+    for row in rows:
+        style = "bold green" if row[0] == winner else None
+        table.add_row(*row, style=style)
+    out.print(table)
+    if saved.get("gpu_busy_ms"):
+        out.print(f"GPU-busy bound: {saved['gpu_busy_ms']:.3f} ms/iteration "
+                  f"({saved['eager_ms'] / saved['gpu_busy_ms']:.2f}x at most)")
+    for row in saved["rows"]:
+        failure = row.get("failure")
+        if failure and failure.get("fix"):
+            at = f" at {failure['where']}" if failure.get("where") else ""
+            out.print(f"{row['scope']}: {failure['kind']}{at}: {failure.get('message', '')}; {failure['meaning']}; "
+                      f"fix: {failure['fix']}")
+        elif failure:
+            out.print(f"{row['scope']}: {failure.get('kind')}: {failure.get('message', '')}")
+    out.print(f"winner: [bold]{winner}[/]" + ("" if winner == "eager" else
+              f"; apply with `cg-advise patch {saved['script']}`"))

@@ -1,0 +1,77 @@
+"""`cg-advise tune` end to end on the CPU: the harness measures the real script, candidates
+that cannot run here are recorded as failures, eager wins, the result is saved for patch."""
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import cli
+from advisor.patching import file_digest, tune_result_path
+from conftest import ROOT, cuda_available
+from tuner.harness import Settings
+from tuner.runner import max_relative_difference, new_workdir, run_candidate
+
+SCRIPT = ROOT / "tests" / "scripts" / "train_cpu_steps.py"
+SMALL = Settings(warmup=2, iterations=4, check_steps=2)
+
+
+def test_harness_times_and_snapshots_a_real_script():
+    candidate, snapshot = run_candidate(SCRIPT, ["--steps", "10"], "eager", SMALL, new_workdir(), 120)
+    assert candidate.status == "ok" and candidate.ms_per_iter > 0 and snapshot.exists()
+    again, same = run_candidate(SCRIPT, ["--steps", "10"], "eager", SMALL, new_workdir(), 120)
+    other, different = run_candidate(SCRIPT, ["--steps", "10", "--lr", "0.02"], "eager", SMALL, new_workdir(), 120)
+    assert max_relative_difference(snapshot, same) == 0.0  # seeded: the same run is bit-identical
+    assert max_relative_difference(snapshot, different) > 1e-3
+
+
+def test_harness_reports_failures_and_short_runs():
+    failed, _ = run_candidate(SCRIPT, ["--fail-at", "3"], "eager", SMALL, new_workdir(), 120)
+    assert failed.status == "failed" and failed.failure["kind"] == "sync-during-capture"
+    assert failed.failure["where"].endswith("train_cpu_steps.py:17")
+    short, _ = run_candidate(SCRIPT, ["--steps", "3"], "eager", SMALL, new_workdir(), 120)
+    assert short.failure == {"kind": "incomplete", "message": "the script ended after 3 training steps; timing needs 6"}
+
+
+def run(*args, env=None):
+    result = CliRunner().invoke(cli, ["tune", *map(str, args)], env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
+    script = tmp_path / "train.py"
+    shutil.copy(SCRIPT, script)
+    code, out, err = run("--scopes", "full_iteration,fwd_bwd", "--warmup", "2", "--iterations", "4",
+                         "--check-steps", "2", "--json", script, "--steps", "10",
+                         env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert code == 0, err
+    saved = json.loads(out)
+    assert saved == json.loads(tune_result_path(script).read_text())
+    assert saved["winner"] == "eager" and saved["sha256"] == file_digest(script)
+    assert saved["args"] == ["--steps", "10"] and saved["eager_ms"] > 0
+    assert {r["scope"]: r["status"] for r in saved["rows"]} == {"full_iteration": "failed", "fwd_bwd": "failed"}
+    assert err.splitlines()[0] == (f"cg-advise: training step: for loop at {script}:15-21 at module level: model model, "
+                                   "optimizer optimizer, loss loss, batch (?)")
+    assert not list(tmp_path.glob(".cg_tune_*"))  # patched copies are removed
+
+
+def test_tune_budget_skips_candidates(tmp_path):
+    script = tmp_path / "train.py"
+    shutil.copy(SCRIPT, script)
+    code, out, _ = run("--scopes", "fwd_bwd", "--budget", "0", "--warmup", "2", "--iterations", "4", "--json",
+                       script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    row = json.loads(out)["rows"][0]
+    assert code == 0 and row["status"] == "skipped" and row["failure"]["kind"] == "budget"
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the no-GPU refusal")
+def test_tune_needs_cuda(tmp_path):
+    code, out, err = run(SCRIPT)
+    assert code == 4 and out == "" and err.startswith("cg-advise: error: no CUDA device visible")
+
+
+def test_tune_refuses_modules_and_missing_scripts():
+    assert run("--", "python3", "-m", "pkg")[0:3:2] == (2, "cg-advise: error: tune needs a script file "
+                                                          "(its training loop is rewritten per scope)\n")
+    assert run("missing.py")[0:3:2] == (2, "cg-advise: error: missing.py: no such file\n")

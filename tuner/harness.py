@@ -1,0 +1,145 @@
+"""Runs one candidate script and measures it from the inside, without editing it further.
+
+``python -m tuner.harness RESULT.json script.py [args...]`` runs the script as ``__main__``
+with a fixed seed and counts its training steps: optimizer steps taken on the default stream
+outside any capture (warm-up on a side stream and the step inside a capture are not training
+steps), or, for the ``full_iteration`` scope, graph replays. After ``check_steps`` steps it
+saves the parameters (the correctness check against eager); over steps ``warmup`` to
+``warmup + iterations`` it times the iterations (CUDA events, else the CPU clock); then it
+writes RESULT.json and ends the script.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+ENV = "CG_TUNE_SETTINGS"
+
+
+@dataclass
+class Settings:
+    scope: str = "eager"
+    warmup: int = 10
+    iterations: int = 50
+    check_steps: int = 5
+    seed: int = 0
+    snapshot: str = ""          # where the parameters after check_steps go (torch.save)
+    script_dir: str = ""        # the original script's folder, first on sys.path
+
+
+@dataclass
+class Measurement:
+    steps: int = 0
+    ms_per_iter: Optional[float] = None
+    peak_mb: Optional[float] = None
+    snapshot: Optional[str] = None
+    complete: bool = False
+    note: str = ""
+    timer: str = ""
+    _marks: dict = field(default_factory=dict)
+
+
+class StepTimer:
+    def __init__(self, settings: Settings, result_path: str, torch_module):
+        self.settings, self.result_path, self.torch = settings, result_path, torch_module
+        self.cuda = torch_module.cuda.is_available()
+        self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock")
+        self.params = []
+
+    def install(self) -> "StepTimer":
+        torch = self.torch
+        from torch.optim import optimizer as optim
+
+        self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
+        graph_class = getattr(torch.cuda, "CUDAGraph", None)
+        if self.settings.scope == "full_iteration" and graph_class is not None:
+            original = graph_class.replay
+
+            def replay(graph):
+                out = original(graph)
+                self._step()
+                return out
+
+            graph_class.replay = replay
+        atexit.register(self.write)
+        return self
+
+    def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if all(p is not q for q in self.params):
+                    self.params.append(p)
+        if self.cuda:
+            cuda = self.torch.cuda
+            if cuda.is_current_stream_capturing() or cuda.current_stream() != cuda.default_stream():
+                return  # inside a capture, or warm-up on a side stream
+        self._step()
+
+    def _mark(self):
+        if self.cuda:
+            event = self.torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def _step(self) -> None:
+        self.m.steps += 1
+        s, n = self.settings, self.m.steps
+        if n == s.check_steps and s.snapshot:
+            self.torch.save([p.detach().cpu() for p in self.params], s.snapshot)
+            self.m.snapshot = s.snapshot
+        if n == s.warmup:
+            if self.cuda:
+                self.torch.cuda.reset_peak_memory_stats()
+            self.m._marks["start"] = self._mark()
+        if n == s.warmup + s.iterations:
+            end = self._mark()
+            start = self.m._marks["start"]
+            if self.cuda:
+                self.torch.cuda.synchronize()
+                elapsed_ms = start.elapsed_time(end)
+                self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
+            else:
+                elapsed_ms = (end - start) * 1e3
+            self.m.ms_per_iter = elapsed_ms / s.iterations
+            self.m.complete = True
+            self.write()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+    def write(self) -> None:
+        if not self.m.complete:
+            self.m.note = (f"the script ended after {self.m.steps} training steps; timing needs "
+                           f"{self.settings.warmup + self.settings.iterations}")
+        data = {k: v for k, v in asdict(self.m).items() if not k.startswith("_")}
+        with open(self.result_path, "w") as handle:
+            json.dump(data, handle)
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 2:
+        print("usage: python -m tuner.harness RESULT.json script.py [args...]", file=sys.stderr)
+        raise SystemExit(2)
+    result_path, target = argv[0], argv[1:]
+    settings = Settings(**json.loads(os.environ.get(ENV, "{}")))
+    import torch
+
+    torch.manual_seed(settings.seed)
+    StepTimer(settings, result_path, torch).install()
+    if settings.script_dir:
+        sys.path.insert(0, settings.script_dir)
+    from advisor.inject import run_target
+
+    run_target(target)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Each candidate in its own process (a failed capture can poison the CUDA context): the
+patched script runs under the harness beside the original, so its imports and relative
+paths still work, and is removed afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from advisor.profile import PACKAGE_PARENT
+
+from .errors import classify
+from .harness import ENV, Settings
+from .patch import make_patch
+from .search import Candidate
+
+DEFAULT_TOLERANCE = 1e-3   # max |candidate - eager| / max |eager| over all parameters
+
+
+def run_candidate(script: Path, args: list, scope: str, settings: Settings, workdir: Path,
+                  timeout: float, python: str = sys.executable) -> tuple:
+    """(Candidate, snapshot path or None) for one scope; eager runs the script as it is."""
+    candidate = Candidate(scope)
+    target = script
+    if scope != "eager":
+        try:
+            patched = make_patch(script, scope).patched
+        except Exception as error:  # a refused rewrite is a result
+            candidate.status, candidate.failure = "failed", {"kind": "not-applicable", "message": str(error)}
+            return candidate, None
+        target = script.with_name(f".cg_tune_{scope}_{script.name}")
+        target.write_text(patched)
+    snapshot = workdir / f"{scope}.params.pt"
+    result = workdir / f"{scope}.json"
+    env = {**os.environ, ENV: json.dumps(asdict(Settings(**{**asdict(settings), "scope": scope,
+                                                            "snapshot": str(snapshot),
+                                                            "script_dir": str(script.parent.resolve())}))),
+           "PYTHONPATH": PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    try:
+        process = subprocess.run([python, "-m", "tuner.harness", str(result), str(target), *args],
+                                 capture_output=True, text=True, env=env, timeout=timeout)
+        stderr = process.stderr
+        returncode = process.returncode
+    except subprocess.TimeoutExpired as expired:
+        stderr, returncode = f"timed out after {timeout:.0f} s", None
+    finally:
+        if target != script:
+            target.unlink(missing_ok=True)
+    data = json.loads(result.read_text()) if result.exists() else {}
+    candidate.ms_per_iter = data.get("ms_per_iter")
+    candidate.peak_mb = data.get("peak_mb")
+    if returncode == 0 and data.get("complete"):
+        candidate.status = "ok"
+    else:
+        candidate.status = "failed"
+        failure = classify(stderr) if stderr.strip() else None
+        candidate.failure = failure.to_dict() if failure else {"kind": "incomplete", "message": data.get("note", "")}
+        if returncode is None:
+            candidate.failure = {"kind": "timeout", "message": stderr}
+        elif data.get("note") and returncode == 0:
+            candidate.failure = {"kind": "incomplete", "message": data["note"]}
+    return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
+
+
+def max_relative_difference(reference: Path, other: Path) -> float:
+    import torch
+
+    a, b = torch.load(reference), torch.load(other)
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return float("inf")
+    scale = max(float(x.abs().max()) for x in a) or 1.0
+    return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a, b)) / scale
+
+
+def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, tolerance: float) -> None:
+    if candidate.status != "ok" or eager_snapshot is None or snapshot is None:
+        return
+    difference = max_relative_difference(eager_snapshot, snapshot)
+    candidate.correct = difference <= tolerance
+    if not candidate.correct:
+        candidate.status = "mismatch"
+        candidate.failure = {"kind": "mismatch", "message": f"parameters differ from eager by {difference:.2e} "
+                                                            f"(relative, tolerance {tolerance:.0e}) after the check steps"}
+
+
+def new_workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="cg-advise-tune-"))

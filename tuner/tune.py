@@ -1,0 +1,98 @@
+"""`cg-advise tune`: eager and each capture scope of the user's own script, measured on the
+GPU in separate processes, checked against eager, ranked; the result is saved for `patch`."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from advisor.errors import CgAdviseError
+from advisor.patching import file_digest, tune_result_path
+
+from .discover import discover
+from .harness import Settings
+from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_candidate
+from .search import SCOPE_ORDER, TuneResult, choose, plan
+
+SCHEMA = "cg-advise.tune/1"
+
+
+@dataclass
+class TuneOptions:
+    scopes: tuple = SCOPE_ORDER
+    exhaustive: bool = False
+    budget_s: float = 900.0
+    candidate_timeout_s: float = 300.0
+    settings: Settings = field(default_factory=Settings)
+    tolerance: float = DEFAULT_TOLERANCE
+    predictions: Optional[dict] = None
+    gpu_busy_ms: Optional[float] = None
+
+
+def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None]) -> dict:
+    script = Path(script)
+    spec = discover(script)
+    progress(f"training step: {spec.describe()}")
+    started = time.monotonic()
+    workdir = new_workdir()
+    eager, eager_snapshot = run_candidate(script, args, "eager", options.settings, workdir, options.candidate_timeout_s)
+    if eager.status != "ok":
+        failure = eager.failure or {}
+        raise CgAdviseError(f"{script} does not complete {options.settings.warmup + options.settings.iterations} "
+                            f"training steps under the harness: {failure.get('message') or failure.get('kind')}")
+    progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
+    candidates = [c for c in plan(options.predictions, options.exhaustive) if c.scope in options.scopes]
+    for candidate in candidates:
+        if candidate.status == "skipped":
+            progress(f"{candidate.scope}: skipped (predicted {candidate.predicted:.2f}x; --exhaustive tries it)")
+            continue
+        if time.monotonic() - started > options.budget_s:
+            candidate.status = "skipped"
+            candidate.failure = {"kind": "budget", "message": f"time budget of {options.budget_s:.0f} s spent"}
+            progress(f"{candidate.scope}: skipped (time budget spent)")
+            continue
+        progress(f"{candidate.scope}: running ...")
+        measured, snapshot = run_candidate(script, args, candidate.scope, options.settings, workdir,
+                                           options.candidate_timeout_s)
+        measured.predicted = candidate.predicted
+        check_against_eager(measured, eager_snapshot, snapshot, options.tolerance)
+        candidate.__dict__.update(measured.__dict__)
+        progress(f"{candidate.scope}: " + (f"{candidate.ms_per_iter:.3f} ms/iteration, "
+                                           f"{eager.ms_per_iter / candidate.ms_per_iter:.2f}x"
+                                           if candidate.status == "ok" else
+                                           f"{candidate.status} ({(candidate.failure or {}).get('kind')})"))
+    result = choose(eager.ms_per_iter, candidates, options.gpu_busy_ms)
+    saved = {
+        "schema": SCHEMA,
+        "script": str(script),
+        "args": list(args),
+        "sha256": file_digest(script),
+        "winner": result.winner,
+        "eager_ms": eager.ms_per_iter,
+        "eager_peak_mb": eager.peak_mb,
+        "gpu_busy_ms": options.gpu_busy_ms,
+        "tolerance": options.tolerance,
+        "step": spec.to_dict(),
+        "rows": result.to_dict()["rows"],
+    }
+    tune_result_path(script).write_text(json.dumps(saved, indent=1) + "\n")
+    return saved
+
+
+def result_table_rows(saved: dict) -> list:
+    """(scope, ms, speedup, recovered, extra MB, correct, status) strings, best first."""
+    rows = [("eager", f"{saved['eager_ms']:.3f}", "1.00x", "-", "-", "reference", "baseline")]
+    for row in saved["rows"]:
+        ms = f"{row['ms_per_iter']:.3f}" if row["ms_per_iter"] else "-"
+        speedup = f"{row['speedup']:.2f}x" if row["speedup"] else "-"
+        recovered = f"{row['recovered']:.0%}" if row["recovered"] is not None else "-"
+        extra = (f"{row['peak_mb'] - saved['eager_peak_mb']:+.0f}" if row["peak_mb"] is not None
+                 and saved.get("eager_peak_mb") is not None else "-")
+        correct = {True: "matches eager", False: "MISMATCH", None: "-"}[row["correct"]]
+        failure = row.get("failure") or {}
+        status = row["status"] + (f": {failure.get('kind')}" if failure else "")
+        rows.append((row["scope"], ms, speedup, recovered, extra, correct, status))
+    return rows
