@@ -1,0 +1,43 @@
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, and calls without grad, run the eager forward."""
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10)).cuda()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+crit = nn.CrossEntropyLoss()
+batches = [(torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")) for _ in range(50)]
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step, (x, y) in enumerate(batches):
+    optimizer.zero_grad()
+    out = model(x)
+    loss = crit(out, y)
+    if step % 10 == 0:  # periodic logging, inside the step
+        print("step", step, "loss", loss.item())
+    loss.backward()
+    optimizer.step()
