@@ -12,7 +12,7 @@ import numpy as np
 
 from .intervals import Union, assign, count_within
 from .iterations import IterationRanges, find_iterations, outermost, process_rows
-from .trace import (CALL_GRAPH_LAUNCH, CALL_LAUNCH, CALL_SYNC, NVTX_PUSH_POP, OP_GRAPH, OP_KERNEL,
+from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, NVTX_PUSH_POP, OP_GRAPH, OP_KERNEL,
                     PID_MASK, Trace, pid_of)
 
 GPU_BOUND_UTILIZATION = 0.9   # above it, at most 1/0.9 = 11 % is left to win by removing gaps

@@ -12,7 +12,7 @@ from advisor.nsys import MIN_VERSION, Nsys, candidates, parse_version
 from conftest import ROOT, cuda_available
 
 SCRIPT = str(ROOT / "tests" / "scripts" / "train_cpu.py")
-NOT_PYTHON = str(ROOT / "tests" / "scripts" / "not_python.py")
+NOT_PYTHON = str(ROOT / "tests" / "scripts" / "not_python.txt")
 NSYS = Nsys("/opt/nsys/bin/nsys", "2025.3.1")
 
 

@@ -46,7 +46,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
                                  capture_output=True, text=True, env=env, timeout=timeout)
         stderr = process.stderr
         returncode = process.returncode
-    except subprocess.TimeoutExpired as expired:
+    except subprocess.TimeoutExpired:
         stderr, returncode = f"timed out after {timeout:.0f} s", None
     finally:
         if target != script:

@@ -123,7 +123,7 @@ def time_step(step, warmup: int = 10, steps: int = 20, repeats: int = 5) -> floa
         step(i)
     torch.cuda.synchronize()
     results = []
-    for r in range(repeats):
+    for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for i in range(steps):

@@ -15,7 +15,7 @@ from advisor.patching import file_digest, tune_result_path
 from .discover import discover
 from .harness import Settings
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_candidate
-from .search import SCOPE_ORDER, TuneResult, choose, plan
+from .search import SCOPE_ORDER, choose, plan
 
 SCHEMA = "cg-advise.tune/1"
 
