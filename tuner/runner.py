@@ -58,12 +58,12 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         candidate.status = "ok"
     else:
         candidate.status = "failed"
-        failure = classify(stderr) if stderr.strip() else None
-        candidate.failure = failure.to_dict() if failure else {"kind": "incomplete", "message": data.get("note", "")}
         if returncode is None:
             candidate.failure = {"kind": "timeout", "message": stderr}
-        elif data.get("note") and returncode == 0:
-            candidate.failure = {"kind": "incomplete", "message": data["note"]}
+        elif returncode == 0:  # the script ended before the harness had what it needs
+            candidate.failure = {"kind": "incomplete", "message": data.get("note", "")}
+        else:
+            candidate.failure = classify(stderr).to_dict()
     return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
 
 
