@@ -137,24 +137,47 @@ def _design(rows, per_op_ms, names):
     return full[:, idx]
 
 
+def replay_cost_per_op(rows) -> float:
+    """What a full-iteration graph still costs per GPU operation over the busy time (node
+    launch latency inside the graph, input copies): median of (graphed - busy) / operations."""
+    busy = np.array([_number(r, "gpu_busy_ms_per_iteration") for r in rows])
+    ops = np.array([_number(r, "gpu_ops_per_iteration") for r in rows])
+    graphed = np.array([_number(r, "full_iteration_ms") for r in rows])
+    ok = np.isfinite(graphed) & (ops > 0)
+    return float(np.median((graphed - busy)[ok] / ops[ok]))
+
+
+def fit_scope(rows, scope: str, per_op: float) -> dict | None:
+    """One scope's parameters: a physical replay cost for full_iteration, ridge regressions
+    for the rest (share of overhead recovered; log speedup for compile)."""
+    y = _targets(rows, scope)
+    ok = np.isfinite(y)
+    if ok.sum() < 4:
+        return None
+    if scope == "full_iteration":
+        return {"kind": "replay_cost", "replay_ms_per_op": replay_cost_per_op([r for r, k in zip(rows, ok) if k]),
+                "samples": int(ok.sum())}
+    names = COMPILE_FEATURES if scope == "compile" else FEATURE_NAMES
+    pipeline = _ridge(_design(rows, per_op, names)[ok], y[ok], RIDGE_ALPHA[scope])
+    kind = "log_speedup" if scope == "compile" else "recovered"
+    return {"kind": kind, "features": list(names), **_linear(pipeline), "alpha": RIDGE_ALPHA[scope],
+            "samples": int(ok.sum())}
+
+
 def fit(rows, provenance: str = "") -> dict:
     """A model (JSON-ready dict) from dataset rows; intervals from grouped cross-validation."""
     per_op = fit_per_op_cost(rows)
     model = {"version": MODEL_VERSION, "per_op_ms": per_op, "features": list(FEATURE_NAMES),
-             "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION, "trained_on": len(rows), "provenance": provenance, "scopes": {}}
+             "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION, "trained_on": len(rows),
+             "provenance": provenance, "scopes": {}}
     cv = cross_validate(rows)
     for scope in SCOPES:
-        names = COMPILE_FEATURES if scope == "compile" else FEATURE_NAMES
-        y = _targets(rows, scope)
-        ok = np.isfinite(y)
-        if ok.sum() < 4:
+        params = fit_scope(rows, scope, per_op)
+        if params is None:
             continue
-        pipeline = _ridge(_design(rows, per_op, names)[ok], y[ok], RIDGE_ALPHA[scope])
         residual = cv[scope]["log_residuals"]
-        model["scopes"][scope] = {
-            "features": list(names), **_linear(pipeline), "alpha": RIDGE_ALPHA[scope], "samples": int(ok.sum()),
-            "log_interval": [float(np.percentile(residual, 10)), float(np.percentile(residual, 90))],
-        }
+        params["log_interval"] = [float(np.percentile(residual, 10)), float(np.percentile(residual, 90))]
+        model["scopes"][scope] = params
     return model
 
 
@@ -174,13 +197,8 @@ def predict(model: dict, summary: dict, optimizer: str = "") -> dict:
     x = dict(zip(FEATURE_NAMES, features(summary, model["per_op_ms"], optimizer)))
     out = {"eager_ms_estimate": eager, "bound": bound}
     for scope, params in model["scopes"].items():
-        value = params["intercept"] + sum(c * x[n] for c, n in zip(params["coef"], params["features"]))
-        if scope == "compile":
-            speedup = math.exp(value)
-        else:
-            recovered = min(max(value, RECOVERED_RANGE[0]), RECOVERED_RANGE[1])
-            speedup = bound / (bound - recovered * (bound - 1))
-        low, high = (speedup * math.exp(q) for q in params["log_interval"])
+        speedup = _speedup(params, x, summary, eager, bound)
+        low, high = (speedup * math.exp(q) for q in params.get("log_interval", (0.0, 0.0)))
         if scope != "compile":
             speedup, high = min(speedup, bound), min(high, bound)
         out[scope] = {"speedup": speedup, "low": min(low, speedup), "high": max(high, speedup),
@@ -196,6 +214,18 @@ def predict(model: dict, summary: dict, optimizer: str = "") -> dict:
         out["advice"] += (f"; torch.compile predicted {out['compile']['speedup']:.2f}x "
                           "(kernel fusion, lower confidence)")
     return out
+
+
+def _speedup(params: dict, x: dict, summary: dict, eager: float, bound: float) -> float:
+    kind = params["kind"]
+    if kind == "replay_cost":
+        busy = summary["gpu_busy_ms_per_iteration"]
+        return eager / (busy + max(params["replay_ms_per_op"], 0.0) * summary["gpu_ops_per_iteration"])
+    value = params["intercept"] + sum(c * x[n] for c, n in zip(params["coef"], params["features"]))
+    if kind == "log_speedup":
+        return math.exp(value)
+    recovered = min(max(value, RECOVERED_RANGE[0]), RECOVERED_RANGE[1])
+    return bound / (bound - recovered * (bound - 1))
 
 
 def predictions_for(analysis, model: dict) -> dict:
@@ -240,11 +270,8 @@ def cross_validate(rows) -> dict:
             train = [r for r, keep in zip(rows, ok & (families != family)) if keep]
             if len(train) < 4:
                 continue
-            model = {"per_op_ms": fit_per_op_cost(train), "scopes": {}}
-            names = COMPILE_FEATURES if scope == "compile" else FEATURE_NAMES
-            y = _targets(train, scope)
-            pipeline = _ridge(_design(train, model["per_op_ms"], names), y, RIDGE_ALPHA[scope])
-            model["scopes"][scope] = {"features": list(names), **_linear(pipeline), "log_interval": [0.0, 0.0]}
+            per_op = fit_per_op_cost(train)
+            model = {"per_op_ms": per_op, "scopes": {scope: fit_scope(train, scope, per_op)}}
             for i in np.flatnonzero(ok & (families == family)):
                 predicted[i] = predict(model, summaries[i], rows[i].get("optimizer", ""))[scope]["speedup"]
         done = ok & np.isfinite(predicted)
