@@ -112,7 +112,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     if run_to_end and iterations is None:
         raise CgAdviseError("--run-to-end needs --iterations")
     target = prof.parse_target(list(command))
-    name = output or f"cg-advise-{Path(target.argv[1] if target.argv[0] == '-m' else target.argv[0]).stem}"
+    name = output or f"cg-advise-{Path(target.script).stem if target.script.endswith('.py') else target.script}"
     options = prof.ProfileOptions(Path(output_dir) / name, trace, cuda_graph_trace, sample_cpu, warmup, iterations,
                                   run_to_end, force)
     nsys = find_nsys(nsys_path)
@@ -176,8 +176,8 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, c
     from .report import console, render_tune
 
     target = prof.parse_target(list(command))
-    if target.argv[0] == "-m":
-        raise CgAdviseError("tune needs a script file (its training loop is rewritten per scope)")
+    if target.argv[0] == "-m" or target.launcher:
+        raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
     options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")), exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
                                                                check_steps=check_steps), tolerance=tolerance)

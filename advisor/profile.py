@@ -43,15 +43,51 @@ class Interrupted(CgAdviseError):
 
 @dataclass
 class Target:
-    """What to run: an interpreter, its own flags, and ``script.py args`` or ``-m module args``."""
+    """What to run: an interpreter, its own flags, and ``script.py args`` or ``-m module args``;
+    under a distributed launcher, the launcher and its arguments with the bootstrap in them."""
 
     python: str
     python_flags: list
-    argv: list            # ["train.py", ...] or ["-m", "pkg", ...]
+    argv: list            # ["train.py", ...] or ["-m", "pkg", ...]; the launcher's own under one
+    launcher: list = field(default_factory=list)   # ["torchrun"] or [python, "-m", "torch.distributed.run"]
+    script: str = ""      # the user's script or module
+
+    def __post_init__(self):
+        if not self.script:
+            self.script = self.argv[1] if self.argv[0] == "-m" else self.argv[0]
 
     @property
     def label(self) -> str:
-        return " ".join(self.argv[:2]) if self.argv[0] == "-m" else self.argv[0]
+        return self.script
+
+
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+LAUNCHER_FLAGS = {"--standalone", "--run-path", "--run_path"}   # torchrun options that take no value
+
+
+def inject_workers(argv: list) -> tuple:
+    """torchrun's arguments with the NVTX bootstrap put before each worker's script:
+    ``[opts] train.py args`` -> ``[opts] -m advisor.inject train.py args`` (``-m pkg`` too).
+    Returns (arguments, the user's script or module)."""
+    options, i, module = [], 0, False
+    while i < len(argv) and argv[i].startswith("-"):
+        arg = argv[i]
+        i += 1
+        if arg in ("-m", "--module"):
+            module = True
+        elif arg in ("--no-python", "--no_python"):
+            raise CgAdviseError("torchrun --no-python runs no Python: cg-advise needs a Python script or module")
+        else:
+            options.append(arg)
+            if "=" not in arg and arg not in LAUNCHER_FLAGS and i < len(argv):
+                options.append(argv[i])
+                i += 1
+    rest = argv[i:]
+    if not rest:
+        raise CgAdviseError("nothing for the launcher to run: give a script or -m module")
+    if not module:
+        check_script(Path(rest[0]))
+    return options + ["-m", "advisor.inject"] + (["-m"] if module else []) + rest, rest[0]
 
 
 @dataclass
@@ -91,6 +127,9 @@ def parse_target(args: list, python: str = sys.executable) -> Target:
         raise CgAdviseError("no script given: cg-advise profile [OPTIONS] train.py [ARGS]... "
                             "or cg-advise profile [OPTIONS] -- python -m module [ARGS]...")
     first = args[0]
+    if Path(first).name == "torchrun":
+        argv, script = inject_workers(list(args[1:]))
+        return Target(python, [], argv, launcher=[first], script=script)
     if PYTHON_NAME.match(Path(first).name):
         flags, rest = [], list(args[1:])
         while rest and rest[0].startswith("-") and rest[0] != "-m":
@@ -99,6 +138,9 @@ def parse_target(args: list, python: str = sys.executable) -> Target:
             flags.append(rest.pop(0))
         if not rest or (rest[0] == "-m" and len(rest) < 2):
             raise CgAdviseError(f"nothing to run after {first}: give a script or -m module")
+        if rest[0] == "-m" and rest[1] in LAUNCHER_MODULES:
+            argv, script = inject_workers(rest[2:])
+            return Target(first, flags, argv, launcher=[first, *flags, "-m", rest[1]], script=script)
         target = Target(first, flags, rest)
     else:
         target = Target(python, [], list(args))
@@ -163,6 +205,8 @@ def nsys_command(nsys: Nsys, options: ProfileOptions, target: Target) -> list:
     if options.windowed:
         command += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     command += ["-o", str(options.output), "--force-overwrite", "true" if options.force else "false"]
+    if target.launcher:  # the bootstrap runs in each worker, not around the launcher
+        return command + target.launcher + target.argv
     return command + [target.python, *target.python_flags, "-m", "advisor.inject", *target.argv]
 
 

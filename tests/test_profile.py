@@ -122,3 +122,36 @@ def test_script_help_is_the_scripts_not_ours():
     # everything after the script is the script's own: click must not answer --help
     code, out, err = run_cli("--nsys", "/nowhere/nsys", SCRIPT, "--help")
     assert code == 3 and "Usage: cg-advise" not in out + err
+
+
+def test_torchrun_gets_the_bootstrap_in_each_worker():
+    target = prof.parse_target(["torchrun", "--nproc_per_node", "2", "--standalone", SCRIPT, "--steps", "3"])
+    cmd = prof.nsys_command(NSYS, prof.ProfileOptions(Path("r")), target)
+    assert cmd[cmd.index("torchrun"):] == ["torchrun", "--nproc_per_node", "2", "--standalone", "-m",
+                                           "advisor.inject", SCRIPT, "--steps", "3"]
+    assert target.label == SCRIPT
+    target = prof.parse_target(["python3", "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "pkg.train",
+                                "--lr", "1"])
+    cmd = prof.nsys_command(NSYS, prof.ProfileOptions(Path("r")), target)
+    assert cmd[cmd.index("python3"):] == ["python3", "-m", "torch.distributed.run", "--nproc_per_node=2", "-m",
+                                          "advisor.inject", "-m", "pkg.train", "--lr", "1"]
+    assert target.label == "pkg.train"
+    with pytest.raises(prof.CgAdviseError) as error:
+        prof.parse_target(["torchrun", "--no-python", "echo"])
+    assert str(error.value) == "torchrun --no-python runs no Python: cg-advise needs a Python script or module"
+
+
+def test_launcher_command_really_runs_the_workers_under_the_bootstrap(tmp_path):
+    import json
+    import os
+    import subprocess
+
+    target = prof.parse_target([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                                SCRIPT, "--steps", "3"])
+    summary = tmp_path / "summary.json"
+    env = prof.child_env(prof.ProfileOptions(tmp_path / "r"), summary)
+    result = subprocess.run(target.launcher + target.argv, env=env, capture_output=True, text=True, cwd=tmp_path,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("done") == 2  # both workers ran the script
+    assert json.loads(summary.read_text())["iterations"] == 3  # and the bootstrap counted a worker's steps
