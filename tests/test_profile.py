@@ -146,7 +146,7 @@ def test_launcher_command_really_runs_the_workers_under_the_bootstrap(tmp_path):
     import os
     import subprocess
 
-    target = prof.parse_target([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    target = prof.parse_target([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                                 SCRIPT, "--steps", "3"])
     summary = tmp_path / "summary.json"
     env = prof.child_env(prof.ProfileOptions(tmp_path / "r"), summary)
