@@ -121,7 +121,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
         _note(f"kept the previous {backup.stem} as {backup.name}")
     run = prof.prepare(nsys, options, target)
     _note(f"nsys {nsys.version}: {' '.join(run.command)}")
-    run = prof.run(run, nsys, lambda line: click.echo(line, err=True))
+    with _progress(f"profiling {target.label} under nsys") as echo:
+        run = prof.run(run, nsys, echo)
     _note(f"report: {run.report}  export: {run.sqlite}")
     analysis = analyse(open_trace(run.sqlite), pattern)
     analysis.predictions = predictions_for(analysis, model)
@@ -185,7 +186,8 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, c
         options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
         prof.check_cuda(target.python)
-    saved = run_tune(Path(target.argv[0]), target.argv[1:], options, lambda line: _note(line))
+    with _progress(f"tuning {target.label}") as echo:
+        saved = run_tune(Path(target.argv[0]), target.argv[1:], options, lambda line: echo(f"cg-advise: {line}"))
     if as_json:
         click.echo(json.dumps(saved, indent=2))
     else:
@@ -278,6 +280,25 @@ def model_eval(dataset, as_json):
                               indent=2, allow_nan=False, default=str))
     else:
         render_evaluation(results, console())
+
+
+def _progress(title: str):
+    """A spinner with the elapsed time on a terminal's stderr, lines printed above it;
+    plain lines when stderr is not a terminal."""
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(lambda line: click.echo(line, err=True))
+    from rich.console import Console
+
+    console = Console(stderr=True)
+
+    @contextlib.contextmanager
+    def status():
+        with console.status(title):
+            yield lambda line: console.print(line, markup=False, highlight=False)
+
+    return status()
 
 
 def _note(message: str) -> None:
