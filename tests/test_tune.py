@@ -51,6 +51,9 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
     assert saved["winner"] == "eager" and saved["sha256"] == file_digest(script)
     assert saved["args"] == ["--steps", "10"] and saved["eager_ms"] > 0
     assert {r["scope"]: r["status"] for r in saved["rows"]} == {"full_iteration": "failed", "fwd_bwd": "failed"}
+    # on a CPU build the rewrites fail in CUDA code; the failure points into the rewrite of the script
+    assert all(r["failure"]["where"].startswith(f"{script}:") and r["failure"]["where"].endswith(f"{r['scope']} rewrite")
+               for r in saved["rows"])
     assert err.splitlines()[0] == (f"cg-advise: training step: for loop at {script}:15-21 at module level: model model, "
                                    "optimizer optimizer, loss loss, batch (?)")
     assert not list(tmp_path.glob(".cg_tune_*"))  # patched copies are removed

@@ -64,6 +64,9 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
             candidate.failure = {"kind": "incomplete", "message": data.get("note", "")}
         else:
             candidate.failure = classify(stderr).to_dict()
+            where = candidate.failure.get("where") or ""
+            if target != script and where.startswith(str(target)):  # the rewrite is gone: name it
+                candidate.failure["where"] = f"{script}:{where.rsplit(':', 1)[1]} of the {scope} rewrite"
     return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
 
 
