@@ -279,7 +279,8 @@ def _windows(trace, ops, launches, found: IterationRanges | None, global_pid):
     a, b = ops["start"][:1], np.array([ops["end"].max()])
     rt_in_pid = trace.runtime[(trace.runtime["tid"] & PID_MASK) == global_pid]
     cpu = (rt_in_pid["start"][:1], rt_in_pid["end"].max(keepdims=True)) if len(rt_in_pid) else (a, b)
-    return (a, b), cpu, "whole run (no iteration ranges found)"
+    why = "no iteration ranges found" if found is None else f"the {found.source} launched no GPU work"
+    return (a, b), cpu, f"whole run ({why})"
 
 
 def _syncs(trace, global_pid, cpu_windows):

@@ -242,3 +242,16 @@ def test_whole_run_without_iteration_ranges(copy_sample):
     assert s.iterations == 1 and s.iteration_source.startswith("whole run")
     assert s.gpu_period_ms == pytest.approx((last - first) / 1e6)
     assert s.gpu_busy_ms_per_iteration == pytest.approx(sum(e - b for b, e in isl) / 1e6)
+
+
+def test_iteration_ranges_without_gpu_work_fall_back_to_the_whole_run(copy_sample):
+    path = copy_sample("launch_eager")
+    # two ranges named 'idle' before the first CUDA call of the run: they launch nothing
+    first_call = sql(path, "SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0][0]
+    tid = sql(path, "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start LIMIT 1")[0][0]
+    rewrite(path, f"""INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid)
+                      VALUES ({first_call - 3000}, {first_call - 2000}, 59, 'idle', {tid}),
+                             ({first_call - 1000}, {first_call - 500}, 59, 'idle', {tid})""")
+    s = analyse(open_trace(path), "^idle$").main.summary
+    assert s.iterations == 1
+    assert s.iteration_source == "whole run (the --iteration-range '^idle$' launched no GPU work)"
