@@ -14,6 +14,9 @@ class _CgFullIterationGraph:
         self.graph = None
 
     def __call__(self, *inputs):
+        if not all(torch.is_tensor(t) for t in inputs):
+            raise TypeError("cg-advise full_iteration: the step's inputs must be tensors, got "
+                            + ", ".join(type(t).__name__ for t in inputs))
         shapes = [tuple(t.shape) for t in inputs]
         if self.graph is None:
             self.shapes = shapes
