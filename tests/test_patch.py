@@ -101,3 +101,11 @@ def test_unrecognised_loop_is_refused_with_the_file_untouched(tmp_path):
     code, out, err = run(script, "--scope", "full_iteration", "--apply")
     assert code == 2 and out == "" and "no training loop found" in err
     assert script.read_text() == (CORPUS / "inference_only.py").read_text()
+
+
+def test_names_picked_inside_a_counted_loop_are_step_inputs():
+    """`x, y = inputs[step % 4]` rebinds names every iteration: they must reach the graph
+    through its static inputs, or every replay would train on the first batch."""
+    out = (GOLDEN / "range_indexed.full_iteration.out.py").read_text()
+    assert "def _cg_step(x, y):" in out
+    assert "    x, y = inputs[step % 4], targets[step % 4]\n    _cg_step_graph(x, y)\n" in out

@@ -234,7 +234,7 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
         if iterated == "enumerate":
             batch = batch[1:]  # drop the counter
         elif iterated == "range":
-            batch = []  # a counted loop: the inputs come from outside it
+            batch = _assigned_before_step(node, model)  # a counted loop: the inputs are picked in its body
     else:
         batch = body.assigned_from_next
     outside = [Outside(line, code, reason) for line, code, reason in body.outside]
@@ -246,6 +246,31 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
     return StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
                     optimizer, loss, batch, scheduler, scaler, body.autocast, body.clip_grad,
                     sorted(outside, key=lambda o: o.line))
+
+
+def _assigned_before_step(loop, model: Optional[str]) -> list:
+    """Names the loop body assigns before its first statement that calls anything
+    step-like (the model, backward, zero_grad): ``x, y = batches[i % n]``."""
+    names = []
+    for statement in loop.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine) or not all(isinstance(b, cst.Assign)
+                                                                         for b in statement.body):
+            break
+        step_like = []
+
+        class StepLike(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                name = dotted(call.func)
+                if name == model or name.endswith((".backward", ".zero_grad", ".step")):
+                    step_like.append(name)
+
+        statement.visit(StepLike())
+        if step_like:
+            break
+        for assign in statement.body:
+            for target in assign.targets:
+                names += target_names(target.target)
+    return names
 
 
 def _span(positions, node) -> int:

@@ -100,6 +100,14 @@ def _names_read(node) -> set:
         def visit_Name(self, name: cst.Name) -> None:
             names.add(name.value)
 
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `opt.step`: `step` is an attribute, not a name read
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)  # `f(lr=x)`: `lr` is a keyword, not a name read
+            return False
+
     node.visit(Reader())
     return names
 
@@ -246,7 +254,13 @@ class _Rewriter:
         later = set().union(*(_names_read(s) for s in moved + post)) if moved + post else set()
         assigned = set().union(*(_names_assigned(s) for s in core)) if core else set()
         returns = sorted(later & assigned)
-        inputs = [b for b in spec.batch if b in set().union(*(_names_read(s) for s in core))]
+        # everything the step reads that changes from one iteration to the next is an input:
+        # the batch, the loop's own targets, names the body assigns before the step
+        read = set().union(*(_names_read(s) for s in core)) if core else set()
+        loop_targets = _target_names(loop.target) if isinstance(loop, cst.For) else []
+        assigned_before = set().union(*(_names_assigned(s) for s in body[:start])) if start else set()
+        variant = list(dict.fromkeys([*spec.batch, *loop_targets, *sorted(assigned_before)]))
+        inputs = [name for name in variant if name in read]
         step_def = self._step_function(core, inputs, returns)
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)

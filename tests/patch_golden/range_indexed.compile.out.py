@@ -1,0 +1,17 @@
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+criterion = nn.CrossEntropyLoss()
+inputs = [torch.randn(8, 16, device="cuda") for _ in range(4)]
+targets = [torch.randint(0, 4, (8,), device="cuda") for _ in range(4)]
+
+model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+
+for step in range(100):
+    x, y = inputs[step % 4], targets[step % 4]
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
