@@ -109,3 +109,10 @@ def test_names_picked_inside_a_counted_loop_are_step_inputs():
     out = (GOLDEN / "range_indexed.full_iteration.out.py").read_text()
     assert "def _cg_step(x, y):" in out
     assert "    x, y = inputs[step % 4], targets[step % 4]\n    _cg_step_graph(x, y)\n" in out
+
+
+def test_python_bookkeeping_stays_out_of_the_captured_step():
+    out = (GOLDEN / "counter_in_step.full_iteration.out.py").read_text()
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert "seen +=" not in step and "scaled = loss * 2" in step
+    assert "    _cg_step_graph(x)\n    seen += x.shape[0]\n" in out

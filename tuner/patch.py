@@ -137,6 +137,15 @@ def _target_names(node) -> list:
     return []
 
 
+def _is_bookkeeping(statement, later) -> bool:
+    """A statement that calls nothing and feeds nothing later in the step (``n += 1``)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or _calls(statement, lambda c: True):
+        return False
+    assigned = _names_assigned(statement)
+    read_later = set().union(*(_names_read(s) for s in later)) if later else set()
+    return bool(assigned) and not (assigned & read_later)
+
+
 def _is_zero_grad(statement, optimizer: str) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)
@@ -240,8 +249,12 @@ class _Rewriter:
                  for s in body[:end]]
         start = marks.index(True) if True in marks else end
         core, moved = [], []
-        for statement in body[start:end + 1]:
+        window = body[start:end + 1]
+        for i, statement in enumerate(window):
             if _is_zero_grad(statement, spec.optimizer):
+                continue
+            if statement is not body[end] and _is_bookkeeping(statement, window[i + 1:]):
+                moved.append(statement)  # Python-side state would run once, at capture: keep it live
                 continue
             if _has_sync(statement):
                 if _names_assigned(statement) or statement is body[end]:

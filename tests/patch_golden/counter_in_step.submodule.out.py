@@ -1,0 +1,43 @@
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, and calls without grad, run the eager forward."""
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+model = nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+seen = 0
+for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child)
+
+for x in [torch.randn(2, 4, device="cuda") for _ in range(5)]:
+    opt.zero_grad()
+    seen += x.shape[0]
+    loss = model(x).pow(2).mean()
+    scaled = loss * 2
+    scaled.backward()
+    opt.step()
+print("samples seen", seen)
