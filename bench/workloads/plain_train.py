@@ -16,23 +16,24 @@ parser.add_argument("--batch", type=int, default=64)
 parser.add_argument("--steps", type=int, default=200)
 parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
 parser.add_argument("--log-every", type=int, default=0)
+parser.add_argument("--device", default="cuda")
 args = parser.parse_args()
 
 if args.model == "mlp":
     layers = [m for _ in range(args.depth) for m in (nn.Linear(args.width, args.width), nn.ReLU())]
-    model = nn.Sequential(nn.Linear(args.width, args.width), *layers, nn.Linear(args.width, 10)).cuda()
-    inputs = [torch.randn(args.batch, args.width, device="cuda") for _ in range(8)]
+    model = nn.Sequential(nn.Linear(args.width, args.width), *layers, nn.Linear(args.width, 10)).to(args.device)
+    inputs = [torch.randn(args.batch, args.width, device=args.device) for _ in range(8)]
 elif args.model == "cnn":
     blocks = [nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()) for _ in range(args.depth)]
     model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), *blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(32, 10)).cuda()
-    inputs = [torch.randn(args.batch, 3, 32, 32, device="cuda") for _ in range(8)]
+                          nn.Linear(32, 10)).to(args.device)
+    inputs = [torch.randn(args.batch, 3, 32, 32, device=args.device) for _ in range(8)]
 else:
     block = nn.TransformerEncoderLayer(args.width, 4, 4 * args.width, dropout=0.0, batch_first=True)
-    model = nn.Sequential(nn.TransformerEncoder(block, args.depth), nn.Flatten(), nn.LazyLinear(10)).cuda()
-    inputs = [torch.randn(args.batch, 16, args.width, device="cuda") for _ in range(8)]
+    model = nn.Sequential(nn.TransformerEncoder(block, args.depth), nn.Flatten(), nn.LazyLinear(10)).to(args.device)
+    inputs = [torch.randn(args.batch, 16, args.width, device=args.device) for _ in range(8)]
     model(inputs[0])  # materialise the lazy layer
-targets = [torch.randint(0, 10, (args.batch,), device="cuda") for _ in range(8)]
+targets = [torch.randint(0, 10, (args.batch,), device=args.device) for _ in range(8)]
 criterion = nn.CrossEntropyLoss()
 if args.optimizer == "adamw":
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
