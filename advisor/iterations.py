@@ -12,6 +12,14 @@ from .errors import TraceError
 from .trace import PID_MASK, Trace
 
 
+DIGITS = re.compile(r"\d+")  # "iteration 12" -> "iteration #": numbered ranges are one group
+
+
+def masked_labels(trace: Trace) -> np.ndarray:
+    """Each NVTX name with its numbers masked, indexed like trace.nvtx_names."""
+    return np.array([DIGITS.sub("#", name) for name in trace.nvtx_names], dtype=object)
+
+
 @dataclass
 class IterationRanges:
     """The CPU-side ranges of one process chosen as its iterations (outermost, sorted)."""
@@ -68,15 +76,17 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None) -> Itera
     if len(rows) == 0:
         return None
     top = rows[top_level_mask(rows)]
-    codes, counts = np.unique(top["name"], return_counts=True)
-    repeated = codes[counts >= 2]
-    if len(repeated) == 0:
+    labels = masked_labels(trace)[top["name"]]
+    unique, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if not (counts >= 2).any():
         return None
-    # the repeated top-level range that covers the most time
-    totals = [(top["end"] - top["start"])[top["name"] == c].sum() for c in repeated]
-    code = repeated[int(np.argmax(totals))]
-    return IterationRanges(f"repeated top-level range {names[code]!r}", [names[code]],
-                           outermost(top[top["name"] == code]))
+    # the repeated top-level range (numbers masked) that covers the most time
+    totals = np.bincount(inverse, weights=top["end"] - top["start"], minlength=len(unique))
+    totals[counts < 2] = -1
+    group = int(np.argmax(totals))
+    chosen = top[inverse == group]
+    return IterationRanges(f"repeated top-level range {unique[group]!r}", sorted({names[c] for c in chosen["name"]}),
+                           outermost(chosen))
 
 
 def check_pattern(trace: Trace, pattern: str) -> None:

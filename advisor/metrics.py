@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .intervals import Union, assign, count_within
-from .iterations import IterationRanges, find_iterations, outermost, process_rows
+from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows
 from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, NVTX_PUSH_POP, OP_GRAPH, OP_KERNEL,
                     PID_MASK, Trace, pid_of)
 
@@ -20,6 +20,7 @@ SYNC_BOUND_SHARE = 0.25       # share of the CPU iteration spent blocked in host
 GAP_BUCKETS_US = (5, 50, 1000)  # histogram edges: <5 us, 5-50 us, 50 us-1 ms, >=1 ms
 GAP_LABELS = ("<5us", "5-50us", "50us-1ms", ">=1ms")
 GRAPHED_SHARE = 0.5           # share of GPU busy time in graphs above which a run counts as graphed
+MAX_RANGE_GROUPS = 50         # NVTX range names analysed per process, by CPU time
 QUEUE_AHEAD_US = 50           # launch-to-start delay above which the launch queue runs ahead
 
 
@@ -332,13 +333,24 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
     return np.bincount(merged.starts // band, weights=merged.ends - merged.starts, minlength=owners)
 
 
+def range_groups(trace, rows_all, limit: int = MAX_RANGE_GROUPS) -> list:
+    """NVTX names grouped with their numbers masked ("step 12" and "step 13" are "step #"),
+    the `limit` groups with the most CPU time first: (label, row mask)."""
+    labels = masked_labels(trace)
+    row_labels = labels[rows_all["name"]] if len(rows_all) else np.array([], dtype=object)
+    unique, inverse = np.unique(row_labels, return_inverse=True)
+    totals = np.bincount(inverse, weights=rows_all["end"] - rows_all["start"], minlength=len(unique))
+    order = np.argsort(-totals, kind="stable")[:limit]
+    return [(str(unique[g]), inverse == g) for g in order]
+
+
 def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
     rows_all = process_rows(trace, global_pid)
     results = []
     is_kernel = ops["kind"] == OP_KERNEL
     delay = ops["start"] - launches.api_end
-    for code in np.unique(rows_all["name"]):
-        rows = outermost(rows_all[rows_all["name"] == code])
+    for label, in_group in range_groups(trace, rows_all):
+        rows = outermost(rows_all[in_group])
         owner = project(rows, launches.api_start, launches.api_tid)
         owner[launches.index < 0] = -1
         mine = owner >= 0
@@ -362,7 +374,7 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
         wall = span if queued else np.maximum(span, cpu)
         utilization = _median(np.divide(busy[worked], wall, out=np.zeros(len(wall)), where=wall > 0))
         results.append(RangeMetrics(
-            name=trace.nvtx_names[code],
+            name=label,
             calls=calls,
             kernels_per_call=_median(np.bincount(owner[mine & is_kernel], minlength=calls)[worked]),
             gpu_busy_ms_per_call=_median(busy[worked]) / 1e6,

@@ -255,3 +255,18 @@ def test_iteration_ranges_without_gpu_work_fall_back_to_the_whole_run(copy_sampl
     s = analyse(open_trace(path), "^idle$").main.summary
     assert s.iterations == 1
     assert s.iteration_source == "whole run (the --iteration-range '^idle$' launched no GPU work)"
+
+
+def test_numbered_range_names_are_one_group(copy_sample):
+    """'step 1', 'step 2', ...: iterations and per-range figures group them as 'step #'."""
+    path = copy_sample("launch_eager")
+    rewrite(path, """UPDATE NVTX_EVENTS SET text = 'step ' || rowid, textId = NULL
+                     WHERE textId IN (SELECT id FROM StringIds WHERE value = 'cg-advise:iteration');
+                     DELETE FROM NVTX_EVENTS
+                     WHERE textId IN (SELECT id FROM StringIds WHERE value = 'cg-advise:forward')""")
+    numbered = sql(path, "SELECT COUNT(DISTINCT text) FROM NVTX_EVENTS WHERE text LIKE 'step %'")[0][0]
+    analysis = analyse(open_trace(path))
+    s = analysis.main.summary
+    assert numbered == s.iterations == 40
+    assert s.iteration_source == "repeated top-level range 'step #'"
+    assert [r.calls for r in analysis.main.ranges if r.name == "step #"] == [40]

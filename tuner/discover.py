@@ -248,6 +248,18 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
                     sorted(outside, key=lambda o: o.line))
 
 
+class _StepLike(cst.CSTVisitor):
+    """Finds calls of the model, backward, zero_grad or step in one statement."""
+
+    def __init__(self, model: Optional[str]):
+        self.model, self.found = model, False
+
+    def visit_Call(self, call: cst.Call) -> None:
+        name = dotted(call.func)
+        if name == self.model or name.endswith((".backward", ".zero_grad", ".step")):
+            self.found = True
+
+
 def _assigned_before_step(loop, model: Optional[str]) -> list:
     """Names the loop body assigns before its first statement that calls anything
     step-like (the model, backward, zero_grad): ``x, y = batches[i % n]``."""
@@ -256,16 +268,9 @@ def _assigned_before_step(loop, model: Optional[str]) -> list:
         if not isinstance(statement, cst.SimpleStatementLine) or not all(isinstance(b, cst.Assign)
                                                                          for b in statement.body):
             break
-        step_like = []
-
-        class StepLike(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> None:
-                name = dotted(call.func)
-                if name == model or name.endswith((".backward", ".zero_grad", ".step")):
-                    step_like.append(name)
-
-        statement.visit(StepLike())
-        if step_like:
+        finder = _StepLike(model)
+        statement.visit(finder)
+        if finder.found:
             break
         for assign in statement.body:
             for target in assign.targets:
