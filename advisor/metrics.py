@@ -201,7 +201,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
     api_us = api_ns[matched_kernel] / 1e3
     graphed = ops["in_graph"] | (ops["kind"] == OP_GRAPH)
-    graph_busy = Union.of(ops["start"][graphed], ops["end"][graphed]).total
+    graphed_share = Union.of(ops["start"][graphed], ops["end"][graphed]).total / busy.total if busy.total else 0.0
     cpu_period = (cpu_windows[1] - cpu_windows[0]).astype(float)
 
     util_each = np.divide(busy_ns, period, out=np.zeros(n), where=period > 0)
@@ -232,8 +232,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         sync_ms_per_iteration=_median(sync_ns_per_iter) / 1e6,
         sync_calls=_sync_names(trace, sync_rows),
         graph_launches_per_iteration=_median(graph_launches),
-        graphed_share=graph_busy / busy.total if busy.total else 0.0,
-        verdict=verdict(utilization, sync_share, graph_busy / busy.total if busy.total else 0.0),
+        graphed_share=graphed_share,
+        verdict=verdict(utilization, sync_share, graphed_share),
     )
     summary.reasons = _reasons(summary, sync_share)
     per_iteration = [
