@@ -85,6 +85,10 @@ def inject_workers(argv: list) -> tuple:
     rest = argv[i:]
     if not rest:
         raise CgAdviseError("nothing for the launcher to run: give a script or -m module")
+    if module and rest[0] == "advisor.inject":  # named by hand already
+        user = rest[1:]
+        script = user[1] if user[:1] == ["-m"] and len(user) > 1 else (user[0] if user else rest[0])
+        return options + ["-m", *rest], script
     if not module:
         check_script(Path(rest[0]))
     return options + ["-m", "advisor.inject"] + (["-m"] if module else []) + rest, rest[0]

@@ -155,3 +155,9 @@ def test_launcher_command_really_runs_the_workers_under_the_bootstrap(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("done") == 2  # both workers ran the script
     assert json.loads(summary.read_text())["iterations"] == 3  # and the bootstrap counted a worker's steps
+
+
+def test_bootstrap_named_by_hand_is_not_doubled():
+    target = prof.parse_target(["torchrun", "--nproc_per_node", "2", "-m", "advisor.inject", SCRIPT, "--steps", "3"])
+    assert target.argv == ["--nproc_per_node", "2", "-m", "advisor.inject", SCRIPT, "--steps", "3"]
+    assert target.label == SCRIPT
