@@ -143,7 +143,6 @@ def test_torchrun_gets_the_bootstrap_in_each_worker():
 
 def test_launcher_command_really_runs_the_workers_under_the_bootstrap(tmp_path):
     import json
-    import os
     import subprocess
 
     target = prof.parse_target([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
