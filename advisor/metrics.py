@@ -172,7 +172,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     busy = Union.of(ops["start"], ops["end"])
     found = find_iterations(trace, global_pid, pattern)
 
-    windows, cpu_windows, source = _windows(trace, ops, launches, found, global_pid)
+    in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
+    windows, cpu_windows, source = _windows(trace, ops, launches, found, in_process)
     a, b = windows
     n = len(a)
     period = (b - a).astype(float)
@@ -193,8 +194,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     gaps_per_iter = np.bincount(gap_window[inside], minlength=n)
     gap_ns_per_iter = np.bincount(gap_window[inside], weights=gap_lengths[inside], minlength=n)
 
-    sync_rows, sync_per_iter, sync_ns_per_iter = _syncs(trace, global_pid, cpu_windows)
-    graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & ((trace.runtime["tid"] & PID_MASK) == global_pid)
+    sync_rows, sync_per_iter, sync_ns_per_iter = _syncs(trace, in_process, cpu_windows)
+    graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & in_process
     graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
 
     durations_us = (ops["end"] - ops["start"])[is_kernel] / 1e3
@@ -255,7 +256,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     )
 
 
-def _windows(trace, ops, launches, found: IterationRanges | None, global_pid):
+def _windows(trace, ops, launches, found: IterationRanges | None, in_process):
     """GPU windows [a, b) per iteration (first operation of one to the first of the next) and
     the matching CPU windows (range start to next range start)."""
     if found is not None and len(ops):
@@ -278,15 +279,14 @@ def _windows(trace, ops, launches, found: IterationRanges | None, global_pid):
         empty = np.empty(0, np.int64)
         return (empty, empty), (empty, empty), "none (no GPU work)"
     a, b = ops["start"][:1], np.array([ops["end"].max()])
-    rt_in_pid = trace.runtime[(trace.runtime["tid"] & PID_MASK) == global_pid]
+    rt_in_pid = trace.runtime[in_process]
     cpu = (rt_in_pid["start"][:1], rt_in_pid["end"].max(keepdims=True)) if len(rt_in_pid) else (a, b)
     why = "no iteration ranges found" if found is None else f"the {found.source} launched no GPU work"
     return (a, b), cpu, f"whole run ({why})"
 
 
-def _syncs(trace, global_pid, cpu_windows):
-    in_pid = (trace.runtime["tid"] & PID_MASK) == global_pid
-    rows = trace.runtime[in_pid & (trace.runtime_category == CALL_SYNC)]
+def _syncs(trace, in_process, cpu_windows):
+    rows = trace.runtime[in_process & (trace.runtime_category == CALL_SYNC)]
     if len(cpu_windows[0]):  # only the syncs inside iterations
         rows = rows[assign(rows["start"], cpu_windows[0], cpu_windows[1] - 1) >= 0]
     per_iter = count_within(rows["start"], *cpu_windows)
