@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from advisor.errors import CgAdviseError
 
-from .discover import StepSpec, discover, dotted
+from .discover import StepSpec, discover, dotted, target_names
 from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile")
@@ -130,11 +130,8 @@ def _names_assigned(statement) -> set:
 
 
 def _target_names(node) -> list:
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for element in node.elements for n in _target_names(element.value)]
-    return []
+    """Plain names a target binds (``self.x = ...`` binds no local name)."""
+    return [name for name in target_names(node) if "." not in name]
 
 
 def _is_bookkeeping(statement, later) -> bool:
@@ -287,7 +284,6 @@ class _Rewriter:
     def _capturable_optimizer(self, module):
         """Adam-family optimizers must be built with capturable=True to step inside a graph."""
         optimizer = self.spec.optimizer
-        changed = []
 
         class Capturable(cst.CSTTransformer):
             def leave_Assign(self, original, updated):
@@ -295,13 +291,7 @@ class _Rewriter:
                 value = updated.value
                 if (optimizer in targets and isinstance(value, cst.Call)
                         and dotted(value.func).split(".")[-1] in CAPTURABLE_OPTIMIZERS):
-                    args = [a for a in value.args if not (a.keyword and a.keyword.value == "capturable")]
-                    if args:
-                        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    arg = cst.Arg(keyword=cst.Name("capturable"), value=cst.Name("True"),
-                                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
-                    changed.append(True)
-                    return updated.with_changes(value=value.with_changes(args=[*args, arg]))
+                    return updated.with_changes(value=_with_keyword(value, "capturable", "True"))
                 return updated
 
         return module.visit(Capturable())
@@ -318,6 +308,16 @@ class _Rewriter:
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
 
 
+def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
+    """``f(a, name=x)`` -> ``f(a, name=value)``: the keyword set last, any earlier one dropped."""
+    args = [a for a in call.args if not (a.keyword and a.keyword.value == name)]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    arg = cst.Arg(keyword=cst.Name(name), value=cst.Name(value),
+                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    return call.with_changes(args=[*args, arg])
+
+
 def _autocast_without_cache(statement):
     """autocast inside a captured region must not cache casts: cache_enabled=False."""
 
@@ -325,12 +325,7 @@ def _autocast_without_cache(statement):
         def leave_Call(self, original, updated):
             if dotted(updated.func).split(".")[-1] == "autocast" and not any(
                     a.keyword and a.keyword.value == "cache_enabled" for a in updated.args):
-                arg = cst.Arg(keyword=cst.Name("cache_enabled"), value=cst.Name("False"),
-                              equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
-                args = list(updated.args)
-                if args:
-                    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                return updated.with_changes(args=[*args, arg])
+                return _with_keyword(updated, "cache_enabled", "False")
             return updated
 
     return statement.visit(Fix())
