@@ -182,11 +182,6 @@ def fit(rows, provenance: str = "") -> dict:
 
 
 # -- prediction -------------------------------------------------------------------------
-def predict_rows(model: dict, summaries: list, optimizers=None) -> list:
-    optimizers = optimizers or [""] * len(summaries)
-    return [predict(model, s, o) for s, o in zip(summaries, optimizers)]
-
-
 def predict(model: dict, summary: dict, optimizer: str = "") -> dict:
     """Per scope: speedup with an interval; graph scopes never above the bound."""
     busy = summary["gpu_busy_ms_per_iteration"]

@@ -14,20 +14,10 @@ that runs one training iteration on batch ``i``:
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 
 import torch
 
 SCOPES = ("eager", "submodule", "fwd_bwd", "full_iteration", "compile")
-GRAPH_SCOPES = SCOPES[1:]
-
-
-@dataclass
-class Timing:
-    scope: str
-    ms_per_iter: float
-    peak_mb: float
-    status: str = "ok"        # ok, or the failure's first line
 
 
 def make_optimizer(kind: str, params, capturable: bool):

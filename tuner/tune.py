@@ -44,8 +44,10 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         raise CgAdviseError(f"{script} does not complete {options.settings.warmup + options.settings.iterations} "
                             f"training steps under the harness: {failure.get('message') or failure.get('kind')}")
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
-    candidates = [c for c in plan(options.predictions, options.exhaustive) if c.scope in options.scopes]
-    for candidate in candidates:
+    planned = [c for c in plan(options.predictions, options.exhaustive) if c.scope in options.scopes]
+    candidates = []
+    for candidate in planned:
+        candidates.append(candidate)
         if candidate.status == "skipped":
             progress(f"{candidate.scope}: skipped (predicted {candidate.predicted:.2f}x; --exhaustive tries it)")
             continue
@@ -59,7 +61,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
                                            options.candidate_timeout_s)
         measured.predicted = candidate.predicted
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance)
-        candidate.__dict__.update(measured.__dict__)
+        candidates[-1] = candidate = measured
         progress(f"{candidate.scope}: " + (f"{candidate.ms_per_iter:.3f} ms/iteration, "
                                            f"{eager.ms_per_iter / candidate.ms_per_iter:.2f}x"
                                            if candidate.status == "ok" else
