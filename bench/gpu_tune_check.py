@@ -1,26 +1,33 @@
 """GPU evidence for `tune` and `patch` (run on the GPU machine after `source .devkit/nsys-env.sh`).
 
-For each workload of bench/workloads/plain_train.py: profile it (predictions), tune it with
-the profile, apply the winner to a copy, run the patched copy under the harness, and check
-that it is as fast as tune said (within 5 %). Writes OUT/tune_check.json and prints a table.
+For each workload: optionally profile it (predictions and the GPU-busy bound), tune it, apply
+the winner to a copy with `cg-advise patch --apply`, run the patched copy and a fresh eager
+run under the harness, and check that the patched script is as fast as tune said (within 5 %)
+and trains the same parameters as eager. Workloads: `plain` (bench/workloads/plain_train.py
+in six configurations), `corpus` (the scripts of tests/corpus), or both. Results are written
+to OUT/tune_check.json after every workload.
 
-    python bench/gpu_tune_check.py --out OUT [--only NAME] [--no-profile] [--device cuda]
+    python bench/gpu_tune_check.py --out OUT [--set plain|corpus|all] [--only NAME,...]
+        [--no-profile] [--scopes S,...] [--deadline SECONDS] [--device cuda]
 """
 import argparse
 import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from advisor.patching import file_digest  # noqa: E402
 from tuner.harness import Settings  # noqa: E402
-from tuner.runner import new_workdir, run_candidate  # noqa: E402
+from tuner.runner import max_relative_difference, new_workdir, run_candidate  # noqa: E402
 
-SCRIPT = ROOT / "bench" / "workloads" / "plain_train.py"
-WORKLOADS = {
+PLAIN = ROOT / "bench" / "workloads" / "plain_train.py"
+CORPUS = ROOT / "tests" / "corpus"
+PLAIN_WORKLOADS = {
     "mlp_sgd": ["--model", "mlp"],
     "mlp_adamw": ["--model", "mlp", "--optimizer", "adamw"],
     "mlp_logging": ["--model", "mlp", "--log-every", "25"],
@@ -31,70 +38,102 @@ WORKLOADS = {
 CG = [sys.executable, "-m", "advisor.cli"]
 
 
+def workloads(which: str, device: str) -> dict:
+    """name -> (script, args)."""
+    chosen = {}
+    if which in ("plain", "all"):
+        chosen.update({name: (PLAIN, [*args, "--steps", "200", "--device", device])
+                       for name, args in PLAIN_WORKLOADS.items()})
+    if which in ("corpus", "all"):
+        chosen.update({path.stem: (path, []) for path in sorted(CORPUS.glob("*.py"))})
+    return chosen
+
+
+def profile(name, script, wargs, out):
+    p = subprocess.run([*CG, "profile", "--force", "--output-dir", str(out), "-o", f"{name}_eager",
+                        "--json", str(script), *wargs], capture_output=True, text=True)
+    if not p.stdout.strip().startswith("{"):
+        return {"profile_error": p.stderr.strip().splitlines()[-1:]}, []
+    analysis = json.loads(p.stdout)
+    return ({"predictions": {s: analysis["predictions"].get(s, {}).get("speedup")
+                             for s in ("submodule", "fwd_bwd", "full_iteration", "compile")},
+             "gpu_busy_ms": analysis["summary"]["gpu_busy_ms_per_iteration"]},
+            ["--trace", str(out / f"{name}_eager.sqlite")])
+
+
+def check_patched(script, wargs, tuned, out, name) -> dict:
+    """`patch --apply` on a copy (as the user would), then the copy and eager under the harness."""
+    patched = out / f"{name}_patched.py"
+    shutil.copy(script, patched)
+    result = {**tuned, "sha256": file_digest(patched)}
+    Path(str(patched) + ".cg-advise.json").write_text(json.dumps(result))
+    applied = subprocess.run([*CG, "patch", str(patched), "--apply"], capture_output=True, text=True)
+    row = {"patch_apply": applied.returncode}
+    if applied.returncode != 0:
+        row["patch_error"] = applied.stderr.strip().splitlines()[-1:]
+        return row
+    workdir = new_workdir()
+    measured, snapshot = run_candidate(patched, wargs, "patched", Settings(), workdir, 600, target=patched)
+    eager, eager_snapshot = run_candidate(script, wargs, "eager", Settings(), workdir, 600)
+    winner_ms = next(r["ms_per_iter"] for r in tuned["rows"] if r["scope"] == tuned["winner"])
+    row.update(patched_ms=measured.ms_per_iter, patched_status=measured.status,
+               patched_failure=(measured.failure or {}).get("kind"), eager_rerun_ms=eager.ms_per_iter)
+    if measured.ms_per_iter:
+        row["patched_vs_tune"] = measured.ms_per_iter / winner_ms
+        row["patched_within_5pct_of_tune"] = abs(row["patched_vs_tune"] - 1) <= 0.05
+    if snapshot and eager_snapshot:
+        row["patched_param_diff_vs_eager"] = max_relative_difference(eager_snapshot, snapshot)
+        row["patched_matches_eager"] = row["patched_param_diff_vs_eager"] <= tuned["tolerance"]
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--set", dest="which", choices=["plain", "corpus", "all"], default="plain")
     parser.add_argument("--only", default="")
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--scopes", default="full_iteration,fwd_bwd,submodule,compile")
+    parser.add_argument("--deadline", type=float, default=0, help="Start no workload after this many seconds.")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
     results = {}
-    for name, workload_args in WORKLOADS.items():
+    for name, (source, wargs) in workloads(args.which, args.device).items():
         if args.only and name not in args.only.split(","):
             continue
+        if args.deadline and time.monotonic() - started > args.deadline:
+            results[name] = {"workload": name, "skipped": "deadline"}
+            continue
         script = args.out / f"{name}.py"
-        shutil.copy(SCRIPT, script)
-        wargs = [*workload_args, "--steps", "200", "--device", args.device]
-        row = {"workload": name, "args": wargs}
-        trace = []
+        shutil.copy(source, script)
+        row, trace = {"workload": name, "args": wargs}, []
         if not args.no_profile:
-            p = subprocess.run([*CG, "profile", "--force", "--output-dir", str(args.out), "-o", f"{name}_eager",
-                                "--json", str(script), *wargs], capture_output=True, text=True)
-            if p.stdout.strip().startswith("{"):
-                analysis = json.loads(p.stdout)
-                row["predictions"] = {s: analysis["predictions"].get(s, {}).get("speedup")
-                                      for s in ("submodule", "fwd_bwd", "full_iteration", "compile")}
-                row["gpu_busy_ms"] = analysis["summary"]["gpu_busy_ms_per_iteration"]
-                trace = ["--trace", str(args.out / f"{name}_eager.sqlite")]
-            else:
-                row["profile_error"] = p.stderr.strip().splitlines()[-1:]
-        t = subprocess.run([*CG, "tune", "--json", "--exhaustive", *trace, str(script), *wargs],
+            found, trace = profile(name, script, wargs, args.out)
+            row.update(found)
+        t = subprocess.run([*CG, "tune", "--json", "--exhaustive", "--scopes", args.scopes, *trace, str(script), *wargs],
                            capture_output=True, text=True)
         if not t.stdout.strip().startswith("{"):
             row["tune_error"] = t.stderr.strip().splitlines()[-3:]
-            results[name] = row
-            continue
-        tuned = json.loads(t.stdout)
-        row["eager_ms"] = tuned["eager_ms"]
-        row["winner"] = tuned["winner"]
-        row["candidates"] = {r["scope"]: {k: r[k] for k in ("ms_per_iter", "speedup", "recovered", "status", "correct")}
-                             | {"failure": (r.get("failure") or {}).get("kind")} for r in tuned["rows"]}
-        usable = [r for r in tuned["rows"] if r["status"] == "ok" and r["correct"] is not False]
-        fastest = min((r["ms_per_iter"] for r in usable), default=None)
-        winner_ms = next((r["ms_per_iter"] for r in tuned["rows"] if r["scope"] == tuned["winner"]), tuned["eager_ms"])
-        row["winner_within_3pct_of_fastest"] = fastest is None or winner_ms <= 1.03 * fastest
-        row["winner_not_slower_than_eager"] = winner_ms <= tuned["eager_ms"]
-        if tuned["winner"] != "eager":
-            patched = args.out / f"{name}_patched.py"
-            shutil.copy(script, patched)
-            shutil.copy(Path(str(script) + ".cg-advise.json"), Path(str(patched) + ".cg-advise.json"))
-            result = json.loads(Path(str(patched) + ".cg-advise.json").read_text())
-            result["sha256"] = __import__("advisor.patching", fromlist=["file_digest"]).file_digest(patched)
-            Path(str(patched) + ".cg-advise.json").write_text(json.dumps(result))
-            a = subprocess.run([*CG, "patch", str(patched), "--apply"], capture_output=True, text=True)
-            row["patch_apply"] = a.returncode
-            # the patched script as the user would run it, measured by the harness
-            scope = tuned["winner"]
-            settings = Settings(scope="full_iteration" if scope == "full_iteration" else "eager")
-            measured, _ = run_candidate(patched, wargs, "eager", settings, new_workdir(), 600)
-            row["patched_ms"] = measured.ms_per_iter
-            row["patched_status"] = measured.status
-            if measured.ms_per_iter:
-                row["patched_vs_tune"] = measured.ms_per_iter / winner_ms
+        else:
+            tuned = json.loads(t.stdout)
+            row.update(eager_ms=tuned["eager_ms"], winner=tuned["winner"], candidates={
+                r["scope"]: {k: r[k] for k in ("ms_per_iter", "speedup", "recovered", "status", "correct", "peak_mb")}
+                | {"failure": (r.get("failure") or {}).get("kind"),
+                   "failure_message": (r.get("failure") or {}).get("message", "")[-300:]} for r in tuned["rows"]})
+            usable = [r for r in tuned["rows"] if r["status"] == "ok" and r["correct"] is not False]
+            fastest = min((r["ms_per_iter"] for r in usable), default=None)
+            winner_ms = next((r["ms_per_iter"] for r in tuned["rows"] if r["scope"] == tuned["winner"]),
+                             tuned["eager_ms"])
+            row["winner_within_3pct_of_fastest"] = fastest is None or winner_ms <= 1.03 * fastest
+            row["winner_not_slower_than_eager"] = winner_ms <= tuned["eager_ms"]
+            if tuned["winner"] != "eager":
+                row.update(check_patched(script, wargs, tuned, args.out, name))
+        row["seconds"] = round(time.monotonic() - started, 1)
         results[name] = row
         print(json.dumps(row), flush=True)
-    (args.out / "tune_check.json").write_text(json.dumps(results, indent=1))
+        (args.out / "tune_check.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

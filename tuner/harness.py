@@ -3,7 +3,8 @@
 ``python -m tuner.harness RESULT.json script.py [args...]`` runs the script as ``__main__``
 with a fixed seed and counts its training steps: optimizer steps taken on the default stream
 outside any capture (warm-up on a side stream and the step inside a capture are not training
-steps), or, for the ``full_iteration`` scope, graph replays. After ``check_steps`` steps it
+steps), and replays of graphs once an optimizer step has been captured (the ``full_iteration``
+scope; with the optimizer kept eager, its own steps count). After ``check_steps`` steps it
 saves the parameters (the correctness check against eager); over steps ``warmup`` to
 ``warmup + iterations`` it times the iterations (CUDA events, else the CPU clock); then it
 writes RESULT.json and ends the script.
@@ -51,6 +52,7 @@ class StepTimer:
         self.cuda = torch_module.cuda.is_available()
         self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock")
         self.params = []
+        self.step_captured = False
 
     def install(self) -> "StepTimer":
         torch = self.torch
@@ -58,12 +60,13 @@ class StepTimer:
 
         self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
         graph_class = getattr(torch.cuda, "CUDAGraph", None)
-        if self.settings.scope == "full_iteration" and graph_class is not None:
+        if graph_class is not None:
             original = graph_class.replay
 
             def replay(graph):
                 out = original(graph)
-                self._step()
+                if self.step_captured:
+                    self._step()
                 return out
 
             graph_class.replay = replay
@@ -77,8 +80,11 @@ class StepTimer:
                     self.params.append(p)
         if self.cuda:
             cuda = self.torch.cuda
-            if cuda.is_current_stream_capturing() or cuda.current_stream() != cuda.default_stream():
-                return  # inside a capture, or warm-up on a side stream
+            if cuda.is_current_stream_capturing():
+                self.step_captured = True
+                return
+            if cuda.current_stream() != cuda.default_stream():
+                return  # warm-up on a side stream
         self._step()
 
     def _mark(self):

@@ -152,6 +152,7 @@ def _is_zero_grad(statement, optimizer: str) -> bool:
 class _Rewriter:
     def __init__(self, spec: StepSpec, scope: str, path: Path):
         self.spec, self.scope, self.path = spec, scope, path
+        self.optimizer_outside = False
 
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
@@ -174,7 +175,7 @@ class _Rewriter:
         module = wrapper.module.visit(transformer)
         if not transformer.inserted:
             raise self.refuse("could not place the setup code before the loop")
-        if self.scope == "full_iteration":
+        if self.scope == "full_iteration" and not self.optimizer_outside:
             module = self._capturable_optimizer(module)
         return _add_helper(module, self.scope) if self.scope in HELPERS else module
 
@@ -228,18 +229,21 @@ class _Rewriter:
     # -- full_iteration: the step's statements become a captured function -----------------
     def _full_iteration(self, loop):
         spec = self.spec
-        if spec.scaler:
-            raise self.refuse(f"{spec.scaler}.step() checks for infs on the host and cannot be captured; "
-                              "use --scope fwd_bwd (GradScaler stays outside the graph)")
-        if spec.scheduler:
-            raise self.refuse(f"{spec.scheduler}.step() changes a Python-float learning rate the graph would freeze; "
-                              "use --scope fwd_bwd (optimizer outside the graph)")
         body = list(loop.body.body)
-        is_step = [bool(_calls(s, lambda c: _is_method(c, spec.optimizer, "step"))) for s in body]
+        # a GradScaler checks for infs on the host and a scheduler changes a Python-float LR:
+        # then forward, loss and backward are captured and the optimizer step stays eager
+        self.optimizer_outside = bool(spec.scaler or spec.scheduler)
+        steppers = {spec.optimizer, *([spec.scaler] if spec.scaler else [])}
+        is_step = [bool(_calls(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in body]
         if not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s):
             raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
                               "iteration needs one step per loop iteration")
         end = is_step.index(True)
+        if self.optimizer_outside:
+            is_backward = [bool(_calls(s, lambda c: _is_method(c, None, "backward"))) for s in body[:end]]
+            if True not in is_backward:
+                raise self.refuse("no backward() before the optimizer step at the loop's top level")
+            end = len(is_backward) - 1 - is_backward[::-1].index(True)
         loss_root = spec.loss.split(".")[0]
         marks = [bool(_calls(s, lambda c: _is_method(c, None, "backward") or _is_method(c, spec.optimizer, "zero_grad")
                              or (spec.model and dotted(c.func) == spec.model))) or loss_root in _names_assigned(s)
@@ -298,8 +302,11 @@ class _Rewriter:
 
     def _step_function(self, core, inputs, returns):
         ret = f"    return {', '.join(returns)}\n" if returns else ""
+        what = ("Forward, loss and backward, captured by cg-advise; the optimizer steps after each replay."
+                if self.optimizer_outside else
+                "One training iteration, captured whole by cg-advise (scope full_iteration).")
         header = (f"def _cg_step({', '.join(inputs)}):\n"
-                  f'    """One training iteration, captured whole by cg-advise (scope full_iteration)."""\n'
+                  f'    """{what}"""\n'
                   f"    pass\n{ret}")
         function = cst.parse_module(header).body[0]
         statements = list(function.body.body)

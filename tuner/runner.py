@@ -11,6 +11,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Optional
 
 from advisor.profile import PACKAGE_PARENT
 
@@ -23,11 +24,12 @@ DEFAULT_TOLERANCE = 1e-3   # max |candidate - eager| / max |eager| over all para
 
 
 def run_candidate(script: Path, args: list, scope: str, settings: Settings, workdir: Path,
-                  timeout: float, python: str = sys.executable) -> tuple:
-    """(Candidate, snapshot path or None) for one scope; eager runs the script as it is."""
+                  timeout: float, python: str = sys.executable, target: Optional[Path] = None) -> tuple:
+    """(Candidate, snapshot path or None) for one scope; eager runs the script as it is, and so
+    does a given ``target`` (an already patched script)."""
     candidate = Candidate(scope)
-    target = script
-    if scope != "eager":
+    given, target = target is not None, target or script
+    if scope != "eager" and not given:
         try:
             patched = make_patch(script, scope).patched
         except Exception as error:  # a refused rewrite is a result
@@ -49,7 +51,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     except subprocess.TimeoutExpired:
         stderr, returncode = f"timed out after {timeout:.0f} s", None
     finally:
-        if target != script:
+        if target != script and not given:
             target.unlink(missing_ok=True)
     data = json.loads(result.read_text()) if result.exists() else {}
     candidate.ms_per_iter = data.get("ms_per_iter")

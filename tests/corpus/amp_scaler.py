@@ -4,7 +4,7 @@ from torch import nn
 model = nn.Linear(64, 64).cuda()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 scaler = torch.cuda.amp.GradScaler()
-batches = [torch.randn(8, 64, device="cuda") for _ in range(4)]
+batches = [torch.randn(8, 64, device="cuda") for _ in range(4)] * 50
 
 for batch in batches:
     optimizer.zero_grad()

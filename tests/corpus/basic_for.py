@@ -4,7 +4,7 @@ from torch import nn
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 criterion = nn.MSELoss()
-data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(8)]
+data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(200)]
 
 for x, y in data:
     optimizer.zero_grad()

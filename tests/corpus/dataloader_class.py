@@ -19,4 +19,4 @@ class Trainer:
                 self.optimizer.step()
 
 
-Trainer(nn.Linear(4, 1)).fit(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)))
+Trainer(nn.Linear(4, 1)).fit(TensorDataset(torch.randn(2048, 4), torch.randn(2048, 1)))

@@ -1,14 +1,16 @@
 import torch
-from transformers import AutoModelForSequenceClassification
+from transformers import BertConfig, BertForSequenceClassification
 
 
 def main():
-    model = AutoModelForSequenceClassification.from_pretrained("prajjwal1/bert-tiny").cuda()
+    config = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=512, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForSequenceClassification(config).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5)
     batch = {"input_ids": torch.randint(0, 1000, (8, 32), device="cuda"),
              "labels": torch.randint(0, 2, (8,), device="cuda")}
     model.train()
-    for _ in range(10):
+    for _ in range(200):
         outputs = model(**batch)
         outputs.loss.backward()
         optimizer.step()

@@ -5,7 +5,7 @@ from torch import nn
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
     model = nn.Linear(8, 8).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

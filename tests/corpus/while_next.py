@@ -3,9 +3,9 @@ from torch import nn
 
 net = nn.Linear(10, 2).cuda()
 opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
-loader = iter([(torch.randn(4, 10, device="cuda"), torch.randint(0, 2, (4,), device="cuda")) for _ in range(5)])
+loader = iter([(torch.randn(4, 10, device="cuda"), torch.randint(0, 2, (4,), device="cuda")) for _ in range(200)])
 step = 0
-while step < 5:
+while step < 200:
     inputs, labels = next(loader)
     opt.zero_grad(set_to_none=True)
     out = net(inputs)

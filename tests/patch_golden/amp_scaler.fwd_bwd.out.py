@@ -29,7 +29,7 @@ def _cg_graph_forward(module, warmup=3):
 model = nn.Linear(64, 64).cuda()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 scaler = torch.cuda.amp.GradScaler()
-batches = [torch.randn(8, 64, device="cuda") for _ in range(4)]
+batches = [torch.randn(8, 64, device="cuda") for _ in range(4)] * 50
 
 _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
 

@@ -29,7 +29,7 @@ def _cg_graph_forward(module, warmup=3):
 model = nn.Linear(64, 64).cuda()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 scaler = torch.cuda.amp.GradScaler()
-batches = [torch.randn(8, 64, device="cuda") for _ in range(4)]
+batches = [torch.randn(8, 64, device="cuda") for _ in range(4)] * 50
 
 for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):

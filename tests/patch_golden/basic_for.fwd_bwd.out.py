@@ -29,7 +29,7 @@ def _cg_graph_forward(module, warmup=3):
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 criterion = nn.MSELoss()
-data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(8)]
+data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(200)]
 
 _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
 

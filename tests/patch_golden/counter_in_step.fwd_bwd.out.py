@@ -31,7 +31,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 seen = 0
 _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
 
-for x in [torch.randn(2, 4, device="cuda") for _ in range(5)]:
+for x in [torch.randn(2, 4, device="cuda") for _ in range(200)]:
     opt.zero_grad()
     seen += x.shape[0]
     loss = model(x).pow(2).mean()

@@ -33,7 +33,7 @@ for _cg_child in model.children():  # cg-advise: each top-level submodule as CUD
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 
-for x in [torch.randn(2, 4, device="cuda") for _ in range(5)]:
+for x in [torch.randn(2, 4, device="cuda") for _ in range(200)]:
     opt.zero_grad()
     seen += x.shape[0]
     loss = model(x).pow(2).mean()

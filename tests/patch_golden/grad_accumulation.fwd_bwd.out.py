@@ -31,7 +31,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 accumulate = 4
 _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
 
-for i, batch in enumerate([torch.randn(8, 32, device="cuda") for _ in range(16)]):
+for i, batch in enumerate([torch.randn(8, 32, device="cuda") for _ in range(400)]):
     loss = model(batch).square().mean() / accumulate
     loss.backward()
     if (i + 1) % accumulate == 0:

@@ -33,7 +33,7 @@ for _cg_child in model.children():  # cg-advise: each top-level submodule as CUD
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 
-for i, batch in enumerate([torch.randn(8, 32, device="cuda") for _ in range(16)]):
+for i, batch in enumerate([torch.randn(8, 32, device="cuda") for _ in range(400)]):
     loss = model(batch).square().mean() / accumulate
     loss.backward()
     if (i + 1) % accumulate == 0:

@@ -3,11 +3,11 @@ from torch import nn
 
 
 class _CgFullIterationGraph:
-    """cg-advise: the whole training step (forward, loss, backward, optimizer step) is
-    captured in one CUDA graph on the first call and replayed after. Inputs are copied into
-    static buffers; a batch of another shape runs the step eagerly. Warm-up runs real steps
-    on a side stream; afterwards the model and the optimizer state are put back in place, so
-    training starts from the same point as without the graph."""
+    """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
+    the optimizer step) is captured in one CUDA graph on the first call and replayed after.
+    Inputs are copied into static buffers; a batch of another shape runs the step eagerly.
+    Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
 
     def __init__(self, step, optimizer, model=None, warmup=3):
         self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
@@ -43,21 +43,23 @@ class _CgFullIterationGraph:
         return self.static_outputs
 
     def _snapshot(self):
+        # the model's parameters and buffers, and the optimizer state that exists already
         if self.model is not None:
             tensors = list(self.model.state_dict().values())
         else:
             tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
         return [(t, t.detach().clone()) for t in tensors]
 
     @torch.no_grad()
     def _restore(self, saved):
-        # in place: the graph holds these very tensors
-        for tensor, copy in saved:
-            tensor.copy_(copy)
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
         for state in self.optimizer.state.values():
             for value in state.values():
                 if torch.is_tensor(value):
                     value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
 
 
 def train(model, loader, epochs):
@@ -86,3 +88,9 @@ def train(model, loader, epochs):
 
 def evaluate(model, loader):
     return sum(model(x).sum() for x, _ in loader)
+
+
+if __name__ == "__main__":
+    net = torch.nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, 10)).cuda()
+    data = [(torch.randn(16, 3, 8, 8, device="cuda"), torch.randint(0, 10, (16,), device="cuda")) for _ in range(100)]
+    train(net, data, epochs=2)

@@ -51,3 +51,9 @@ def train(model, loader, epochs):
 
 def evaluate(model, loader):
     return sum(model(x).sum() for x, _ in loader)
+
+
+if __name__ == "__main__":
+    net = torch.nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, 10)).cuda()
+    data = [(torch.randn(16, 3, 8, 8, device="cuda"), torch.randint(0, 10, (16,), device="cuda")) for _ in range(100)]
+    train(net, data, epochs=2)

@@ -29,7 +29,7 @@ def _cg_graph_forward(module, warmup=3):
 model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10)).cuda()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 crit = nn.CrossEntropyLoss()
-batches = [(torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")) for _ in range(50)]
+batches = [(torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")) for _ in range(200)]
 
 _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
 

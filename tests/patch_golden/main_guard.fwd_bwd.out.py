@@ -30,7 +30,7 @@ def _cg_graph_forward(module, warmup=3):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
     model = nn.Linear(8, 8).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

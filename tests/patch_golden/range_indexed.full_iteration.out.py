@@ -3,11 +3,11 @@ from torch import nn
 
 
 class _CgFullIterationGraph:
-    """cg-advise: the whole training step (forward, loss, backward, optimizer step) is
-    captured in one CUDA graph on the first call and replayed after. Inputs are copied into
-    static buffers; a batch of another shape runs the step eagerly. Warm-up runs real steps
-    on a side stream; afterwards the model and the optimizer state are put back in place, so
-    training starts from the same point as without the graph."""
+    """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
+    the optimizer step) is captured in one CUDA graph on the first call and replayed after.
+    Inputs are copied into static buffers; a batch of another shape runs the step eagerly.
+    Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
 
     def __init__(self, step, optimizer, model=None, warmup=3):
         self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
@@ -43,21 +43,23 @@ class _CgFullIterationGraph:
         return self.static_outputs
 
     def _snapshot(self):
+        # the model's parameters and buffers, and the optimizer state that exists already
         if self.model is not None:
             tensors = list(self.model.state_dict().values())
         else:
             tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
         return [(t, t.detach().clone()) for t in tensors]
 
     @torch.no_grad()
     def _restore(self, saved):
-        # in place: the graph holds these very tensors
-        for tensor, copy in saved:
-            tensor.copy_(copy)
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
         for state in self.optimizer.state.values():
             for value in state.values():
                 if torch.is_tensor(value):
                     value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
 
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).cuda()
 optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)

@@ -28,13 +28,13 @@ def _cg_graph_forward(module, warmup=3):
 
 net = nn.Linear(10, 2).cuda()
 opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
-loader = iter([(torch.randn(4, 10, device="cuda"), torch.randint(0, 2, (4,), device="cuda")) for _ in range(5)])
+loader = iter([(torch.randn(4, 10, device="cuda"), torch.randint(0, 2, (4,), device="cuda")) for _ in range(200)])
 step = 0
 for _cg_child in net.children():  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 
-while step < 5:
+while step < 200:
     inputs, labels = next(loader)
     opt.zero_grad(set_to_none=True)
     out = net(inputs)

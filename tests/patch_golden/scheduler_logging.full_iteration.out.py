@@ -1,0 +1,86 @@
+import logging
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import CosineAnnealingLR
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
+    the optimizer step) is captured in one CUDA graph on the first call and replayed after.
+    Inputs are copied into static buffers; a batch of another shape runs the step eagerly.
+    Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
+
+    def __init__(self, step, optimizer, model=None, warmup=3):
+        self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
+        self.graph = None
+
+    def __call__(self, *inputs):
+        if not all(torch.is_tensor(t) for t in inputs):
+            raise TypeError("cg-advise full_iteration: the step's inputs must be tensors, got "
+                            + ", ".join(type(t).__name__ for t in inputs))
+        shapes = [tuple(t.shape) for t in inputs]
+        if self.graph is None:
+            self.shapes = shapes
+            self.static_inputs = [t.detach().clone() for t in inputs]
+            saved = self._snapshot()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+            self._restore(saved)
+        if shapes != self.shapes:
+            self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_inputs, inputs):
+            static.copy_(t)
+        self.graph.replay()
+        return self.static_outputs
+
+    def _snapshot(self):
+        # the model's parameters and buffers, and the optimizer state that exists already
+        if self.model is not None:
+            tensors = list(self.model.state_dict().values())
+        else:
+            tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+        return [(t, t.detach().clone()) for t in tensors]
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
+        for state in self.optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+
+log = logging.getLogger(__name__)
+model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+scheduler = CosineAnnealingLR(optimizer, T_max=100)
+x, y = torch.randn(32, 16, device="cuda"), torch.randn(32, 4, device="cuda")
+
+def _cg_step():
+    """Forward, loss and backward, captured by cg-advise; the optimizer steps after each replay."""
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+_cg_step_graph = _CgFullIterationGraph(_cg_step, optimizer, model)
+
+for it in range(100):
+    loss = _cg_step_graph()  # cg-advise: replays the captured step
+    optimizer.step()
+    scheduler.step()
+    if it % 20 == 0:
+        logging.info("iteration %d loss %.4f", it, loss.item())
