@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 ENV = "CG_TUNE_SETTINGS"
@@ -43,7 +43,6 @@ class Measurement:
     complete: bool = False
     note: str = ""
     timer: str = ""
-    _marks: dict = field(default_factory=dict)
 
 
 class StepTimer:
@@ -52,6 +51,7 @@ class StepTimer:
         self.cuda = torch_module.cuda.is_available()
         self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock")
         self.params = []
+        self.start = None       # a CUDA event or a perf_counter reading (events cannot be pickled by asdict)
         self.step_captured = False
 
     def install(self) -> "StepTimer":
@@ -103,10 +103,10 @@ class StepTimer:
         if n == s.warmup:
             if self.cuda:
                 self.torch.cuda.reset_peak_memory_stats()
-            self.m._marks["start"] = self._mark()
+            self.start = self._mark()
         if n == s.warmup + s.iterations:
             end = self._mark()
-            start = self.m._marks["start"]
+            start = self.start
             if self.cuda:
                 self.torch.cuda.synchronize()
                 elapsed_ms = start.elapsed_time(end)
@@ -124,7 +124,7 @@ class StepTimer:
         if not self.m.complete:
             self.m.note = (f"the script ended after {self.m.steps} training steps; timing needs "
                            f"{self.settings.warmup + self.settings.iterations}")
-        data = {k: v for k, v in asdict(self.m).items() if not k.startswith("_")}
+        data = asdict(self.m)
         with open(self.result_path, "w") as handle:
             json.dump(data, handle)
 

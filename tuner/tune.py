@@ -79,6 +79,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         "tolerance": options.tolerance,
         "step": spec.to_dict(),
         "rows": result.to_dict()["rows"],
+        "workdir": str(workdir),   # each candidate's measurement and parameter snapshot, kept for inspection
     }
     tune_result_path(script).write_text(json.dumps(saved, indent=1) + "\n")
     return saved
