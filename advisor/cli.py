@@ -146,15 +146,17 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
               "the candidates and its GPU busy time gives the bound.")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
 @click.option("--budget", "budget_s", default=900.0, show_default=True, help="Seconds for all candidates.")
-@click.option("--warmup", default=10, show_default=True, help="Training steps before timing.")
-@click.option("--iterations", default=50, show_default=True, help="Training steps timed.")
+@click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=1), help="Training steps before timing.")
+@click.option("--iterations", default=100, show_default=True,
+              help="Training steps timed, in --repeats windows (ms/iteration is their median).")
+@click.option("--repeats", default=5, show_default=True, help="Timed windows.")
 @click.option("--check-steps", default=5, show_default=True, help="Steps after which parameters are compared with eager.")
 @click.option("--tolerance", default=1e-3, show_default=True, help="Max relative parameter difference vs eager.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tune result as JSON.")
 @click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, check_steps, tolerance, as_json,
+def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, repeats, check_steps, tolerance, as_json,
          apply_, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
@@ -181,7 +183,7 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, c
         raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
     options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")), exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
-                                                               check_steps=check_steps), tolerance=tolerance)
+                                                               repeats=repeats, check_steps=check_steps), tolerance=tolerance)
     if report:
         options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch

@@ -15,9 +15,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 ENV = "CG_TUNE_SETTINGS"
@@ -27,7 +28,8 @@ ENV = "CG_TUNE_SETTINGS"
 class Settings:
     scope: str = "eager"
     warmup: int = 10
-    iterations: int = 50
+    iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median
+    repeats: int = 5
     check_steps: int = 5
     seed: int = 0
     snapshot: str = ""          # where the parameters after check_steps go (torch.save)
@@ -38,6 +40,7 @@ class Settings:
 class Measurement:
     steps: int = 0
     ms_per_iter: Optional[float] = None
+    window_ms: list = field(default_factory=list)   # ms/iteration of each timed window
     peak_mb: Optional[float] = None
     snapshot: Optional[str] = None
     complete: bool = False
@@ -51,7 +54,7 @@ class StepTimer:
         self.cuda = torch_module.cuda.is_available()
         self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock")
         self.params = []
-        self.start = None       # a CUDA event or a perf_counter reading (events cannot be pickled by asdict)
+        self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
 
     def install(self) -> "StepTimer":
@@ -100,20 +103,20 @@ class StepTimer:
         if n == s.check_steps and s.snapshot:
             self.torch.save([p.detach().cpu() for p in self.params], s.snapshot)
             self.m.snapshot = s.snapshot
-        if n == s.warmup:
-            if self.cuda:
-                self.torch.cuda.reset_peak_memory_stats()
-            self.start = self._mark()
-        if n == s.warmup + s.iterations:
-            end = self._mark()
-            start = self.start
+        window = max(1, s.iterations // max(1, s.repeats))
+        timed = n - s.warmup
+        if timed == 0 and self.cuda:
+            self.torch.cuda.reset_peak_memory_stats()
+        if 0 <= timed <= s.iterations and (timed % window == 0 or timed == s.iterations):
+            self.marks.append((timed, self._mark()))
+        if timed == s.iterations:
             if self.cuda:
                 self.torch.cuda.synchronize()
-                elapsed_ms = start.elapsed_time(end)
                 self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
-            else:
-                elapsed_ms = (end - start) * 1e3
-            self.m.ms_per_iter = elapsed_ms / s.iterations
+            for (a, start), (b, end) in zip(self.marks, self.marks[1:]):
+                elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
+                self.m.window_ms.append(elapsed_ms / (b - a))
+            self.m.ms_per_iter = statistics.median(self.m.window_ms)
             self.m.complete = True
             self.write()
             sys.stdout.flush()

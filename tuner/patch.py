@@ -216,15 +216,27 @@ class _Rewriter:
             if keyword_calls:
                 raise self.refuse(f"{model} is called with keyword or ** arguments; make_graphed_callables takes "
                                   "positional tensors (try --scope compile)")
+        # gradient accumulation: the graphed backward's gradients live in static buffers that the
+        # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU)
+        accumulate = ", accumulate=True" if self._step_is_conditional(loop) else ""
         if self.scope == "compile":
             code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
         elif self.scope == "fwd_bwd":
-            code = f"_cg_graph_forward({model})  # cg-advise: forward and backward as CUDA graphs\n"
+            code = f"_cg_graph_forward({model}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
         else:
             code = (f"for _cg_child in {model}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
                     f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
-                    f"        _cg_graph_forward(_cg_child)\n")
+                    f"        _cg_graph_forward(_cg_child{accumulate})\n")
         return list(cst.parse_module(code).body)
+
+    def _step_flags(self, loop) -> list:
+        """For each top-level statement of the loop body: does it step the optimizer?"""
+        steppers = {self.spec.optimizer, *([self.spec.scaler] if self.spec.scaler else [])}
+        return [bool(_calls(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in loop.body.body]
+
+    def _step_is_conditional(self, loop) -> bool:
+        body, is_step = list(loop.body.body), self._step_flags(loop)
+        return not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s)
 
     # -- full_iteration: the step's statements become a captured function -----------------
     def _full_iteration(self, loop):
@@ -233,9 +245,8 @@ class _Rewriter:
         # a GradScaler checks for infs on the host and a scheduler changes a Python-float LR:
         # then forward, loss and backward are captured and the optimizer step stays eager
         self.optimizer_outside = bool(spec.scaler or spec.scheduler)
-        steppers = {spec.optimizer, *([spec.scaler] if spec.scaler else [])}
-        is_step = [bool(_calls(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in body]
-        if not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s):
+        is_step = self._step_flags(loop)
+        if self._step_is_conditional(loop):
             raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
                               "iteration needs one step per loop iteration")
         end = is_step.index(True)

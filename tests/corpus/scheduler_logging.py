@@ -10,7 +10,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 scheduler = CosineAnnealingLR(optimizer, T_max=100)
 x, y = torch.randn(32, 16, device="cuda"), torch.randn(32, 4, device="cuda")
 
-for it in range(100):
+for it in range(200):
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()

@@ -6,7 +6,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 accumulate = 4
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
-for i, batch in enumerate([torch.randn(8, 32, device="cuda") for _ in range(400)]):
+for i, batch in enumerate([torch.randn(8, 32, device="cuda") for _ in range(800)]):
     loss = model(batch).square().mean() / accumulate
     loss.backward()
     if (i + 1) % accumulate == 0:

@@ -4,10 +4,12 @@ import torch
 from torch import nn
 
 
-def _cg_graph_forward(module, warmup=3):
+def _cg_graph_forward(module, warmup=3, accumulate=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
-    shape, and calls without grad, run the eager forward."""
+    shape, and calls without grad, run the eager forward. With `accumulate` (several backward
+    passes per optimizer step) each gradient is copied out of the graph's static buffer, which
+    the next replay overwrites."""
     eager_forward = module.forward
     state = {}
 
@@ -21,6 +23,10 @@ def _cg_graph_forward(module, warmup=3):
             module.forward = eager_forward
             samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
             torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
             state["graphed"], state["shapes"] = module.forward, shapes
             module.forward = forward
         return state["graphed"](*inputs)

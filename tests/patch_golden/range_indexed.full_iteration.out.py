@@ -75,6 +75,6 @@ def _cg_step(x, y):
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, optimizer, model)
 
-for step in range(100):
+for step in range(200):
     x, y = inputs[step % 4], targets[step % 4]
     _cg_step_graph(x, y)

@@ -12,7 +12,7 @@ x, y = torch.randn(32, 16, device="cuda"), torch.randn(32, 4, device="cuda")
 
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
-for it in range(100):
+for it in range(200):
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()

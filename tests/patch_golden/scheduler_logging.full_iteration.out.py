@@ -78,7 +78,7 @@ def _cg_step():
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, optimizer, model)
 
-for it in range(100):
+for it in range(200):
     loss = _cg_step_graph()  # cg-advise: replays the captured step
     optimizer.step()
     scheduler.step()
