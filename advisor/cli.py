@@ -139,8 +139,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
 
 
 @cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
-@click.option("--scopes", default="full_iteration,fwd_bwd,submodule,compile", show_default=True,
-              help="Capture scopes to try.")
+@click.option("--scopes", metavar="S,...", help="Capture scopes to try (default: all of the loop's kind: "
+              "full_iteration,fwd_bwd,submodule,compile for training, forward,compile for inference).")
 @click.option("--exhaustive", is_flag=True, help="Also try scopes the model predicts hopeless.")
 @click.option("--trace", "report", metavar="REPORT", help="An eager profile (.sqlite/.nsys-rep): its predictions order "
               "the candidates and its GPU busy time gives the bound.")
@@ -164,7 +164,8 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, r
     \b
     cg-advise tune [OPTIONS] train.py [SCRIPT_ARGS]...
 
-    The script must run at least warmup + iterations training steps. Exit codes: 0 eager is
+    The script must run at least warmup + iterations steps (training steps, or model calls
+    of an inference loop). Exit codes: 0 eager is
     best (or --apply done), 1 a faster scope is ready to patch, 2 bad input, 4 no CUDA device.
     """
     import json
@@ -181,7 +182,7 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, r
     target = prof.parse_target(list(command))
     if target.argv[0] == "-m" or target.launcher:
         raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
-    options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")), exhaustive=exhaustive,
+    options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")) if scopes else None, exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
                                                                repeats=repeats, check_steps=check_steps), tolerance=tolerance)
     if report:
@@ -216,7 +217,7 @@ def _predictions_from(report, model_path):
 
 @cli.command("patch")
 @click.argument("script", type=click.Path(path_type=str))
-@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile"]),
+@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile", "forward"]),
               help="Force a scope (default: the winner of the saved tune result).")
 @click.option("--apply", "apply_", is_flag=True, help="Write the change (the original is kept as SCRIPT.orig).")
 @one_line_errors

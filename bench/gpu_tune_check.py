@@ -71,7 +71,8 @@ def check_patched(script, wargs, tuned, out, name) -> dict:
     if applied.returncode != 0:
         row["patch_error"] = applied.stderr.strip().splitlines()[-1:]
         return row
-    measured, snapshot = run_candidate(patched, wargs, "patched", Settings(), new_workdir(), 600, target=patched)
+    settings = Settings(kind=tuned["step"]["kind"])
+    measured, snapshot = run_candidate(patched, wargs, "patched", settings, new_workdir(), 600, target=patched)
     eager_snapshot = Path(tuned["workdir"]) / "eager.params.pt"   # tune's own eager run
     winner_ms = next(r["ms_per_iter"] for r in tuned["rows"] if r["scope"] == tuned["winner"])
     row.update(patched_ms=measured.ms_per_iter, patched_status=measured.status,
@@ -91,7 +92,7 @@ def main():
     parser.add_argument("--set", dest="which", choices=["plain", "corpus", "all"], default="plain")
     parser.add_argument("--only", default="")
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--scopes", default="full_iteration,fwd_bwd,submodule,compile")
+    parser.add_argument("--scopes", default="", help="Scopes to try (default: all of each loop's kind).")
     parser.add_argument("--deadline", type=float, default=0, help="Start no workload after this many seconds.")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
@@ -110,7 +111,8 @@ def main():
         if not args.no_profile:
             found, trace = profile(name, script, wargs, args.out)
             row.update(found)
-        t = subprocess.run([*CG, "tune", "--json", "--exhaustive", "--scopes", args.scopes, *trace, str(script), *wargs],
+        scopes = ["--scopes", args.scopes] if args.scopes else []
+        t = subprocess.run([*CG, "tune", "--json", "--exhaustive", *scopes, *trace, str(script), *wargs],
                            capture_output=True, text=True)
         if not t.stdout.strip().startswith("{"):
             row["tune_error"] = t.stderr.strip().splitlines()[-3:]

@@ -78,3 +78,41 @@ def test_tune_refuses_modules_and_missing_scripts():
     assert run("--", "python3", "-m", "pkg")[0:3:2] == (2, "cg-advise: error: tune needs a script file "
                                                           "run by one process (its training loop is rewritten per scope)\n")
     assert run("missing.py")[0:3:2] == (2, "cg-advise: error: missing.py: no such file\n")
+
+
+INFER = ROOT / "tests" / "scripts" / "infer_cpu.py"
+
+
+def test_harness_counts_model_calls_of_an_inference_loop_and_keeps_their_outputs():
+    settings = Settings(kind="inference", warmup=2, iterations=6, repeats=3, check_steps=3)
+    candidate, snapshot = run_candidate(INFER, ["--calls", "20"], "eager", settings, new_workdir(), 120)
+    assert candidate.status == "ok" and candidate.ms_per_iter > 0
+    # the same three calls, made here from the same seed
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3)).eval()
+    with torch.no_grad():
+        expected = [model(torch.randn(1 + i % 5, 8)) for i in range(3)]
+    saved = torch.load(snapshot)
+    assert [tuple(t.shape) for t in saved] == [(1, 3), (2, 3), (3, 3)]
+    assert all(torch.equal(a, b) for a, b in zip(saved, expected))
+    short, _ = run_candidate(INFER, ["--calls", "5"], "eager", settings, new_workdir(), 120)
+    assert short.failure == {"kind": "incomplete", "message": "the script ended after 5 model calls; timing needs 8"}
+
+
+def test_tune_of_an_inference_loop_tries_its_own_scopes(tmp_path):
+    script = tmp_path / "infer.py"
+    shutil.copy(INFER, script)
+    code, out, err = run("--scopes", "forward", "--warmup", "2", "--iterations", "6", "--check-steps", "3",
+                         "--json", script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    saved = json.loads(out)
+    assert err.splitlines()[0] == (f"cg-advise: inference step: for loop at {script}:12-13 at module level: "
+                                   "model model, without grad")
+    assert saved["step"]["kind"] == "inference" and [r["scope"] for r in saved["rows"]] == ["forward"]
+    # on the CPU the graphed forward sees no CUDA inputs and runs eagerly: same outputs
+    assert saved["rows"][0]["status"] == "ok" and saved["rows"][0]["correct"] is True
+    code, _, err = run("--scopes", "fwd_bwd", script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert (code, err.splitlines()[-1]) == (2, "cg-advise: error: scope fwd_bwd does not apply to an inference loop "
+                                               "(its scopes: forward, compile)")

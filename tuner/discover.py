@@ -1,5 +1,7 @@
-"""Finds the training step in a user's script: the loop whose body runs ``<loss>.backward()``
-and ``<optimizer>.step()``, and what the tuner and the patch need to know about it."""
+"""Finds the step in a user's script, and what the tuner and the patch need to know about it:
+the training loop whose body runs ``<loss>.backward()`` and ``<optimizer>.step()``, or, when
+there is none, an inference loop that calls a model under ``torch.no_grad()`` or
+``torch.inference_mode()``."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from advisor.errors import CgAdviseError
 
 OPTIMIZER_MODULES = ("optim.", "torch.optim.", "bnb.optim.", "apex.optimizers.")
 SCHEDULER_HINTS = ("lr_scheduler", "Scheduler", "scheduler")
+NO_GRAD = ("no_grad", "inference_mode")
+MODEL_HINTS = ("nn.", ".eval", ".cuda", ".to", "from_pretrained", "Model", "torch.jit.load", "torch.load")
 
 
 class DiscoveryError(CgAdviseError):
@@ -45,6 +49,7 @@ class StepSpec:
     autocast: bool = False
     clip_grad: bool = False
     outside: list = field(default_factory=list)
+    kind: str = "train"           # or "inference": no backward, the model called without grad
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,6 +57,9 @@ class StepSpec:
     def describe(self) -> str:
         where = f"in {self.function}()" if self.function else "at module level"
         batch = ", ".join(self.batch) or "?"
+        if self.kind == "inference":
+            return (f"{self.loop_kind} loop at {self.path}:{self.line}-{self.end_line} {where}: "
+                    f"model {self.model}, without grad")
         extras = [name for name, on in (("AMP", self.autocast or self.scaler), ("grad clipping", self.clip_grad),
                                         (f"scheduler {self.scheduler}", self.scheduler)) if on]
         return (f"{self.loop_kind} loop at {self.path}:{self.line}-{self.end_line} {where}: model {self.model or '?'}, "
@@ -83,10 +91,15 @@ class _Assignments(cst.CSTVisitor):
     def __init__(self):
         self.constructed = {}
         self.params_owner = {}
+        self.sources = {}    # name -> the code of its (last) call assignment
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if not isinstance(node.value, cst.Call):
             return
+        code = cst.Module([]).code_for_node(node.value)
+        for target in node.targets:
+            for name in target_names(target.target):
+                self.sources[name] = code
         callee = dotted(node.value.func)
         for target in node.targets:
             for name in target_names(target.target):
@@ -217,11 +230,15 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
         if body.backward and optimizer:
             candidates.append((node, function, body, optimizer))
     if not candidates:
+        inference = _inference_loop(path, wrapper, positions, loops, assignments)
+        if inference:
+            return inference
         found = [f"{'for' if isinstance(n, cst.For) else 'while'} loop at line {positions[n].start.line}"
                  for n, _ in loops.loops]
-        raise DiscoveryError(f"{path}: no training loop found (a for/while loop whose body calls <loss>.backward() "
-                             f"and <optimizer>.step()); loops seen: {', '.join(found) or 'none'}; "
-                             "name the step with --step module:function")
+        raise DiscoveryError(f"{path}: no training loop (a for/while loop whose body calls <loss>.backward() "
+                             f"and <optimizer>.step()) and no inference loop (one that calls a model under "
+                             f"torch.no_grad() or torch.inference_mode()) found; loops seen: "
+                             f"{', '.join(found) or 'none'}")
     # innermost: the candidate no other candidate lies inside
     node, function, body, optimizer = min(candidates, key=lambda c: _span(positions, c[0]))
     loss = body.backward[0][0]
@@ -302,3 +319,61 @@ def _optimizer(body: _LoopBody, assignments: _Assignments) -> Optional[str]:
                 or receiver in body.zero_grad or "opt" in receiver.lower()):
             return receiver
     return None
+
+
+def _inference_loop(path, wrapper, positions, loops, assignments) -> Optional[StepSpec]:
+    """The innermost loop that calls a model without grad: inside ``with torch.no_grad()`` /
+    ``torch.inference_mode()`` (around the loop or in its body) or a function decorated so."""
+    parents = wrapper.resolve(ParentNodeProvider)
+    models = {name for name, code in assignments.sources.items() if any(h in code for h in MODEL_HINTS)}
+    found = []
+    for node, function in loops.loops:
+        body = _LoopBody(positions)
+        node.body.visit(body)
+        callable_models = models | _parameters_of_enclosing_function(node, parents)
+        called = [name for name, _ in body.calls if name in callable_models]
+        if called and (_under_no_grad(node, parents) or _has_no_grad(node.body)):
+            found.append((node, function, called[0]))
+    if not found:
+        return None
+    node, function, model = min(found, key=lambda f: _span(positions, f[0]))
+    batch = target_names(node.target) if isinstance(node, cst.For) else []
+    start, end = positions[node].start.line, positions[node].end.line
+    return StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
+                    "", "", batch, kind="inference")
+
+
+def _parameters_of_enclosing_function(node, parents) -> set:
+    """``model`` in ``def serve(model, requests)``: a model handed to the function."""
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, cst.FunctionDef):
+            return {p.name.value for p in node.params.params}
+    return set()
+
+
+def _is_no_grad(expression) -> bool:
+    call = expression.func if isinstance(expression, cst.Call) else expression
+    return dotted(call).split(".")[-1] in NO_GRAD
+
+
+def _under_no_grad(node, parents) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, cst.With) and any(_is_no_grad(item.item) for item in node.items):
+            return True
+        if isinstance(node, cst.FunctionDef):
+            return any(_is_no_grad(d.decorator) for d in node.decorators)
+    return False
+
+
+def _has_no_grad(body) -> bool:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_With(self, node: cst.With) -> None:
+            if any(_is_no_grad(item.item) for item in node.items):
+                found.append(node)
+
+    body.visit(Finder())
+    return bool(found)

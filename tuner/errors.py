@@ -48,7 +48,7 @@ RULES = (
      "record the events the graph waits on inside the capture, or synchronise before capturing"),
     ("rng-not-graph-safe",
      (r"current_seed during CUDA graph capture", r"CUDA generator expects graph capture to be underway",
-      r"Offset increment outside graph capture"),
+      r"Offset increment outside graph capture", r"increase offset for a CUDA generator not in capture mode"),
      "a random generator not registered with the graph was used during capture",
      "use the default CUDA generator (registered by torch.cuda.graph), or register yours with graph.register_generator_state"),
     ("illegal-address",

@@ -4,8 +4,10 @@
 with a fixed seed and counts its training steps: optimizer steps taken on the default stream
 outside any capture (warm-up on a side stream and the step inside a capture are not training
 steps), and replays of graphs once an optimizer step has been captured (the ``full_iteration``
-scope; with the optimizer kept eager, its own steps count). After ``check_steps`` steps it
-saves the parameters (the correctness check against eager); over steps ``warmup`` to
+scope; with the optimizer kept eager, its own steps count). For an inference loop a step is
+a call of the model: the first module called at the top level, counted by a forward hook on it.
+After ``check_steps`` steps it saves the parameters, or the outputs of an inference loop (the
+correctness check against eager); over steps ``warmup`` to
 ``warmup + iterations`` it times the iterations (CUDA events, else the CPU clock); then it
 writes RESULT.json and ends the script.
 """
@@ -27,6 +29,7 @@ ENV = "CG_TUNE_SETTINGS"
 @dataclass
 class Settings:
     scope: str = "eager"
+    kind: str = "train"         # or "inference": steps are calls of the model
     warmup: int = 10
     iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median
     repeats: int = 5
@@ -34,6 +37,7 @@ class Settings:
     seed: int = 0
     snapshot: str = ""          # where the parameters after check_steps go (torch.save)
     script_dir: str = ""        # the original script's folder, first on sys.path
+    gpu_warmup_s: float = 0.3   # GPU work before the script, so that every candidate starts at full clocks
 
 
 @dataclass
@@ -56,12 +60,20 @@ class StepTimer:
         self.params = []
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
+        self.outputs = []       # inference: the first check_steps outputs, on the CPU
+        self.depth = 0
 
     def install(self) -> "StepTimer":
         torch = self.torch
         from torch.optim import optimizer as optim
 
-        self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
+        if self.settings.kind == "inference":
+            from torch.nn.modules import module
+
+            self._global = [module.register_module_forward_pre_hook(self._enter),
+                            module.register_module_forward_hook(self._leave)]
+        else:
+            self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
         graph_class = getattr(torch.cuda, "CUDAGraph", None)
         if graph_class is not None:
             original = graph_class.replay
@@ -75,6 +87,28 @@ class StepTimer:
             graph_class.replay = replay
         atexit.register(self.write)
         return self
+
+    # -- inference: until the first top-level module call ends, global hooks find the model;
+    # then one forward hook on it (global hooks would slow every module call)
+    def _enter(self, module, args) -> None:
+        self.depth += 1
+
+    def _leave(self, module, args, output) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            for handle in self._global:
+                handle.remove()
+            module.register_forward_hook(self._after_model_call)
+            self._after_model_call(module, args, output)
+
+    def _after_model_call(self, module, args, output) -> None:
+        if self.cuda:
+            cuda = self.torch.cuda
+            if cuda.is_current_stream_capturing() or cuda.current_stream() != cuda.default_stream():
+                return
+        if self.m.steps < self.settings.check_steps:
+            self.outputs += [t.detach().float().cpu() for t in _tensors(output)]
+        self._step()
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         for group in optimizer.param_groups:
@@ -101,7 +135,8 @@ class StepTimer:
         self.m.steps += 1
         s, n = self.settings, self.m.steps
         if n == s.check_steps and s.snapshot:
-            self.torch.save([p.detach().cpu() for p in self.params], s.snapshot)
+            saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params]
+            self.torch.save(saved, s.snapshot)
             self.m.snapshot = s.snapshot
         window = max(1, s.iterations // max(1, s.repeats))
         timed = n - s.warmup
@@ -125,11 +160,35 @@ class StepTimer:
 
     def write(self) -> None:
         if not self.m.complete:
-            self.m.note = (f"the script ended after {self.m.steps} training steps; timing needs "
+            steps = "model calls" if self.settings.kind == "inference" else "training steps"
+            self.m.note = (f"the script ended after {self.m.steps} {steps}; timing needs "
                            f"{self.settings.warmup + self.settings.iterations}")
         data = asdict(self.m)
         with open(self.result_path, "w") as handle:
             json.dump(data, handle)
+
+
+def _tensors(output) -> list:
+    """The tensors in a model's output: a tensor, nested tuples, lists and dicts (ModelOutput)."""
+    if hasattr(output, "detach") and hasattr(output, "shape"):
+        return [output]
+    if isinstance(output, dict):
+        output = list(output.values())
+    if isinstance(output, (tuple, list)):
+        return [t for item in output for t in _tensors(item)]
+    return []
+
+
+def spin_gpu(torch, seconds: float) -> None:
+    """An idle GPU runs at low clocks; short, launch-bound loops would be timed before it speeds up."""
+    a = torch.randn(2048, 2048, device="cuda")
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(8):
+            a = torch.tanh(a @ a)
+        torch.cuda.synchronize()
+    del a
+    torch.cuda.empty_cache()
 
 
 def main(argv=None) -> None:
@@ -141,6 +200,8 @@ def main(argv=None) -> None:
     settings = Settings(**json.loads(os.environ.get(ENV, "{}")))
     import torch
 
+    if settings.gpu_warmup_s and torch.cuda.is_available():
+        spin_gpu(torch, settings.gpu_warmup_s)
     torch.manual_seed(settings.seed)
     StepTimer(settings, result_path, torch).install()
     if settings.script_dir:

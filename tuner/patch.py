@@ -1,9 +1,10 @@
 """Rewrites the user's training loop to use one capture scope, with libcst so that comments
 and formatting survive; the result is checked before anyone sees it.
 
-Scopes: ``full_iteration`` (the step's statements become a function captured whole),
-``fwd_bwd`` (the model's forward and backward graphed), ``submodule`` (each top-level child
-graphed), ``compile`` (``torch.compile(mode="reduce-overhead")``).
+Scopes of a training loop: ``full_iteration`` (the step's statements become a function
+captured whole), ``fwd_bwd`` (the model's forward and backward graphed), ``submodule`` (each
+top-level child graphed), ``compile`` (``torch.compile(mode="reduce-overhead")``). Of an
+inference loop: ``forward`` (a graph per batch-size bucket) and ``compile``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from advisor.errors import CgAdviseError
 from .discover import StepSpec, discover, dotted, target_names
 from .templates import HELPERS
 
-PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile")
+PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile", "forward")
+TRAIN_SCOPES = ("full_iteration", "fwd_bwd", "submodule", "compile")
+INFERENCE_SCOPES = ("forward", "compile")
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop")
 SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
 SYNC_FUNCTIONS = ("print", "torch.cuda.synchronize")
@@ -165,6 +168,10 @@ class _Rewriter:
         if loop is None:
             raise self.refuse("the training loop found by discovery is not in this file any more")
         outer = self._outermost_loop(wrapper.module, loop, positions)
+        allowed = INFERENCE_SCOPES if self.spec.kind == "inference" else TRAIN_SCOPES
+        if self.scope not in allowed:
+            raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
+                              f"its scopes are {', '.join(allowed)}")
         if self.scope == "full_iteration":
             before, new_loop = self._full_iteration(loop)
         elif self.scope == "compile":
@@ -214,13 +221,16 @@ class _Rewriter:
         if self.scope != "compile":
             keyword_calls = _calls(loop.body, lambda c: dotted(c.func) == model and any(a.keyword or a.star for a in c.args))
             if keyword_calls:
-                raise self.refuse(f"{model} is called with keyword or ** arguments; make_graphed_callables takes "
+                raise self.refuse(f"{model} is called with keyword or ** arguments; a graphed forward takes "
                                   "positional tensors (try --scope compile)")
         # gradient accumulation: the graphed backward's gradients live in static buffers that the
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU)
-        accumulate = ", accumulate=True" if self._step_is_conditional(loop) else ""
+        accumulate = (", accumulate=True" if self.scope in ("fwd_bwd", "submodule")
+                      and self._step_is_conditional(loop) else "")
         if self.scope == "compile":
             code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
+        elif self.scope == "forward":
+            code = f"_cg_graph_inference({model})  # cg-advise: forward passes as CUDA graphs, one per batch-size bucket\n"
         elif self.scope == "fwd_bwd":
             code = f"_cg_graph_forward({model}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
         else:

@@ -12,6 +12,9 @@ from typing import Optional
 
 SKIP_BELOW = 1.02          # a scope predicted under this is not worth a capture
 SCOPE_ORDER = ("full_iteration", "fwd_bwd", "submodule", "compile")
+INFERENCE_ORDER = ("forward", "compile")
+# the prediction that stands for a scope: an inference loop's forward graph is its whole iteration
+PREDICTED_AS = {"forward": "full_iteration"}
 
 
 @dataclass
@@ -51,11 +54,11 @@ class TuneResult:
             {**asdict(c), "speedup": self.speedup(c), "recovered": self.recovered(c)} for c in self.ranking]}
 
 
-def plan(predictions: Optional[dict], exhaustive: bool = False) -> list:
+def plan(predictions: Optional[dict], exhaustive: bool = False, scopes: tuple = SCOPE_ORDER) -> list:
     """Candidates to try, most promising first; hopeless ones come back as skipped."""
     candidates = []
-    for scope in SCOPE_ORDER:
-        predicted = (predictions or {}).get(scope, {}).get("speedup") if predictions else None
+    for scope in scopes:
+        predicted = (predictions or {}).get(PREDICTED_AS.get(scope, scope), {}).get("speedup") if predictions else None
         candidate = Candidate(scope, predicted=predicted)
         if predicted is not None and predicted < SKIP_BELOW and not exhaustive:
             candidate.status = "skipped"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -15,14 +15,14 @@ from advisor.patching import file_digest, tune_result_path
 from .discover import discover
 from .harness import Settings
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_candidate
-from .search import SCOPE_ORDER, choose, plan
+from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan
 
 SCHEMA = "cg-advise.tune/1"
 
 
 @dataclass
 class TuneOptions:
-    scopes: tuple = SCOPE_ORDER
+    scopes: Optional[tuple] = None     # None: every scope of the loop's kind
     exhaustive: bool = False
     budget_s: float = 900.0
     candidate_timeout_s: float = 300.0
@@ -35,16 +35,23 @@ class TuneOptions:
 def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None]) -> dict:
     script = Path(script)
     spec = discover(script)
-    progress(f"training step: {spec.describe()}")
+    progress(f"{'inference' if spec.kind == 'inference' else 'training'} step: {spec.describe()}")
+    kind_scopes = INFERENCE_ORDER if spec.kind == "inference" else SCOPE_ORDER
+    wrong = [s for s in options.scopes or () if s not in kind_scopes]
+    if wrong:
+        raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if spec.kind == 'inference' else 'a training'} "
+                            f"loop (its scopes: {', '.join(kind_scopes)})")
+    settings = Settings(**{**asdict(options.settings), "kind": spec.kind})
     started = time.monotonic()
     workdir = new_workdir()
-    eager, eager_snapshot = run_candidate(script, args, "eager", options.settings, workdir, options.candidate_timeout_s)
+    eager, eager_snapshot = run_candidate(script, args, "eager", settings, workdir, options.candidate_timeout_s)
     if eager.status != "ok":
         failure = eager.failure or {}
-        raise CgAdviseError(f"{script} does not complete {options.settings.warmup + options.settings.iterations} "
-                            f"training steps under the harness: {failure.get('message') or failure.get('kind')}")
+        raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} "
+                            f"{'model calls' if spec.kind == 'inference' else 'training steps'} under the harness: {failure.get('message') or failure.get('kind')}")
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
-    planned = [c for c in plan(options.predictions, options.exhaustive) if c.scope in options.scopes]
+    planned = plan(options.predictions, options.exhaustive, tuple(s for s in kind_scopes
+                                                                  if s in (options.scopes or kind_scopes)))
     candidates = []
     for candidate in planned:
         candidates.append(candidate)
@@ -57,7 +64,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
             progress(f"{candidate.scope}: skipped (time budget spent)")
             continue
         progress(f"{candidate.scope}: running ...")
-        measured, snapshot = run_candidate(script, args, candidate.scope, options.settings, workdir,
+        measured, snapshot = run_candidate(script, args, candidate.scope, settings, workdir,
                                            options.candidate_timeout_s)
         measured.predicted = candidate.predicted
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance)

@@ -1,0 +1,21 @@
+import torch
+from torch import nn
+
+
+@torch.inference_mode()
+def serve(model, requests):
+    results = []
+    model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+
+    for request in requests:  # batch sizes vary from request to request
+        logits = model(request)
+        results.append(logits.argmax(dim=-1))
+    return results
+
+
+if __name__ == "__main__":
+    net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.LayerNorm(256), nn.Linear(256, 256), nn.GELU(),
+                        nn.Linear(256, 10)).cuda().eval()
+    sizes = torch.randint(1, 65, (300,)).tolist()
+    answers = serve(net, [torch.randn(n, 64, device="cuda") for n in sizes])
+    print(sum(a.numel() for a in answers), "predictions")

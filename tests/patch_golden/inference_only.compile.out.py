@@ -1,0 +1,9 @@
+import torch
+from torch import nn
+
+model = nn.Linear(8, 8).cuda().eval()
+with torch.no_grad():
+    model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+
+    for _ in range(200):
+        model(torch.randn(4, 8, device="cuda"))
