@@ -8,29 +8,35 @@ from tuner.errors import classify, error_line, user_frame
 MESSAGES = ROOT / "tests" / "capture_errors"
 
 
-@pytest.mark.parametrize("name,kind,where", [
-    ("item_in_capture", "sync-during-capture", "/home/user/train.py:42"),
-    ("adam_not_capturable", "optimizer-not-capturable", "/home/user/train.py:57"),
-    ("unjoined", "unjoined-side-stream", "model.py:88"),
-    ("legacy_stream", "legacy-stream-dependency", None),
-    ("invalidated", "capture-invalidated", "/work/train.py:12"),
-    ("oom", "out-of-memory", None),
-    ("illegal_address", "illegal-address", None),
+@pytest.mark.parametrize("name,kind,line", [
+    ("item_in_capture", "sync-during-capture", 15),          # the .item(), not the `with` that noticed
+    ("boolean_index_in_capture", "sync-during-capture", 15),
+    ("cpu_copy_in_capture", "sync-during-capture", 15),
+    ("adam_not_capturable", "optimizer-not-capturable", 16),
+    ("unjoined", "unjoined-side-stream", 14),
+    ("invalidated", "capture-invalidated", 19),
+    ("oom", "out-of-memory", 15),
+    ("illegal_address", "illegal-address", 20),
+    ("rng_generator", "rng-not-graph-safe", 16),
 ])
-def test_classification(name, kind, where):
+def test_classification_of_failures_captured_on_the_gpu(name, kind, line):
     failure = classify((MESSAGES / f"{name}.txt").read_text())
-    assert (failure.kind, failure.where) == (kind, where)
+    assert (failure.kind, failure.where) == (kind, f"/tmp/fail/{name}.py:{line}")
     assert failure.fix and failure.meaning
 
 
-def test_error_line_is_the_exception_not_the_cuda_hints():
+def test_the_cause_of_a_chained_traceback_is_reported():
     text = (MESSAGES / "item_in_capture.txt").read_text()
-    assert error_line(text) == "RuntimeError: CUDA error: operation not permitted when stream is capturing"
+    assert "During handling of the above exception" in text
+    assert classify(text).message == "torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing"
+    assert error_line(text) == ("torch.AcceleratorError: CUDA error: operation failed due to a previous error "
+                                "during capture")
 
 
 def test_library_frames_are_skipped():
     text = (MESSAGES / "adam_not_capturable.txt").read_text()
-    assert user_frame(text) == "/home/user/train.py:57"
+    assert "site-packages/torch/" in text
+    assert user_frame(text) == "/tmp/fail/adam_not_capturable.py:16"
 
 
 def test_unknown_failure_is_other():

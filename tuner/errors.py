@@ -101,8 +101,13 @@ def error_line(text: str) -> str:
 
 def classify(text: str) -> Failure:
     for kind, patterns, meaning, fix in RULES:
-        if any(re.search(p, text) for p in patterns):
-            return Failure(kind, meaning, fix, user_frame(text), error_line(text))
+        found = [m for m in (re.search(p, text) for p in patterns) if m]
+        if found:
+            # the cause's own frame: a chained traceback ("During handling of the above exception")
+            # ends at the statement that noticed the failure, not the one that caused it
+            end = text.find("\n", min(m.start() for m in found))
+            cause = text[:end] if end >= 0 else text
+            return Failure(kind, meaning, fix, user_frame(cause) or user_frame(text), error_line(cause))
     return Failure("other", "the candidate failed for a reason cg-advise does not recognise",
                    "read the message; run the scope by hand to see the full traceback", user_frame(text),
                    error_line(text))
