@@ -150,13 +150,17 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
 @click.option("--iterations", default=100, show_default=True,
               help="Training steps timed, in --repeats windows (ms/iteration is their median).")
 @click.option("--repeats", default=5, show_default=True, help="Timed windows.")
+@click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Processes per candidate, ms/iteration their median (use 3 for loops with host work: their "
+                   "timing varies from process to process).")
+@click.option("--cpus", metavar="LIST", help="Pin every candidate to these CPUs, e.g. 0-3 (steadier host timing).")
 @click.option("--check-steps", default=5, show_default=True, help="Steps after which parameters are compared with eager.")
 @click.option("--tolerance", default=1e-3, show_default=True, help="Max relative parameter difference vs eager.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tune result as JSON.")
 @click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, repeats, check_steps, tolerance, as_json,
+def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps, tolerance, as_json,
          apply_, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
@@ -184,7 +188,9 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, r
         raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
     options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")) if scopes else None, exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
-                                                               repeats=repeats, check_steps=check_steps), tolerance=tolerance)
+                                                               repeats=repeats, check_steps=check_steps,
+                                                               cpus=_cpu_list(cpus)),
+                          tolerance=tolerance, runs=runs)
     if report:
         options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
@@ -202,6 +208,20 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, r
         _note(note)
         sys.exit(0)
     sys.exit(0 if saved["winner"] == "eager" else 1)
+
+
+def _cpu_list(text):
+    """'0-3,8' -> [0, 1, 2, 3, 8]."""
+    if not text:
+        return []
+    try:
+        cpus = []
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            cpus += range(int(first), int(last or first) + 1)
+        return cpus
+    except ValueError:
+        raise CgAdviseError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
 
 
 def _predictions_from(report, model_path):

@@ -8,7 +8,7 @@ in five configurations), `corpus` (the scripts of tests/corpus), or both. Result
 to OUT/tune_check.json after every workload.
 
     python bench/gpu_tune_check.py --out OUT [--set plain|corpus|all] [--only NAME,...]
-        [--no-profile] [--scopes S,...] [--deadline SECONDS] [--device cuda]
+        [--no-profile] [--scopes S,...] [--deadline SECONDS] [--device cuda] [--runs N] [--cpus 0-3]
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from advisor.patching import file_digest  # noqa: E402
 from tuner.harness import Settings  # noqa: E402
-from tuner.runner import max_relative_difference, new_workdir, run_candidate  # noqa: E402
+from tuner.runner import max_relative_difference, new_workdir, run_repeated  # noqa: E402
 
 PLAIN = ROOT / "bench" / "workloads" / "plain_train.py"
 CORPUS = ROOT / "tests" / "corpus"
@@ -60,7 +60,11 @@ def profile(name, script, wargs, out):
             ["--trace", str(out / f"{name}_eager.sqlite")])
 
 
-def check_patched(script, wargs, tuned, out, name) -> dict:
+def cpu_list(text: str) -> list:
+    return [c for part in text.split(",") if part for c in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)]
+
+
+def check_patched(script, wargs, tuned, out, name, runs=1, cpus=()) -> dict:
     """`patch --apply` on a copy (as the user would), then the copy and eager under the harness."""
     patched = out / f"{name}_patched.py"
     shutil.copy(script, patched)
@@ -71,8 +75,8 @@ def check_patched(script, wargs, tuned, out, name) -> dict:
     if applied.returncode != 0:
         row["patch_error"] = applied.stderr.strip().splitlines()[-1:]
         return row
-    settings = Settings(kind=tuned["step"]["kind"])
-    measured, snapshot = run_candidate(patched, wargs, "patched", settings, new_workdir(), 600, target=patched)
+    settings = Settings(kind=tuned["step"]["kind"], cpus=list(cpus))
+    measured, snapshot = run_repeated(patched, wargs, "patched", settings, new_workdir(), 600, runs, target=patched)
     eager_snapshot = Path(tuned["workdir"]) / "eager.params.pt"   # tune's own eager run
     winner_ms = next(r["ms_per_iter"] for r in tuned["rows"] if r["scope"] == tuned["winner"])
     row.update(patched_ms=measured.ms_per_iter, patched_status=measured.status,
@@ -95,6 +99,8 @@ def main():
     parser.add_argument("--scopes", default="", help="Scopes to try (default: all of each loop's kind).")
     parser.add_argument("--deadline", type=float, default=0, help="Start no workload after this many seconds.")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--runs", type=int, default=1, help="Processes per candidate (tune --runs), and per patched run.")
+    parser.add_argument("--cpus", default="", help="tune --cpus, and the same pinning for the patched run.")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -111,7 +117,8 @@ def main():
         if not args.no_profile:
             found, trace = profile(name, script, wargs, args.out)
             row.update(found)
-        scopes = ["--scopes", args.scopes] if args.scopes else []
+        scopes = (["--scopes", args.scopes] if args.scopes else []) + ["--runs", str(args.runs)] + (
+            ["--cpus", args.cpus] if args.cpus else [])
         t = subprocess.run([*CG, "tune", "--json", "--exhaustive", *scopes, *trace, str(script), *wargs],
                            capture_output=True, text=True)
         if not t.stdout.strip().startswith("{"):
@@ -129,7 +136,7 @@ def main():
             row["winner_within_3pct_of_fastest"] = fastest is None or winner_ms <= 1.03 * fastest
             row["winner_not_slower_than_eager"] = winner_ms <= tuned["eager_ms"]
             if tuned["winner"] != "eager":
-                row.update(check_patched(script, wargs, tuned, args.out, name))
+                row.update(check_patched(script, wargs, tuned, args.out, name, args.runs, cpu_list(args.cpus)))
         row["seconds"] = round(time.monotonic() - started, 1)
         results[name] = row
         print(json.dumps(row), flush=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.gpu_tune_check import cpu_list  # noqa: E402
 from tuner.harness import Settings  # noqa: E402
 from tuner.patch import make_patch  # noqa: E402
 from tuner.runner import new_workdir, run_candidate  # noqa: E402
@@ -24,7 +25,9 @@ def main():
     parser.add_argument("scripts", nargs="+", type=Path)
     parser.add_argument("--scope", default="full_iteration")
     parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--cpus", default="", help="Pin every run to these CPUs, e.g. 0-3.")
     args = parser.parse_args()
+    cpus = cpu_list(args.cpus)
     results = {}
     for source in args.scripts:
         folder = Path(tempfile.mkdtemp(prefix="cg-repeat-"))
@@ -35,11 +38,11 @@ def main():
         runs = {"eager": [], args.scope: []}
         for _ in range(args.runs):
             for name, target in (("eager", script), (args.scope, patched)):
-                measured, _ = run_candidate(script, [], name, Settings(), new_workdir(), 600, target=target)
+                measured, _ = run_candidate(script, [], name, Settings(cpus=cpus), new_workdir(), 600, target=target)
                 runs[name].append(measured.ms_per_iter)
         spread = {k: max(v) / min(v) for k, v in runs.items() if all(v)}
         speedups = [e / p for e, p in zip(runs["eager"], runs[args.scope]) if e and p]
-        results[source.stem] = {"ms_per_iter": runs, "spread": spread, "speedups": speedups}
+        results[source.stem] = {"cpus": args.cpus or "any", "ms_per_iter": runs, "spread": spread, "speedups": speedups}
         print(source.stem, json.dumps(results[source.stem]), flush=True)
 
 

@@ -38,6 +38,7 @@ class Settings:
     snapshot: str = ""          # where the parameters after check_steps go (torch.save)
     script_dir: str = ""        # the original script's folder, first on sys.path
     gpu_warmup_s: float = 0.3   # GPU work before the script, so that every candidate starts at full clocks
+    cpus: list = field(default_factory=list)   # pin the process to these CPUs (same cores for every candidate)
 
 
 @dataclass
@@ -198,6 +199,8 @@ def main(argv=None) -> None:
         raise SystemExit(2)
     result_path, target = argv[0], argv[1:]
     settings = Settings(**json.loads(os.environ.get(ENV, "{}")))
+    if settings.cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, settings.cpus)
     import torch
 
     if settings.gpu_warmup_s and torch.cuda.is_available():

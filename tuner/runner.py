@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,24 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
             if target != script and where.startswith(str(target)):  # the rewrite is gone: name it
                 candidate.failure["where"] = f"{script}:{where.rsplit(':', 1)[1]} of the {scope} rewrite"
     return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
+
+
+def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,
+                 runs: int = 1, target: Optional[Path] = None) -> tuple:
+    """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
+    (a host-bound loop's timing varies from process to process), peak memory the largest;
+    the first failure ends it."""
+    measured = []
+    for _ in range(max(1, runs)):
+        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, timeout, target=target)
+        if candidate.status != "ok":
+            return candidate, snapshot
+        measured.append((candidate, snapshot))
+    candidate, snapshot = measured[0]
+    candidate.run_ms = [c.ms_per_iter for c, _ in measured]
+    candidate.ms_per_iter = statistics.median(candidate.run_ms)
+    candidate.peak_mb = max((c.peak_mb for c, _ in measured if c.peak_mb is not None), default=None)
+    return candidate, snapshot
 
 
 def max_relative_difference(reference: Path, other: Path) -> float:

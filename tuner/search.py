@@ -26,6 +26,7 @@ class Candidate:
     correct: Optional[bool] = None
     failure: Optional[dict] = None   # tuner.errors.Failure as a dict
     predicted: Optional[float] = None
+    run_ms: Optional[list] = None    # ms/iteration of each process, when run more than once
 
     @property
     def usable(self) -> bool:

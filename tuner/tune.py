@@ -14,7 +14,7 @@ from advisor.patching import file_digest, tune_result_path
 
 from .discover import discover
 from .harness import Settings
-from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_candidate
+from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_repeated
 from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan
 
 SCHEMA = "cg-advise.tune/1"
@@ -30,6 +30,7 @@ class TuneOptions:
     tolerance: float = DEFAULT_TOLERANCE
     predictions: Optional[dict] = None
     gpu_busy_ms: Optional[float] = None
+    runs: int = 1                      # processes per candidate (median)
 
 
 def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None]) -> dict:
@@ -44,7 +45,8 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind})
     started = time.monotonic()
     workdir = new_workdir()
-    eager, eager_snapshot = run_candidate(script, args, "eager", settings, workdir, options.candidate_timeout_s)
+    eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
+                                         options.runs)
     if eager.status != "ok":
         failure = eager.failure or {}
         raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} "
@@ -64,8 +66,8 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
             progress(f"{candidate.scope}: skipped (time budget spent)")
             continue
         progress(f"{candidate.scope}: running ...")
-        measured, snapshot = run_candidate(script, args, candidate.scope, settings, workdir,
-                                           options.candidate_timeout_s)
+        measured, snapshot = run_repeated(script, args, candidate.scope, settings, workdir,
+                                          options.candidate_timeout_s, options.runs)
         measured.predicted = candidate.predicted
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance)
         candidates[-1] = candidate = measured
@@ -81,6 +83,8 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         "sha256": file_digest(script),
         "winner": result.winner,
         "eager_ms": eager.ms_per_iter,
+        "eager_run_ms": eager.run_ms,
+        "runs": options.runs,
         "eager_peak_mb": eager.peak_mb,
         "gpu_busy_ms": options.gpu_busy_ms,
         "tolerance": options.tolerance,
