@@ -116,3 +116,24 @@ def test_tune_of_an_inference_loop_tries_its_own_scopes(tmp_path):
     code, _, err = run("--scopes", "fwd_bwd", script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, err.splitlines()[-1]) == (2, "cg-advise: error: scope fwd_bwd does not apply to an inference loop "
                                                "(its scopes: forward, compile)")
+
+
+def test_timing_is_the_median_of_the_windows_and_of_the_processes():
+    import statistics
+
+    from tuner.runner import run_repeated
+
+    workdir = new_workdir()
+    settings = Settings(warmup=2, iterations=6, repeats=3, check_steps=2, cpus=[0])
+    candidate, _ = run_candidate(SCRIPT, ["--steps", "10"], "eager", settings, workdir, 120)
+    data = json.loads((workdir / "eager.json").read_text())
+    assert len(data["window_ms"]) == 3 and data["ms_per_iter"] == statistics.median(data["window_ms"])
+    assert candidate.ms_per_iter == data["ms_per_iter"]
+    repeated, snapshot = run_repeated(SCRIPT, ["--steps", "10"], "eager", settings, new_workdir(), 120, runs=3)
+    assert len(repeated.run_ms) == 3 and repeated.ms_per_iter == statistics.median(repeated.run_ms)
+    assert snapshot.exists()
+
+
+def test_cpu_list_errors_are_one_line(tmp_path):
+    code, out, err = run("--cpus", "a-b", SCRIPT, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert (code, out, err) == (2, "", "cg-advise: error: --cpus 'a-b': expected a list such as 0-3,8\n")
