@@ -142,6 +142,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
 @click.option("--scopes", metavar="S,...", help="Capture scopes to try (default: all of the loop's kind: "
               "full_iteration,fwd_bwd,submodule,compile for training, forward,compile for inference).")
 @click.option("--exhaustive", is_flag=True, help="Also try scopes the model predicts hopeless.")
+@click.option("--step", metavar="[MODULE:]FUNCTION", help="The function whose loop is the step, e.g. train or "
+              "Trainer.fit (default: found in the whole script).")
 @click.option("--trace", "report", metavar="REPORT", help="An eager profile (.sqlite/.nsys-rep): its predictions order "
               "the candidates and its GPU busy time gives the bound.")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
@@ -160,7 +162,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
 @click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps, tolerance, as_json,
+def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps, tolerance, as_json,
          apply_, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
@@ -190,7 +192,7 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, r
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
                                                                repeats=repeats, check_steps=check_steps,
                                                                cpus=_cpu_list(cpus)),
-                          tolerance=tolerance, runs=runs)
+                          tolerance=tolerance, runs=runs, step=step)
     if report:
         options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
@@ -204,7 +206,7 @@ def tune(scopes, exhaustive, report, model_path, budget_s, warmup, iterations, r
     if apply_ and saved["winner"] != "eager":
         from .patching import run_patch
 
-        _, note = run_patch(target.argv[0], None, True)
+        _, note = run_patch(target.argv[0], None, True, step)
         _note(note)
         sys.exit(0)
     sys.exit(0 if saved["winner"] == "eager" else 1)
@@ -239,16 +241,18 @@ def _predictions_from(report, model_path):
 @click.argument("script", type=click.Path(path_type=str))
 @click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile", "forward"]),
               help="Force a scope (default: the winner of the saved tune result).")
+@click.option("--step", metavar="[MODULE:]FUNCTION", help="The function whose loop to rewrite (default: the "
+              "tune result's, else found in the whole script).")
 @click.option("--apply", "apply_", is_flag=True, help="Write the change (the original is kept as SCRIPT.orig).")
 @one_line_errors
-def patch_command(script, scope, apply_):
+def patch_command(script, scope, step, apply_):
     """Print (or --apply) the change that makes SCRIPT's training loop use a capture scope,
     as a unified diff that `git apply` and `patch -p1` accept.
 
     Exit codes: 0 applied, 1 a diff was printed (a pending change), 2 refused."""
     from .patching import run_patch
 
-    diff, note = run_patch(script, scope, apply_)
+    diff, note = run_patch(script, scope, apply_, step)
     if diff:
         click.echo(diff, nl=False)
     _note(note)

@@ -44,3 +44,44 @@ def test_not_python_is_refused(tmp_path):
     with pytest.raises(DiscoveryError) as error:
         discover(bad)
     assert str(error.value).startswith(f"{bad}: not a Python script")
+
+
+TWO_LOOPS = '''import torch
+
+
+class Trainer:
+    def fit(self, model, opt, data):
+        for x in data:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+
+
+def pretrain(model, opt, data):
+    for x in data:
+        model(x).mean().backward()
+        opt.step()
+        opt.zero_grad()
+'''
+
+
+def test_step_names_the_function_whose_loop_is_tuned(tmp_path):
+    script = tmp_path / "two.py"
+    script.write_text(TWO_LOOPS)
+    assert discover(script, step="pretrain").line == 13
+    assert discover(script, step="two:Trainer.fit").line == 6
+    assert discover(script, step="fit").to_dict()["step_name"] == "fit"
+    with pytest.raises(DiscoveryError) as error:
+        discover(script, step="evaluate")
+    assert str(error.value) == ("--step evaluate: no loop inside a function evaluate in two.py; functions with loops: "
+                                "Trainer.fit, pretrain")
+    with pytest.raises(DiscoveryError) as error:
+        discover(script, step="trainer_lib:fit")
+    assert str(error.value) == ("--step trainer_lib:fit: the function must be in two.py (module two), "
+                                "the script that is rewritten")
+
+
+def test_an_inference_loop_is_found_when_there_is_no_training_loop():
+    spec = discover(CORPUS / "inference_buckets.py")
+    assert (spec.kind, spec.model, spec.function, spec.line) == ("inference", "model", "serve", 8)
+    assert discover(CORPUS / "in_function.py").kind == "train"  # its eval loop under no_grad is not the step

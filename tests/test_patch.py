@@ -129,3 +129,16 @@ def test_python_bookkeeping_stays_out_of_the_captured_step():
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
     assert "seen +=" not in step and "scaled = loss * 2" in step
     assert "    _cg_step_graph(x)\n    seen += x.shape[0]\n" in out
+
+
+def test_step_picks_the_loop_to_rewrite(tmp_path):
+    from test_discover import TWO_LOOPS
+
+    script = tmp_path / "two.py"
+    script.write_text(TWO_LOOPS)
+    code, out, err = run(script, "--scope", "full_iteration", "--step", "pretrain")
+    assert code == 1 and err.endswith(f"--scope full_iteration --step pretrain --apply`\n")
+    changed = [line for line in out.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+    assert "+    def _cg_step(x):" in changed and "+        _cg_step_graph(x)" in changed
+    assert "-        opt.zero_grad()" in changed  # pretrain's; Trainer.fit's loop is untouched
+    assert not any(line.startswith("-            ") for line in changed)

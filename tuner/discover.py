@@ -50,6 +50,7 @@ class StepSpec:
     clip_grad: bool = False
     outside: list = field(default_factory=list)
     kind: str = "train"           # or "inference": no backward, the model called without grad
+    step_name: Optional[str] = None   # --step, when the user named the function
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -162,8 +163,9 @@ class _LoopBody(cst.CSTVisitor):
             if method == "backward" and isinstance(func.value, cst.Call) and node_args(func.value):
                 # scaler.scale(loss).backward(): the loss is scale's argument
                 receiver = dotted(node_args(func.value)[0])
-            if method == "backward" and receiver:
-                self.backward.append((receiver, line))
+            if method == "backward":
+                # `loss.backward()`, or an unnamed loss: `criterion(model(x), y).backward()`
+                self.backward.append((receiver or cst.Module([]).code_for_node(func.value), line))
             elif method == "step":
                 if node.args and receiver:
                     self.scaler_steps.append((receiver, dotted(node.args[0].value), line))
@@ -189,23 +191,52 @@ class _Loops(cst.CSTVisitor):
 
     def __init__(self):
         self.loops = []       # (node, function name)
+        self.qualnames = {}   # loop -> "Class.method" / "outer.inner" / "" at module level
         self._functions = []
+        self._scopes = []
+
+    def visit_ClassDef(self, node) -> None:
+        self._scopes.append(node.name.value)
+
+    def leave_ClassDef(self, node) -> None:
+        self._scopes.pop()
 
     def visit_FunctionDef(self, node) -> None:
         self._functions.append(node.name.value)
+        self._scopes.append(node.name.value)
 
     def leave_FunctionDef(self, node) -> None:
         self._functions.pop()
+        self._scopes.pop()
 
     def visit_For(self, node) -> None:
-        self.loops.append((node, self._functions[-1] if self._functions else None))
+        self._add(node)
 
     def visit_While(self, node) -> None:
+        self._add(node)
+
+    def _add(self, node) -> None:
         self.loops.append((node, self._functions[-1] if self._functions else None))
+        self.qualnames[node] = ".".join(self._scopes)
+
+    def restrict(self, path: Path, step: str) -> None:
+        """Keep the loops inside the function named by ``--step [module:]function``."""
+        module, _, function = step.rpartition(":")
+        if module and module != path.stem:
+            raise DiscoveryError(f"--step {step}: the function must be in {path.name} (module {path.stem}), "
+                                 "the script that is rewritten")
+        # `fit` or `Trainer.fit` names the loops in Trainer.fit, and in functions nested in it
+        inside = [(n, f) for n, f in self.loops if f".{function}." in f".{self.qualnames[n]}."]
+        if not inside:
+            functions = sorted({q for q in self.qualnames.values() if q})
+            raise DiscoveryError(f"--step {step}: no loop inside a function {function} in {path.name}; functions "
+                                 f"with loops: {', '.join(functions) or 'none'}")
+        self.loops = inside
 
 
-def discover(path, source: Optional[str] = None) -> StepSpec:
-    """The innermost loop that runs both backward and an optimizer step."""
+def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> StepSpec:
+    """The innermost loop that runs both backward and an optimizer step (else an inference
+    loop), among the loops of the function ``step`` names when it is given."""
     path = Path(path)
     if source is None:
         if not path.exists():
@@ -221,6 +252,8 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
     wrapper.module.visit(assignments)
     loops = _Loops()
     wrapper.visit(loops)
+    if step:
+        loops.restrict(path, step)
 
     candidates = []
     for node, function in loops.loops:
@@ -232,6 +265,7 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
     if not candidates:
         inference = _inference_loop(path, wrapper, positions, loops, assignments)
         if inference:
+            inference.step_name = step
             return inference
         found = [f"{'for' if isinstance(n, cst.For) else 'while'} loop at line {positions[n].start.line}"
                  for n, _ in loops.loops]
@@ -260,9 +294,11 @@ def discover(path, source: Optional[str] = None) -> StepSpec:
         outside.append(Outside(line, f"{scheduler}.step", "the LR schedule changes a Python float: keep the "
                                                             "optimizer outside the graph or use a tensor LR"))
     start, end = positions[node].start.line, positions[node].end.line
-    return StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
+    spec = StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
                     optimizer, loss, batch, scheduler, scaler, body.autocast, body.clip_grad,
                     sorted(outside, key=lambda o: o.line))
+    spec.step_name = step
+    return spec
 
 
 class _StepLike(cst.CSTVisitor):

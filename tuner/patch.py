@@ -47,12 +47,12 @@ class Patch:
                                             self.patched.splitlines(keepends=True), f"a/{name}", f"b/{name}"))
 
 
-def make_patch(path, scope: str, spec: Optional[StepSpec] = None) -> Patch:
+def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional[str] = None) -> Patch:
     path = Path(path)
     if scope not in PATCH_SCOPES:
         raise PatchRefused(f"unknown scope {scope!r} (choose from {', '.join(PATCH_SCOPES)})")
     original = path.read_text()
-    spec = spec or discover(path, original)
+    spec = spec or discover(path, original, step)
     module = cst.parse_module(original)
     if module.code != original:
         raise PatchRefused(f"{path}: libcst does not round-trip this file exactly; refusing to rewrite it")

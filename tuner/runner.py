@@ -25,14 +25,15 @@ DEFAULT_TOLERANCE = 1e-3   # max |candidate - eager| / max |eager| over all para
 
 
 def run_candidate(script: Path, args: list, scope: str, settings: Settings, workdir: Path,
-                  timeout: float, python: str = sys.executable, target: Optional[Path] = None) -> tuple:
+                  timeout: float, python: str = sys.executable, target: Optional[Path] = None,
+                  step: Optional[str] = None) -> tuple:
     """(Candidate, snapshot path or None) for one scope; eager runs the script as it is, and so
     does a given ``target`` (an already patched script)."""
     candidate = Candidate(scope)
     given, target = target is not None, target or script
     if scope != "eager" and not given:
         try:
-            patched = make_patch(script, scope).patched
+            patched = make_patch(script, scope, step=step).patched
         except Exception as error:  # a refused rewrite is a result
             candidate.status, candidate.failure = "failed", {"kind": "not-applicable", "message": str(error)}
             return candidate, None
@@ -74,13 +75,13 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
 
 
 def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,
-                 runs: int = 1, target: Optional[Path] = None) -> tuple:
+                 runs: int = 1, target: Optional[Path] = None, step: Optional[str] = None) -> tuple:
     """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
     (a host-bound loop's timing varies from process to process), peak memory the largest;
     the first failure ends it."""
     measured = []
     for _ in range(max(1, runs)):
-        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, timeout, target=target)
+        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, timeout, target=target, step=step)
         if candidate.status != "ok":
             return candidate, snapshot
         measured.append((candidate, snapshot))

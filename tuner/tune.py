@@ -31,11 +31,12 @@ class TuneOptions:
     predictions: Optional[dict] = None
     gpu_busy_ms: Optional[float] = None
     runs: int = 1                      # processes per candidate (median)
+    step: Optional[str] = None         # --step [module:]function: where the loop is
 
 
 def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None]) -> dict:
     script = Path(script)
-    spec = discover(script)
+    spec = discover(script, step=options.step)
     progress(f"{'inference' if spec.kind == 'inference' else 'training'} step: {spec.describe()}")
     kind_scopes = INFERENCE_ORDER if spec.kind == "inference" else SCOPE_ORDER
     wrong = [s for s in options.scopes or () if s not in kind_scopes]
@@ -67,7 +68,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
             continue
         progress(f"{candidate.scope}: running ...")
         measured, snapshot = run_repeated(script, args, candidate.scope, settings, workdir,
-                                          options.candidate_timeout_s, options.runs)
+                                          options.candidate_timeout_s, options.runs, step=options.step)
         measured.predicted = candidate.predicted
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance)
         candidates[-1] = candidate = measured
