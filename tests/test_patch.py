@@ -137,7 +137,7 @@ def test_step_picks_the_loop_to_rewrite(tmp_path):
     script = tmp_path / "two.py"
     script.write_text(TWO_LOOPS)
     code, out, err = run(script, "--scope", "full_iteration", "--step", "pretrain")
-    assert code == 1 and err.endswith(f"--scope full_iteration --step pretrain --apply`\n")
+    assert code == 1 and err.endswith("--scope full_iteration --step pretrain --apply`\n")
     changed = [line for line in out.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
     assert "+    def _cg_step(x):" in changed and "+        _cg_step_graph(x)" in changed
     assert "-        opt.zero_grad()" in changed  # pretrain's; Trainer.fit's loop is untouched

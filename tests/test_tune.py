@@ -29,7 +29,7 @@ def test_harness_times_and_snapshots_a_real_script():
 def test_harness_reports_failures_and_short_runs():
     failed, _ = run_candidate(SCRIPT, ["--fail-at", "3"], "eager", SMALL, new_workdir(), 120)
     assert failed.status == "failed" and failed.failure["kind"] == "sync-during-capture"
-    assert failed.failure["where"].endswith("train_cpu_steps.py:17")
+    assert failed.failure["where"].endswith("train_cpu_steps.py:18")
     short, _ = run_candidate(SCRIPT, ["--steps", "3"], "eager", SMALL, new_workdir(), 120)
     assert short.failure == {"kind": "incomplete", "message": "the script ended after 3 training steps; timing needs 6"}
 
@@ -54,7 +54,7 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
     # on a CPU build the rewrites fail in CUDA code; the failure points into the rewrite of the script
     assert all(r["failure"]["where"].startswith(f"{script}:") and r["failure"]["where"].endswith(f"{r['scope']} rewrite")
                for r in saved["rows"])
-    assert err.splitlines()[0] == (f"cg-advise: training step: for loop at {script}:15-21 at module level: model model, "
+    assert err.splitlines()[0] == (f"cg-advise: training step: for loop at {script}:16-22 at module level: model model, "
                                    "optimizer optimizer, loss loss, batch (?)")
     assert not list(tmp_path.glob(".cg_tune_*"))  # patched copies are removed
 
@@ -137,3 +137,19 @@ def test_timing_is_the_median_of_the_windows_and_of_the_processes():
 def test_cpu_list_errors_are_one_line(tmp_path):
     code, out, err = run("--cpus", "a-b", SCRIPT, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, out, err) == (2, "", "cg-advise: error: --cpus 'a-b': expected a list such as 0-3,8\n")
+
+
+def test_active_dropout_flags_a_difference_instead_of_failing_it():
+    from tuner.runner import check_against_eager
+    from tuner.search import Candidate
+
+    plain, plain_snapshot = run_candidate(SCRIPT, ["--steps", "10"], "eager", SMALL, new_workdir(), 120)
+    noisy, _ = run_candidate(SCRIPT, ["--steps", "10", "--dropout", "0.5"], "eager", SMALL, new_workdir(), 120)
+    assert (plain.stochastic, noisy.stochastic) == (False, True)
+    _, other = run_candidate(SCRIPT, ["--steps", "10", "--lr", "0.02"], "eager", SMALL, new_workdir(), 120)
+    failed, flagged = (Candidate("fwd_bwd", status="ok", ms_per_iter=1.0) for _ in range(2))
+    check_against_eager(failed, plain_snapshot, other, 1e-3, stochastic=False)
+    check_against_eager(flagged, plain_snapshot, other, 1e-3, stochastic=True)
+    assert (failed.status, failed.correct, failed.failure["kind"]) == ("mismatch", False, "mismatch")
+    assert (flagged.status, flagged.correct, flagged.failure["kind"]) == ("ok", None, "unchecked-stochastic")
+    assert flagged.usable and not failed.usable

@@ -51,6 +51,7 @@ class Measurement:
     complete: bool = False
     note: str = ""
     timer: str = ""
+    stochastic: bool = False    # dropout active in training: a graph draws other random numbers than eager
 
 
 class StepTimer:
@@ -68,9 +69,10 @@ class StepTimer:
         torch = self.torch
         from torch.optim import optimizer as optim
 
-        if self.settings.kind == "inference":
-            from torch.nn.modules import module
+        from torch.nn.modules import module
 
+        self._dropout_hook = module.register_module_forward_pre_hook(self._note_dropout)
+        if self.settings.kind == "inference":
             self._global = [module.register_module_forward_pre_hook(self._enter),
                             module.register_module_forward_hook(self._leave)]
         else:
@@ -88,6 +90,11 @@ class StepTimer:
             graph_class.replay = replay
         atexit.register(self.write)
         return self
+
+    def _note_dropout(self, module, args) -> None:
+        """Until the first step: is a dropout module active (stochastic training)?"""
+        if isinstance(module, self.torch.nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
+            self.m.stochastic = True
 
     # -- inference: until the first top-level module call ends, global hooks find the model;
     # then one forward hook on it (global hooks would slow every module call)
@@ -133,6 +140,8 @@ class StepTimer:
         return time.perf_counter()
 
     def _step(self) -> None:
+        if self.m.steps == 0:
+            self._dropout_hook.remove()  # global hooks slow every module call
         self.m.steps += 1
         s, n = self.settings, self.m.steps
         if n == s.check_steps and s.snapshot:

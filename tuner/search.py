@@ -27,6 +27,7 @@ class Candidate:
     failure: Optional[dict] = None   # tuner.errors.Failure as a dict
     predicted: Optional[float] = None
     run_ms: Optional[list] = None    # ms/iteration of each process, when run more than once
+    stochastic: bool = False         # dropout was active: parameters cannot match eager bit for bit
 
     @property
     def usable(self) -> bool:

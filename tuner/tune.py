@@ -70,7 +70,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         measured, snapshot = run_repeated(script, args, candidate.scope, settings, workdir,
                                           options.candidate_timeout_s, options.runs, step=options.step)
         measured.predicted = candidate.predicted
-        check_against_eager(measured, eager_snapshot, snapshot, options.tolerance)
+        check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, eager.stochastic)
         candidates[-1] = candidate = measured
         progress(f"{candidate.scope}: " + (f"{candidate.ms_per_iter:.3f} ms/iteration, "
                                            f"{eager.ms_per_iter / candidate.ms_per_iter:.2f}x"
@@ -106,8 +106,9 @@ def result_table_rows(saved: dict) -> list:
         recovered = f"{row['recovered']:.0%}" if row["recovered"] is not None else "-"
         extra = (f"{row['peak_mb'] - saved['eager_peak_mb']:+.0f}" if row["peak_mb"] is not None
                  and saved.get("eager_peak_mb") is not None else "-")
-        correct = {True: "matches eager", False: "MISMATCH", None: "-"}[row["correct"]]
         failure = row.get("failure") or {}
+        correct = ("not compared (dropout)" if failure.get("kind") == "unchecked-stochastic" else
+                   {True: "matches eager", False: "MISMATCH", None: "-"}[row["correct"]])
         status = row["status"] + (f": {failure.get('kind')}" if failure else "")
         rows.append((row["scope"], ms, speedup, recovered, extra, correct, status))
     return rows
