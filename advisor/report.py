@@ -147,7 +147,9 @@ def render_evaluation(results: dict, out: Console) -> None:
 
 def render_tune(saved: dict, rows: list, out: Console) -> None:
     winner = saved["winner"]
-    table = Table(title=f"Capture scopes of {saved['script']} (ms per training step, untraced)", title_justify="left")
+    unit = "model call" if (saved.get("step") or {}).get("kind") == "inference" else "training step"
+    runs = f", median of {saved['runs']} runs" if (saved.get("runs") or 1) > 1 else ""
+    table = Table(title=f"Capture scopes of {saved['script']} (ms per {unit}, untraced{runs})", title_justify="left")
     for column in ("scope", "ms/iter", "speedup", "overhead recovered", "extra MB", "correctness", "status"):
         table.add_column(column, justify="left" if column in ("scope", "correctness", "status") else "right")
     for row in rows:
@@ -155,7 +157,7 @@ def render_tune(saved: dict, rows: list, out: Console) -> None:
         table.add_row(*row, style=style)
     out.print(table)
     if saved.get("gpu_busy_ms"):
-        out.print(f"GPU-busy bound: {saved['gpu_busy_ms']:.3f} ms/iteration "
+        out.print(f"GPU-busy bound: {saved['gpu_busy_ms']:.3f} ms/{unit} "
                   f"({saved['eager_ms'] / saved['gpu_busy_ms']:.2f}x at most)")
     for row in saved["rows"]:
         failure = row.get("failure")
@@ -165,5 +167,6 @@ def render_tune(saved: dict, rows: list, out: Console) -> None:
                       f"fix: {failure['fix']}")
         elif failure:
             out.print(f"{row['scope']}: {failure.get('kind')}: {failure.get('message', '')}")
+    step = (saved.get("step") or {}).get("step_name")
     out.print(f"winner: [bold]{winner}[/]" + ("" if winner == "eager" else
-              f"; apply with `cg-advise patch {saved['script']}`"))
+              f"; apply with `cg-advise patch {saved['script']}" + (f" --step {step}" if step else "") + "`"))

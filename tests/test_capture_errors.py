@@ -43,3 +43,9 @@ def test_unknown_failure_is_other():
     failure = classify("ValueError: something else entirely")
     assert failure.kind == "other" and failure.message == "ValueError: something else entirely"
     assert failure.describe().startswith("other: ")
+
+
+def test_a_cpu_build_is_named_as_such():
+    failure = classify("  File \"/w/train.py\", line 3, in <module>\n"
+                       "RuntimeError: Tried to instantiate dummy base class CUDAGraph\n")
+    assert (failure.kind, failure.where) == ("no-cuda", "/w/train.py:3")

@@ -16,6 +16,11 @@ from typing import Optional
 
 # (class, patterns, what it means, the fix) — first match wins, so specific before general.
 RULES = (
+    ("no-cuda",
+     (r"Tried to instantiate dummy base class CUDAGraph", r"Torch not compiled with CUDA enabled",
+      r"requires CUDA support", r"No CUDA GPUs are available"),
+     "this torch or this machine has no CUDA device, so nothing can be captured",
+     "run tune on the GPU machine, with a CUDA build of torch"),
     ("optimizer-not-capturable",
      (r"graph capture of step\(\) for an instance of \w+ but param_groups' capturable is False",),
      "the optimizer step was captured without capturable=True",
