@@ -142,3 +142,28 @@ def test_step_picks_the_loop_to_rewrite(tmp_path):
     assert "+    def _cg_step(x):" in changed and "+        _cg_step_graph(x)" in changed
     assert "-        opt.zero_grad()" in changed  # pretrain's; Trainer.fit's loop is untouched
     assert not any(line.startswith("-            ") for line in changed)
+
+
+def test_full_iteration_helper_keeps_the_structure_of_a_batch():
+    """Dict and tuple batches (a Hugging Face loop's `model(**batch)`) reach the graph as
+    static tensors in the same structure; the layout decides between replay and eager."""
+    from collections import namedtuple
+
+    import torch
+
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    helper = namespace["_CgFullIterationGraph"]
+    Pair = namedtuple("Pair", "x y")
+    batch = ({"input_ids": torch.ones(2, 3, dtype=torch.long), "labels": torch.zeros(2)}, Pair(torch.ones(1), 4), "x")
+    tensors, layout = helper._flatten(batch)
+    assert [tuple(t.shape) for t in tensors] == [(2, 3), (2,), (1,)]
+    rebuilt = helper._unflatten(layout, iter([t * 2 for t in tensors]))
+    assert type(rebuilt[1]) is Pair and rebuilt[1].y == 4 and rebuilt[2] == "x"
+    assert list(rebuilt[0]) == ["input_ids", "labels"] and torch.equal(rebuilt[0]["input_ids"], 2 * batch[0]["input_ids"])
+    shorter = ({"input_ids": torch.ones(1, 3, dtype=torch.long), "labels": torch.zeros(1)}, Pair(torch.ones(1), 4), "x")
+    assert helper._flatten(shorter)[1] != layout                       # a last, smaller batch runs eagerly
+    assert helper._flatten((batch[0], Pair(torch.ones(1), 5), "x"))[1] != layout  # so does another int
+    assert helper._flatten(tuple(batch))[1] == layout

@@ -379,7 +379,8 @@ class _Splice(cst.CSTTransformer):
             self.inserted = True
             first, *rest = self.before
             blank = [cst.EmptyLine(indent=False)]
-            before = [first.with_changes(leading_lines=updated.leading_lines)]
+            leading = updated.leading_lines or ([cst.EmptyLine(indent=False)] if isinstance(first, cst.FunctionDef) else [])
+            before = [first.with_changes(leading_lines=leading)]
             before += [s.with_changes(leading_lines=blank) if isinstance(s, cst.SimpleStatementLine)
                        and isinstance(first, cst.FunctionDef) else s for s in rest]
             return cst.FlattenSentinel([*before, updated.with_changes(leading_lines=blank)])
@@ -394,6 +395,9 @@ def _add_helper(module: cst.Module, scope: str) -> cst.Module:
     has_torch = any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
                     and any(dotted(a.name) == "torch" for a in s.body[0].names) for s in body)
     helper = list(cst.parse_module(HELPERS[scope]).body)
+    imports = [s for s in helper if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)]
+    helper = helper[len(imports):]  # the helper's own imports join the file's
     helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-    extra = [] if has_torch else list(cst.parse_module("import torch\n").body)
+    extra = ([] if has_torch else list(cst.parse_module("import torch\n").body)) + [
+        i.with_changes(leading_lines=[]) for i in imports]
     return module.with_changes(body=body[:last_import + 1] + extra + helper + body[last_import + 1:])

@@ -1,11 +1,13 @@
 import torch
 from torch import nn
+import collections.abc
 
 
 class _CgFullIterationGraph:
     """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
     the optimizer step) is captured in one CUDA graph on the first call and replayed after.
-    Inputs are copied into static buffers; a batch of another shape runs the step eagerly.
+    Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
+    batch of another shape runs the step eagerly.
     Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
@@ -14,13 +16,11 @@ class _CgFullIterationGraph:
         self.graph = None
 
     def __call__(self, *inputs):
-        if not all(torch.is_tensor(t) for t in inputs):
-            raise TypeError("cg-advise full_iteration: the step's inputs must be tensors, got "
-                            + ", ".join(type(t).__name__ for t in inputs))
-        shapes = [tuple(t.shape) for t in inputs]
+        tensors, layout = self._flatten(inputs)
         if self.graph is None:
-            self.shapes = shapes
-            self.static_inputs = [t.detach().clone() for t in inputs]
+            self.layout = layout
+            self.static_tensors = [t.detach().clone() for t in tensors]
+            self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
             saved = self._snapshot()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -34,13 +34,46 @@ class _CgFullIterationGraph:
             with torch.cuda.graph(self.graph):
                 self.static_outputs = self.step(*self.static_inputs)
             self._restore(saved)
-        if shapes != self.shapes:
+        try:
+            same = layout == self.layout
+        except Exception:  # a non-tensor value that cannot be compared
+            same = False
+        if not same:
             self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
             return self.step(*inputs)
-        for static, t in zip(self.static_inputs, inputs):
+        for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
         self.graph.replay()
         return self.static_outputs
+
+    @staticmethod
+    def _flatten(value):
+        """(tensors, layout): the tensors of a batch (tensors, tuples, lists, dicts), and its
+        structure with their shapes; other values are part of the layout, so a batch of another
+        shape or with another such value runs the step eagerly."""
+        if torch.is_tensor(value):
+            return [value], ("tensor", tuple(value.shape), value.dtype, value.device)
+        if isinstance(value, (tuple, list, collections.abc.Mapping)):
+            mapping = isinstance(value, collections.abc.Mapping)
+            tensors, layouts = [], []
+            for item in (value.values() if mapping else value):
+                found, layout = _CgFullIterationGraph._flatten(item)
+                tensors += found
+                layouts.append(layout)
+            return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
+        return [], ("value", value)
+
+    @staticmethod
+    def _unflatten(layout, tensors):
+        if layout[0] == "tensor":
+            return next(tensors)
+        if layout[0] == "value":
+            return layout[1]
+        kind, keys, layouts = layout
+        items = [_CgFullIterationGraph._unflatten(item, tensors) for item in layouts]
+        if keys is not None:
+            return kind(dict(zip(keys, items)))
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
 
     def _snapshot(self):
         # the model's parameters and buffers, and the optimizer state that exists already

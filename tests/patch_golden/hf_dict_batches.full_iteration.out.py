@@ -1,0 +1,118 @@
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+import collections.abc
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
+    the optimizer step) is captured in one CUDA graph on the first call and replayed after.
+    Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
+    batch of another shape runs the step eagerly.
+    Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
+
+    def __init__(self, step, optimizer, model=None, warmup=3):
+        self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
+        self.graph = None
+
+    def __call__(self, *inputs):
+        tensors, layout = self._flatten(inputs)
+        if self.graph is None:
+            self.layout = layout
+            self.static_tensors = [t.detach().clone() for t in tensors]
+            self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
+            saved = self._snapshot()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+            self._restore(saved)
+        try:
+            same = layout == self.layout
+        except Exception:  # a non-tensor value that cannot be compared
+            same = False
+        if not same:
+            self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_tensors, tensors):
+            static.copy_(t)
+        self.graph.replay()
+        return self.static_outputs
+
+    @staticmethod
+    def _flatten(value):
+        """(tensors, layout): the tensors of a batch (tensors, tuples, lists, dicts), and its
+        structure with their shapes; other values are part of the layout, so a batch of another
+        shape or with another such value runs the step eagerly."""
+        if torch.is_tensor(value):
+            return [value], ("tensor", tuple(value.shape), value.dtype, value.device)
+        if isinstance(value, (tuple, list, collections.abc.Mapping)):
+            mapping = isinstance(value, collections.abc.Mapping)
+            tensors, layouts = [], []
+            for item in (value.values() if mapping else value):
+                found, layout = _CgFullIterationGraph._flatten(item)
+                tensors += found
+                layouts.append(layout)
+            return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
+        return [], ("value", value)
+
+    @staticmethod
+    def _unflatten(layout, tensors):
+        if layout[0] == "tensor":
+            return next(tensors)
+        if layout[0] == "value":
+            return layout[1]
+        kind, keys, layouts = layout
+        items = [_CgFullIterationGraph._unflatten(item, tensors) for item in layouts]
+        if keys is not None:
+            return kind(dict(zip(keys, items)))
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
+
+    def _snapshot(self):
+        # the model's parameters and buffers, and the optimizer state that exists already
+        if self.model is not None:
+            tensors = list(self.model.state_dict().values())
+        else:
+            tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+        return [(t, t.detach().clone()) for t in tensors]
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
+        for state in self.optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+
+config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+model = BertForSequenceClassification(config).cuda()
+optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, capturable=True)
+dataset = [{"input_ids": torch.randint(0, 1000, (8, 32)), "attention_mask": torch.ones(8, 32, dtype=torch.long),
+            "labels": torch.randint(0, 2, (8,))} for _ in range(200)]
+
+model.train()
+
+def _cg_step(batch):
+    """One training iteration, captured whole by cg-advise (scope full_iteration)."""
+    outputs = model(**batch)
+    loss = outputs.loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+_cg_step_graph = _CgFullIterationGraph(_cg_step, optimizer, model)
+
+for batch in dataset:
+    batch = {k: v.to("cuda", non_blocking=True) for k, v in batch.items()}
+    _cg_step_graph(batch)
