@@ -31,7 +31,7 @@ def test_harness_reports_failures_and_short_runs():
     assert failed.status == "failed" and failed.failure["kind"] == "sync-during-capture"
     assert failed.failure["where"].endswith("train_cpu_steps.py:18")
     short, _ = run_candidate(SCRIPT, ["--steps", "3"], "eager", SMALL, new_workdir(), 120)
-    assert short.failure == {"kind": "incomplete", "message": "the script ended after 3 training steps; timing needs 6"}
+    assert short.failure == {"kind": "incomplete", "message": "the script ended after 3 training steps; timing needs 6", "steps": 3}
 
 
 def run(*args, env=None):
@@ -99,7 +99,7 @@ def test_harness_counts_model_calls_of_an_inference_loop_and_keeps_their_outputs
     assert [tuple(t.shape) for t in saved] == [(1, 3), (2, 3), (3, 3)]
     assert all(torch.equal(a, b) for a, b in zip(saved, expected))
     short, _ = run_candidate(INFER, ["--calls", "5"], "eager", settings, new_workdir(), 120)
-    assert short.failure == {"kind": "incomplete", "message": "the script ended after 5 model calls; timing needs 8"}
+    assert short.failure == {"kind": "incomplete", "message": "the script ended after 5 model calls; timing needs 8", "steps": 5}
 
 
 def test_tune_of_an_inference_loop_tries_its_own_scopes(tmp_path):
@@ -153,3 +153,17 @@ def test_active_dropout_flags_a_difference_instead_of_failing_it():
     assert (failed.status, failed.correct, failed.failure["kind"]) == ("mismatch", False, "mismatch")
     assert (flagged.status, flagged.correct, flagged.failure["kind"]) == ("ok", None, "unchecked-stochastic")
     assert flagged.usable and not failed.usable
+
+
+def test_a_short_script_is_timed_over_the_steps_it_has(tmp_path):
+    script = tmp_path / "train.py"
+    shutil.copy(SCRIPT, script)
+    code, out, err = run("--scopes", "fwd_bwd", "--json", script, "--steps", "40", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert code == 0, err
+    assert "cg-advise: the script runs 40 steps: timing 34 after 4 warm-up steps instead of 100 after 10" in err
+    assert json.loads(out)["timing"] == {"warmup": 4, "iterations": 34, "repeats": 5}
+    code, out, err = run("--json", script, "--steps", "12", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == (f"cg-advise: error: {script} does not complete 110 training steps under the "
+                                    "harness: the script ended after 12 training steps; timing needs 110; run it "
+                                    "longer (its own arguments pass through: cg-advise tune train.py --steps N)")

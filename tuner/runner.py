@@ -66,7 +66,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         if returncode is None:
             candidate.failure = {"kind": "timeout", "message": stderr}
         elif returncode == 0:  # the script ended before the harness had what it needs
-            candidate.failure = {"kind": "incomplete", "message": data.get("note", "")}
+            candidate.failure = {"kind": "incomplete", "message": data.get("note", ""), "steps": data.get("steps")}
         else:
             candidate.failure = classify(stderr).to_dict()
             where = candidate.failure.get("where") or ""

@@ -48,10 +48,20 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
     workdir = new_workdir()
     eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
                                          options.runs)
+    shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
+    if shorter:
+        progress(f"the script runs {eager.failure['steps']} steps: timing {shorter.iterations} after "
+                 f"{shorter.warmup} warm-up steps instead of {settings.iterations} after {settings.warmup}")
+        settings = shorter
+        eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
+                                             options.runs)
     if eager.status != "ok":
         failure = eager.failure or {}
-        raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} "
-                            f"{'model calls' if spec.kind == 'inference' else 'training steps'} under the harness: {failure.get('message') or failure.get('kind')}")
+        steps = "model calls" if spec.kind == "inference" else "training steps"
+        hint = (f"; run it longer (its own arguments pass through: cg-advise tune {script.name} --steps N)"
+                if failure.get("kind") == "incomplete" else "")
+        raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} {steps} under the "
+                            f"harness: {failure.get('message') or failure.get('kind')}{hint}")
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
     planned = plan(options.predictions, options.exhaustive, tuple(s for s in kind_scopes
                                                                   if s in (options.scopes or kind_scopes)))
@@ -88,6 +98,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         "runs": options.runs,
         "eager_peak_mb": eager.peak_mb,
         "gpu_busy_ms": options.gpu_busy_ms,
+        "timing": {"warmup": settings.warmup, "iterations": settings.iterations, "repeats": settings.repeats},
         "tolerance": options.tolerance,
         "step": spec.to_dict(),
         "rows": result.to_dict()["rows"],
@@ -95,6 +106,17 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
     }
     tune_result_path(script).write_text(json.dumps(saved, indent=1) + "\n")
     return saved
+
+
+def fit_window(settings: Settings, steps) -> Optional[Settings]:
+    """Settings that time a script of only ``steps`` steps (20 at least), or None."""
+    if not steps or steps < 20:
+        return None
+    warmup = min(settings.warmup, max(2, steps // 10))
+    iterations = steps - warmup - max(1, steps // 20)  # a margin: a GradScaler may skip a step
+    return Settings(**{**asdict(settings), "warmup": warmup, "iterations": iterations,
+                       "repeats": max(1, min(settings.repeats, iterations // 4)),
+                       "check_steps": min(settings.check_steps, warmup + iterations)})
 
 
 def result_table_rows(saved: dict) -> list:
