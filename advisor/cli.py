@@ -162,8 +162,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
 @click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps, tolerance, as_json,
-         apply_, command):
+def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps,
+         tolerance, as_json, apply_, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
 

@@ -50,7 +50,8 @@ def run_patch(script, scope, apply_: bool, step=None):
     relpath = os.path.relpath(path)
     if not apply_:
         named = f" --step {step}" if step else ""
-        return patch.diff(relpath), f"{relpath}: scope {scope}; apply with `cg-advise patch {relpath} --scope {scope}{named} --apply`"
+        return patch.diff(relpath), (f"{relpath}: scope {scope}; apply with "
+                                     f"`cg-advise patch {relpath} --scope {scope}{named} --apply`")
     backup.write_text(patch.original)
     path.write_text(patch.patched)
     return "", f"patched {relpath} with scope {scope}; the original is {backup.name}"

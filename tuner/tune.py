@@ -37,11 +37,12 @@ class TuneOptions:
 def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None]) -> dict:
     script = Path(script)
     spec = discover(script, step=options.step)
-    progress(f"{'inference' if spec.kind == 'inference' else 'training'} step: {spec.describe()}")
-    kind_scopes = INFERENCE_ORDER if spec.kind == "inference" else SCOPE_ORDER
+    inference = spec.kind == "inference"
+    progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
+    kind_scopes = INFERENCE_ORDER if inference else SCOPE_ORDER
     wrong = [s for s in options.scopes or () if s not in kind_scopes]
     if wrong:
-        raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if spec.kind == 'inference' else 'a training'} "
+        raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if inference else 'a training'} "
                             f"loop (its scopes: {', '.join(kind_scopes)})")
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind})
     started = time.monotonic()
