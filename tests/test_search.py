@@ -49,3 +49,11 @@ def test_plan_follows_predictions_and_skips_hopeless_scopes():
     skipped = {c.scope for c in plan(gpu_bound) if c.status == "skipped"}
     assert skipped == {s for s in GRAPH if gpu_bound[s]["speedup"] < SKIP_BELOW} and skipped
     assert not any(c.status == "skipped" for c in plan(gpu_bound, exhaustive=True))
+
+
+def test_an_inference_loop_plans_forward_from_the_full_iteration_prediction():
+    from tuner.search import INFERENCE_ORDER
+
+    planned = plan({"full_iteration": {"speedup": 1.01}, "compile": {"speedup": 1.4}}, scopes=INFERENCE_ORDER)
+    assert [(c.scope, c.predicted, c.status) for c in planned] == [("compile", 1.4, "pending"),
+                                                                  ("forward", 1.01, "skipped")]
