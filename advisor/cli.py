@@ -213,15 +213,10 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
 
 
 def _cpu_list(text):
-    """'0-3,8' -> [0, 1, 2, 3, 8]."""
-    if not text:
-        return []
+    from tuner.harness import parse_cpus
+
     try:
-        cpus = []
-        for part in text.split(","):
-            first, _, last = part.partition("-")
-            cpus += range(int(first), int(last or first) + 1)
-        return cpus
+        return parse_cpus(text)
     except ValueError:
         raise CgAdviseError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
 

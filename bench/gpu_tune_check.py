@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.patching import file_digest  # noqa: E402
-from tuner.harness import Settings  # noqa: E402
+from tuner.harness import Settings, parse_cpus  # noqa: E402
 from tuner.runner import max_relative_difference, new_workdir, run_repeated  # noqa: E402
 
 PLAIN = ROOT / "bench" / "workloads" / "plain_train.py"
@@ -58,10 +58,6 @@ def profile(name, script, wargs, out):
                              for s in ("submodule", "fwd_bwd", "full_iteration", "compile")},
              "gpu_busy_ms": analysis["summary"]["gpu_busy_ms_per_iteration"]},
             ["--trace", str(out / f"{name}_eager.sqlite")])
-
-
-def cpu_list(text: str) -> list:
-    return [c for part in text.split(",") if part for c in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)]
 
 
 def check_patched(script, wargs, tuned, out, name, runs=1, cpus=()) -> dict:
@@ -136,7 +132,7 @@ def main():
             row["winner_within_3pct_of_fastest"] = fastest is None or winner_ms <= 1.03 * fastest
             row["winner_not_slower_than_eager"] = winner_ms <= tuned["eager_ms"]
             if tuned["winner"] != "eager":
-                row.update(check_patched(script, wargs, tuned, args.out, name, args.runs, cpu_list(args.cpus)))
+                row.update(check_patched(script, wargs, tuned, args.out, name, args.runs, parse_cpus(args.cpus)))
         row["seconds"] = round(time.monotonic() - started, 1)
         results[name] = row
         print(json.dumps(row), flush=True)

@@ -14,8 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.gpu_tune_check import cpu_list  # noqa: E402
-from tuner.harness import Settings  # noqa: E402
+from tuner.harness import Settings, parse_cpus  # noqa: E402
 from tuner.patch import make_patch  # noqa: E402
 from tuner.runner import new_workdir, run_candidate  # noqa: E402
 
@@ -27,7 +26,7 @@ def main():
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--cpus", default="", help="Pin every run to these CPUs, e.g. 0-3.")
     args = parser.parse_args()
-    cpus = cpu_list(args.cpus)
+    cpus = parse_cpus(args.cpus)
     results = {}
     for source in args.scripts:
         folder = Path(tempfile.mkdtemp(prefix="cg-repeat-"))

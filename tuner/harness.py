@@ -189,6 +189,15 @@ def _tensors(output) -> list:
     return []
 
 
+def parse_cpus(text: str) -> list:
+    """'0-3,8' -> [0, 1, 2, 3, 8]; '' -> []. ValueError for anything else."""
+    cpus = []
+    for part in text.split(",") if text else ():
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
+
+
 def spin_gpu(torch, seconds: float) -> None:
     """An idle GPU runs at low clocks; short, launch-bound loops would be timed before it speeds up."""
     a = torch.randn(2048, 2048, device="cuda")
