@@ -28,7 +28,6 @@ ENV = "CG_TUNE_SETTINGS"
 
 @dataclass
 class Settings:
-    scope: str = "eager"
     kind: str = "train"         # or "inference": steps are calls of the model
     warmup: int = 10
     iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median

@@ -20,11 +20,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from advisor.errors import CgAdviseError
 
 from .discover import StepSpec, discover, dotted, target_names
+from .search import scopes_for
 from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile", "forward")
-TRAIN_SCOPES = ("full_iteration", "fwd_bwd", "submodule", "compile")
-INFERENCE_SCOPES = ("forward", "compile")
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop")
 SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
 SYNC_FUNCTIONS = ("print", "torch.cuda.synchronize")
@@ -168,7 +167,7 @@ class _Rewriter:
         if loop is None:
             raise self.refuse("the training loop found by discovery is not in this file any more")
         outer = self._outermost_loop(wrapper.module, loop, positions)
-        allowed = INFERENCE_SCOPES if self.spec.kind == "inference" else TRAIN_SCOPES
+        allowed = scopes_for(self.spec.kind)
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")

@@ -41,8 +41,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         target.write_text(patched)
     snapshot = workdir / f"{scope}.params.pt"
     result = workdir / f"{scope}.json"
-    env = {**os.environ, ENV: json.dumps(asdict(Settings(**{**asdict(settings), "scope": scope,
-                                                            "snapshot": str(snapshot),
+    env = {**os.environ, ENV: json.dumps(asdict(Settings(**{**asdict(settings), "snapshot": str(snapshot),
                                                             "script_dir": str(script.parent.resolve())}))),
            "PYTHONPATH": PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     try:

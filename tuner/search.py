@@ -13,6 +13,13 @@ from typing import Optional
 SKIP_BELOW = 1.02          # a scope predicted under this is not worth a capture
 SCOPE_ORDER = ("full_iteration", "fwd_bwd", "submodule", "compile")
 INFERENCE_ORDER = ("forward", "compile")
+
+
+def scopes_for(kind: str) -> tuple:
+    """The scopes of a loop of this kind (StepSpec.kind), in the order tried."""
+    return INFERENCE_ORDER if kind == "inference" else SCOPE_ORDER
+
+
 # the prediction that stands for a scope: an inference loop's forward graph is its whole iteration
 PREDICTED_AS = {"forward": "full_iteration"}
 

@@ -15,7 +15,7 @@ from advisor.patching import file_digest, tune_result_path
 from .discover import discover
 from .harness import Settings
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_repeated
-from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan
+from .search import choose, plan, scopes_for
 
 SCHEMA = "cg-advise.tune/1"
 
@@ -39,7 +39,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
     spec = discover(script, step=options.step)
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
-    kind_scopes = INFERENCE_ORDER if inference else SCOPE_ORDER
+    kind_scopes = scopes_for(spec.kind)
     wrong = [s for s in options.scopes or () if s not in kind_scopes]
     if wrong:
         raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if inference else 'a training'} "
@@ -58,7 +58,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
                                              options.runs)
     if eager.status != "ok":
         failure = eager.failure or {}
-        steps = "model calls" if spec.kind == "inference" else "training steps"
+        steps = "model calls" if inference else "training steps"
         hint = (f"; run it longer (its own arguments pass through: cg-advise tune {script.name} --steps N)"
                 if failure.get("kind") == "incomplete" else "")
         raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} {steps} under the "
