@@ -97,31 +97,34 @@ class _Assignments(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         if not isinstance(node.value, cst.Call):
             return
-        code = cst.Module([]).code_for_node(node.value)
+        code, callee = cst.Module([]).code_for_node(node.value), dotted(node.value.func)
+        owner = _parameters_owner(node.value)
         for target in node.targets:
             for name in target_names(target.target):
                 self.sources[name] = code
-        callee = dotted(node.value.func)
-        for target in node.targets:
-            for name in target_names(target.target):
                 self.constructed[name] = callee
-                owner = _parameters_owner(node.value)
                 if owner:
                     self.params_owner[name] = owner
 
 
-def _parameters_owner(call: cst.Call) -> Optional[str]:
-    """``model`` in ``AdamW(model.parameters(), ...)`` (also inside lists and dicts)."""
+def calls_in(node, predicate) -> list:
+    """The calls inside ``node`` (itself included) for which ``predicate`` holds, in source order."""
     found = []
 
     class Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("parameters", "named_parameters"):
-                found.append(dotted(node.func.value))
+        def visit_Call(self, call: cst.Call) -> None:
+            if predicate(call):
+                found.append(call)
 
-    for arg in call.args:
-        arg.value.visit(Finder())
-    return found[0] if found else None
+    node.visit(Finder())
+    return found
+
+
+def _parameters_owner(call: cst.Call) -> Optional[str]:
+    """``model`` in ``AdamW(model.parameters(), ...)`` (also inside lists and dicts)."""
+    found = [c for arg in call.args for c in calls_in(arg.value, lambda c: isinstance(c.func, cst.Attribute)
+                                                     and c.func.attr.value in ("parameters", "named_parameters"))]
+    return dotted(found[0].func.value) if found else None
 
 
 class _LoopBody(cst.CSTVisitor):
@@ -255,15 +258,16 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     if step:
         loops.restrict(path, step)
 
+    bodies = {}
     candidates = []
     for node, function in loops.loops:
-        body = _LoopBody(positions)
+        body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
         optimizer = _optimizer(body, assignments)
         if body.backward and optimizer:
             candidates.append((node, function, body, optimizer))
     if not candidates:
-        inference = _inference_loop(path, wrapper, positions, loops, assignments)
+        inference = _inference_loop(path, wrapper, positions, loops, bodies, assignments)
         if inference:
             inference.step_name = step
             return inference
@@ -301,18 +305,6 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     return spec
 
 
-class _StepLike(cst.CSTVisitor):
-    """Finds calls of the model, backward, zero_grad or step in one statement."""
-
-    def __init__(self, model: Optional[str]):
-        self.model, self.found = model, False
-
-    def visit_Call(self, call: cst.Call) -> None:
-        name = dotted(call.func)
-        if name == self.model or name.endswith((".backward", ".zero_grad", ".step")):
-            self.found = True
-
-
 def _assigned_before_step(loop, model: Optional[str]) -> list:
     """Names the loop body assigns before its first statement that calls anything
     step-like (the model, backward, zero_grad): ``x, y = batches[i % n]``."""
@@ -321,9 +313,8 @@ def _assigned_before_step(loop, model: Optional[str]) -> list:
         if not isinstance(statement, cst.SimpleStatementLine) or not all(isinstance(b, cst.Assign)
                                                                          for b in statement.body):
             break
-        finder = _StepLike(model)
-        statement.visit(finder)
-        if finder.found:
+        if calls_in(statement, lambda c: dotted(c.func) == model
+                    or dotted(c.func).endswith((".backward", ".zero_grad", ".step"))):
             break
         for assign in statement.body:
             for target in assign.targets:
@@ -357,17 +348,15 @@ def _optimizer(body: _LoopBody, assignments: _Assignments) -> Optional[str]:
     return None
 
 
-def _inference_loop(path, wrapper, positions, loops, assignments) -> Optional[StepSpec]:
+def _inference_loop(path, wrapper, positions, loops, bodies, assignments) -> Optional[StepSpec]:
     """The innermost loop that calls a model without grad: inside ``with torch.no_grad()`` /
     ``torch.inference_mode()`` (around the loop or in its body) or a function decorated so."""
     parents = wrapper.resolve(ParentNodeProvider)
     models = {name for name, code in assignments.sources.items() if any(h in code for h in MODEL_HINTS)}
     found = []
     for node, function in loops.loops:
-        body = _LoopBody(positions)
-        node.body.visit(body)
         callable_models = models | _parameters_of_enclosing_function(node, parents)
-        called = [name for name, _ in body.calls if name in callable_models]
+        called = [name for name, _ in bodies[node].calls if name in callable_models]
         if called and (_under_no_grad(node, parents) or _has_no_grad(node.body)):
             found.append((node, function, called[0]))
     if not found:

@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from advisor.errors import CgAdviseError
 
-from .discover import StepSpec, discover, dotted, target_names
+from .discover import StepSpec, calls_in, discover, dotted, target_names
 from .search import scopes_for
 from .templates import HELPERS
 
@@ -72,18 +72,6 @@ def check(path, original: str, patched: str) -> None:
 
 
 # -- the rewrite ------------------------------------------------------------------------
-def _calls(node, predicate) -> list:
-    found = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            if predicate(call):
-                found.append(call)
-
-    node.visit(Finder())
-    return found
-
-
 def _is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
     func = call.func
     return (isinstance(func, cst.Attribute) and func.attr.value == method
@@ -91,7 +79,7 @@ def _is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
 
 
 def _has_sync(node) -> bool:
-    return bool(_calls(node, lambda c: (isinstance(c.func, cst.Attribute) and c.func.attr.value in SYNC_METHODS)
+    return bool(calls_in(node, lambda c: (isinstance(c.func, cst.Attribute) and c.func.attr.value in SYNC_METHODS)
                        or dotted(c.func) in SYNC_FUNCTIONS or dotted(c.func).startswith(("logging.", "logger."))))
 
 
@@ -138,7 +126,7 @@ def _target_names(node) -> list:
 
 def _is_bookkeeping(statement, later) -> bool:
     """A statement that calls nothing and feeds nothing later in the step (``n += 1``)."""
-    if not isinstance(statement, cst.SimpleStatementLine) or _calls(statement, lambda c: True):
+    if not isinstance(statement, cst.SimpleStatementLine) or calls_in(statement, lambda c: True):
         return False
     assigned = _names_assigned(statement)
     read_later = set().union(*(_names_read(s) for s in later)) if later else set()
@@ -218,7 +206,7 @@ class _Rewriter:
         if not model:
             raise self.refuse("no model found (the optimizer is not built from <model>.parameters())")
         if self.scope != "compile":
-            keyword_calls = _calls(loop.body, lambda c: dotted(c.func) == model and any(a.keyword or a.star for a in c.args))
+            keyword_calls = calls_in(loop.body, lambda c: dotted(c.func) == model and any(a.keyword or a.star for a in c.args))
             if keyword_calls:
                 raise self.refuse(f"{model} is called with keyword or ** arguments; a graphed forward takes "
                                   "positional tensors (try --scope compile)")
@@ -241,7 +229,7 @@ class _Rewriter:
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step the optimizer?"""
         steppers = {self.spec.optimizer, *([self.spec.scaler] if self.spec.scaler else [])}
-        return [bool(_calls(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in loop.body.body]
+        return [bool(calls_in(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in loop.body.body]
 
     def _step_is_conditional(self, loop) -> bool:
         body, is_step = list(loop.body.body), self._step_flags(loop)
@@ -260,12 +248,12 @@ class _Rewriter:
                               "iteration needs one step per loop iteration")
         end = is_step.index(True)
         if self.optimizer_outside:
-            is_backward = [bool(_calls(s, lambda c: _is_method(c, None, "backward"))) for s in body[:end]]
+            is_backward = [bool(calls_in(s, lambda c: _is_method(c, None, "backward"))) for s in body[:end]]
             if True not in is_backward:
                 raise self.refuse("no backward() before the optimizer step at the loop's top level")
             end = len(is_backward) - 1 - is_backward[::-1].index(True)
         loss_root = spec.loss.split(".")[0]
-        marks = [bool(_calls(s, lambda c: _is_method(c, None, "backward") or _is_method(c, spec.optimizer, "zero_grad")
+        marks = [bool(calls_in(s, lambda c: _is_method(c, None, "backward") or _is_method(c, spec.optimizer, "zero_grad")
                              or (spec.model and dotted(c.func) == spec.model))) or loss_root in _names_assigned(s)
                  for s in body[:end]]
         start = marks.index(True) if True in marks else end
