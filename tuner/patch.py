@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from advisor.errors import CgAdviseError
 
@@ -154,7 +154,7 @@ class _Rewriter:
                      and positions[n].start.line == self.spec.line), None)
         if loop is None:
             raise self.refuse("the training loop found by discovery is not in this file any more")
-        outer = self._outermost_loop(wrapper.module, loop, positions)
+        outer = self._outermost_loop(wrapper.resolve(ParentNodeProvider), loop)
         allowed = scopes_for(self.spec.kind)
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
@@ -173,24 +173,8 @@ class _Rewriter:
             module = self._capturable_optimizer(module)
         return _add_helper(module, self.scope) if self.scope in HELPERS else module
 
-    def _outermost_loop(self, module, loop, positions):
+    def _outermost_loop(self, parents, loop):
         """The loop to put setup before: the outermost loop around ours in the same block."""
-        parents = {}
-
-        class Parents(cst.CSTVisitor):
-            def __init__(self):
-                self.stack = []
-
-            def on_visit(self, node) -> bool:
-                if self.stack:
-                    parents[node] = self.stack[-1]
-                self.stack.append(node)
-                return True
-
-            def on_leave(self, node) -> None:
-                self.stack.pop()
-
-        module.visit(Parents())
         outer, node = loop, loop
         while node in parents:
             node = parents[node]
@@ -213,7 +197,7 @@ class _Rewriter:
         # gradient accumulation: the graphed backward's gradients live in static buffers that the
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU)
         accumulate = (", accumulate=True" if self.scope in ("fwd_bwd", "submodule")
-                      and self._step_is_conditional(loop) else "")
+                      and self._step_is_conditional(list(loop.body.body), self._step_flags(loop)) else "")
         if self.scope == "compile":
             code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
         elif self.scope == "forward":
@@ -231,8 +215,9 @@ class _Rewriter:
         steppers = {self.spec.optimizer, *([self.spec.scaler] if self.spec.scaler else [])}
         return [bool(calls_in(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in loop.body.body]
 
-    def _step_is_conditional(self, loop) -> bool:
-        body, is_step = list(loop.body.body), self._step_flags(loop)
+    @staticmethod
+    def _step_is_conditional(body, is_step) -> bool:
+        """No optimizer step at the body's top level, or one inside an if/for/with."""
         return not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s)
 
     # -- full_iteration: the step's statements become a captured function -----------------
@@ -243,7 +228,7 @@ class _Rewriter:
         # then forward, loss and backward are captured and the optimizer step stays eager
         self.optimizer_outside = bool(spec.scaler or spec.scheduler)
         is_step = self._step_flags(loop)
-        if self._step_is_conditional(loop):
+        if self._step_is_conditional(body, is_step):
             raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
                               "iteration needs one step per loop iteration")
         end = is_step.index(True)
@@ -366,7 +351,7 @@ class _Splice(cst.CSTTransformer):
             self.inserted = True
             first, *rest = self.before
             blank = [cst.EmptyLine(indent=False)]
-            leading = updated.leading_lines or ([cst.EmptyLine(indent=False)] if isinstance(first, cst.FunctionDef) else [])
+            leading = updated.leading_lines or (blank if isinstance(first, cst.FunctionDef) else [])
             before = [first.with_changes(leading_lines=leading)]
             before += [s.with_changes(leading_lines=blank) if isinstance(s, cst.SimpleStatementLine)
                        and isinstance(first, cst.FunctionDef) else s for s in rest]
