@@ -108,11 +108,16 @@ class StepTimer:
             module.register_forward_hook(self._after_model_call)
             self._after_model_call(module, args, output)
 
+    def _capturing(self) -> bool:
+        return self.cuda and self.torch.cuda.is_current_stream_capturing()
+
+    def _on_side_stream(self) -> bool:
+        """Warm-up before a capture runs on a side stream: not a step of the user's loop."""
+        return self.cuda and self.torch.cuda.current_stream() != self.torch.cuda.default_stream()
+
     def _after_model_call(self, module, args, output) -> None:
-        if self.cuda:
-            cuda = self.torch.cuda
-            if cuda.is_current_stream_capturing() or cuda.current_stream() != cuda.default_stream():
-                return
+        if self._capturing() or self._on_side_stream():
+            return
         if self.m.steps < self.settings.check_steps:
             self.outputs += [t.detach().float().cpu() for t in _tensors(output)]
         self._step()
@@ -122,14 +127,10 @@ class StepTimer:
             for p in group["params"]:
                 if all(p is not q for q in self.params):
                     self.params.append(p)
-        if self.cuda:
-            cuda = self.torch.cuda
-            if cuda.is_current_stream_capturing():
-                self.step_captured = True
-                return
-            if cuda.current_stream() != cuda.default_stream():
-                return  # warm-up on a side stream
-        self._step()
+        if self._capturing():
+            self.step_captured = True
+        elif not self._on_side_stream():
+            self._step()
 
     def _mark(self):
         if self.cuda:
