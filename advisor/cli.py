@@ -153,8 +153,9 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
               help="Training steps timed, in --repeats windows (ms/iteration is their median).")
 @click.option("--repeats", default=5, show_default=True, help="Timed windows.")
 @click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Processes per candidate, ms/iteration their median (use 3 for loops with host work: their "
-                   "timing varies from process to process).")
+              help="Processes per candidate, ms/iteration their median (use 5, with as many --iterations as the "
+                   "script allows, for loops with host work: their timing varies from process to process; the "
+                   "spread is printed).")
 @click.option("--cpus", metavar="LIST", help="Pin every candidate to these CPUs, e.g. 0-3 (steadier host timing).")
 @click.option("--check-steps", default=5, show_default=True, help="Steps after which parameters are compared with eager.")
 @click.option("--tolerance", default=1e-3, show_default=True, help="Max relative parameter difference vs eager.")
@@ -179,7 +180,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     from pathlib import Path
 
     from tuner.harness import Settings
-    from tuner.tune import TuneOptions, result_table_rows
+    from tuner.tune import TuneOptions, result_table_rows, run_spreads
     from tuner.tune import tune as run_tune
 
     from . import profile as prof
@@ -202,7 +203,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     if as_json:
         click.echo(json.dumps(saved, indent=2))
     else:
-        render_tune(saved, result_table_rows(saved), console())
+        render_tune(saved, result_table_rows(saved), run_spreads(saved), console())
     if apply_ and saved["winner"] != "eager":
         from .patching import run_patch
 

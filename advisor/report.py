@@ -145,7 +145,7 @@ def render_evaluation(results: dict, out: Console) -> None:
               f"{v['nogo_called_nogo']}/{v['nogo_workloads']}, go called go {v['go_called_go']}/{v['go_workloads']}")
 
 
-def render_tune(saved: dict, rows: list, out: Console) -> None:
+def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
     winner = saved["winner"]
     unit = "model call" if (saved.get("step") or {}).get("kind") == "inference" else "training step"
     runs = f", median of {saved['runs']} runs" if (saved.get("runs") or 1) > 1 else ""
@@ -156,6 +156,10 @@ def render_tune(saved: dict, rows: list, out: Console) -> None:
         style = "bold green" if row[0] == winner else None
         table.add_row(*row, style=style)
     out.print(table)
+    if spreads:
+        out.print(f"between runs (slowest/fastest of {saved['runs']} processes): "
+                  + ", ".join(f"{scope} {spread:.2f}x" for scope, spread in spreads.items())
+                  + "; timings closer than that are within this machine's noise")
     if saved.get("gpu_busy_ms"):
         out.print(f"GPU-busy bound: {saved['gpu_busy_ms']:.3f} ms/{unit} "
                   f"({saved['eager_ms'] / saved['gpu_busy_ms']:.2f}x at most)")

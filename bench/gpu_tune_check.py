@@ -9,6 +9,7 @@ to OUT/tune_check.json after every workload.
 
     python bench/gpu_tune_check.py --out OUT [--set plain|corpus|all] [--only NAME,...]
         [--no-profile] [--scopes S,...] [--deadline SECONDS] [--device cuda] [--runs N] [--cpus 0-3]
+        [--iterations N]
 """
 import argparse
 import json
@@ -72,10 +73,10 @@ def check_patched(script, wargs, tuned, winner_ms, out, name, runs=1, cpus=()) -
     if applied.returncode != 0:
         row["patch_error"] = applied.stderr.strip().splitlines()[-1:]
         return row
-    settings = Settings(kind=tuned["step"]["kind"], cpus=list(cpus))
+    settings = Settings(kind=tuned["step"]["kind"], cpus=list(cpus), **tuned["timing"])   # as tune timed it
     measured, snapshot = run_repeated(patched, wargs, "patched", settings, new_workdir(), 600, runs, target=patched)
     eager_snapshot = Path(tuned["workdir"]) / "eager.params.pt"   # tune's own eager run
-    row.update(patched_ms=measured.ms_per_iter, patched_status=measured.status,
+    row.update(patched_ms=measured.ms_per_iter, patched_run_ms=measured.run_ms, patched_status=measured.status,
                patched_failure=(measured.failure or {}).get("kind"))
     if measured.ms_per_iter:
         row["patched_vs_tune"] = measured.ms_per_iter / winner_ms
@@ -97,6 +98,7 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--runs", type=int, default=1, help="Processes per candidate (tune --runs), and per patched run.")
     parser.add_argument("--cpus", default="", help="tune --cpus, and the same pinning for the patched run.")
+    parser.add_argument("--iterations", type=int, default=0, help="tune --iterations (timed steps per process).")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -114,15 +116,18 @@ def main():
             found, trace = profile(name, script, wargs, args.out)
             row.update(found)
         scopes = (["--scopes", args.scopes] if args.scopes else []) + ["--runs", str(args.runs)] + (
-            ["--cpus", args.cpus] if args.cpus else [])
+            ["--cpus", args.cpus] if args.cpus else []) + (
+            ["--iterations", str(args.iterations)] if args.iterations else [])
         t = subprocess.run([*CG, "tune", "--json", "--exhaustive", *scopes, *trace, str(script), *wargs],
                            capture_output=True, text=True)
         if not t.stdout.strip().startswith("{"):
             row["tune_error"] = t.stderr.strip().splitlines()[-3:]
         else:
             tuned = json.loads(t.stdout)
-            row.update(eager_ms=tuned["eager_ms"], winner=tuned["winner"], candidates={
-                r["scope"]: {k: r[k] for k in ("ms_per_iter", "speedup", "recovered", "status", "correct", "peak_mb")}
+            row.update(eager_ms=tuned["eager_ms"], eager_run_ms=tuned.get("eager_run_ms"),
+                       winner=tuned["winner"], candidates={
+                r["scope"]: {k: r[k] for k in ("ms_per_iter", "run_ms", "speedup", "recovered", "status", "correct",
+                                               "peak_mb")}
                 | {"failure": (r.get("failure") or {}).get("kind"),
                    "failure_message": (r.get("failure") or {}).get("message", "")[-300:]} for r in tuned["rows"]})
             usable = [r for r in tuned["rows"] if r["status"] == "ok" and r["correct"] is not False]

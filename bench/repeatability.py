@@ -25,8 +25,9 @@ def main():
     parser.add_argument("--scope", default="full_iteration")
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--cpus", default="", help="Pin every run to these CPUs, e.g. 0-3.")
+    parser.add_argument("--iterations", type=int, default=100, help="Timed steps per process.")
     args = parser.parse_args()
-    cpus = parse_cpus(args.cpus)
+    settings = Settings(cpus=parse_cpus(args.cpus), iterations=args.iterations)
     results = {}
     for source in args.scripts:
         folder = Path(tempfile.mkdtemp(prefix="cg-repeat-"))
@@ -37,7 +38,7 @@ def main():
         runs = {"eager": [], args.scope: []}
         for _ in range(args.runs):
             for name, target in (("eager", script), (args.scope, patched)):
-                measured, _ = run_candidate(script, [], name, Settings(cpus=cpus), new_workdir(), 600, target=target)
+                measured, _ = run_candidate(script, [], name, settings, new_workdir(), 600, target=target)
                 runs[name].append(measured.ms_per_iter)
         spread = {k: max(v) / min(v) for k, v in runs.items() if all(v)}
         speedups = [e / p for e, p in zip(runs["eager"], runs[args.scope]) if e and p]

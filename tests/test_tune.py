@@ -167,3 +167,16 @@ def test_a_short_script_is_timed_over_the_steps_it_has(tmp_path):
     assert err.splitlines()[-1] == (f"cg-advise: error: {script} does not complete 110 training steps under the "
                                     "harness: the script ended after 12 training steps; timing needs 110; run it "
                                     "longer (its own arguments pass through: cg-advise tune train.py --steps N)")
+
+
+def test_tune_with_several_runs_reports_how_far_they_spread(tmp_path):
+    script = tmp_path / "train.py"
+    shutil.copy(SCRIPT, script)
+    code, out, err = run("--scopes", "fwd_bwd", "--runs", "2", "--warmup", "2", "--iterations", "4",
+                         "--check-steps", "2", script, "--steps", "10", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert code == 0, err
+    saved = json.loads(tune_result_path(script).read_text())
+    spread = max(saved["eager_run_ms"]) / min(saved["eager_run_ms"])
+    line = next(line for line in out.splitlines() if line.startswith("between runs"))
+    assert line == (f"between runs (slowest/fastest of 2 processes): eager {spread:.2f}x; "
+                    "timings closer than that are within this machine's noise")

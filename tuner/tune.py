@@ -120,6 +120,15 @@ def fit_window(settings: Settings, steps) -> Optional[Settings]:
                        "check_steps": min(settings.check_steps, warmup + iterations)})
 
 
+def run_spreads(saved: dict) -> dict:
+    """scope -> max/min of its per-process times, when each ran in several processes: how far
+    the same code's timing moves between runs on this machine (a host-bound loop's by 10-60 %
+    on a shared host), so how close two speedups can be and still differ."""
+    runs = {"eager": saved.get("eager_run_ms") or []}
+    runs.update({row["scope"]: row.get("run_ms") or [] for row in saved["rows"] if row["status"] == "ok"})
+    return {scope: max(ms) / min(ms) for scope, ms in runs.items() if len(ms) > 1 and min(ms) > 0}
+
+
 def result_table_rows(saved: dict) -> list:
     """(scope, ms, speedup, recovered, extra MB, correct, status) strings, best first."""
     rows = [("eager", f"{saved['eager_ms']:.3f}", "1.00x", "-", "-", "reference", "baseline")]
