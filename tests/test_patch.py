@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from advisor.cli import cli
 from advisor.patching import file_digest, tune_result_path
 from conftest import ROOT
-from tuner.discover import DiscoveryError
+from tuner.discover import DiscoveryError, discover
 from tuner.patch import PATCH_SCOPES, PatchRefused, make_patch
 
 CORPUS = ROOT / "tests" / "corpus"
@@ -167,3 +167,31 @@ def test_full_iteration_helper_keeps_the_structure_of_a_batch():
     assert helper._flatten(shorter)[1] != layout                       # a last, smaller batch runs eagerly
     assert helper._flatten((batch[0], Pair(torch.ones(1), 5), "x"))[1] != layout  # so does another int
     assert helper._flatten(tuple(batch))[1] == layout
+
+
+HOST_CALLS = """import torch
+import wandb
+from torch import nn
+
+model = nn.Linear(4, 1).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4, device="cuda"), torch.randn(8, 1, device="cuda")
+for step in range(100):
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    wandb.log({"loss": loss})
+    torch.cuda.synchronize()
+    optimizer.step()
+"""
+
+
+def test_discovery_and_the_rewrite_agree_on_host_calls(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(HOST_CALLS)
+    assert [(o.line, o.code) for o in discover(script).outside] == [(12, "wandb.log"), (13, "torch.cuda.synchronize")]
+    out = make_patch(script, "full_iteration").patched
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert "wandb" not in step and "synchronize" not in step
+    replay = out.index("_cg_step_graph(")
+    assert replay < out.index('    wandb.log({"loss": loss})') and replay < out.index("    torch.cuda.synchronize()")

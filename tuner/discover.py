@@ -176,13 +176,32 @@ class _LoopBody(cst.CSTVisitor):
                     self.step.append((receiver, line))
             elif method == "zero_grad" and receiver:
                 self.zero_grad.append(receiver)
-            elif method == "item":
-                self.outside.append((line, "item", ".item() copies to the host and syncs: read it outside the graph"))
             if method.startswith("clip_grad_norm") or method.startswith("clip_grad_value"):
                 self.clip_grad = True
-        if name == "print" or name.startswith("logging.") or name.startswith("logger.") or name.startswith("wandb."):
-            self.outside.append((line, name, "logging runs on the host: keep it outside the captured region"))
+        host = host_call(node)
+        if host:
+            self.outside.append((line, *host))
         self.calls.append((name, line))
+
+
+SYNC_METHODS = ("item", "cpu", "tolist", "numpy")        # tensor -> host value: waits for the GPU
+SYNC_FUNCTIONS = ("torch.cuda.synchronize",)
+LOGGING_PREFIXES = ("logging.", "logger.", "log.", "wandb.")
+
+
+def host_call(call: cst.Call) -> Optional[tuple]:
+    """(what, why) when the call must run on the host every step, so outside a graph (a capture
+    would run it once, or fail on the sync), else None. Discovery reports these; the rewriter
+    moves them after the replay, or refuses when the step needs their value."""
+    name = dotted(call.func)
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in SYNC_METHODS:
+        method = call.func.attr.value
+        return method, f".{method}() copies to the host and syncs: read it outside the graph"
+    if name in SYNC_FUNCTIONS:
+        return name, "a device sync: keep it outside the captured region"
+    if name == "print" or name.startswith(LOGGING_PREFIXES):
+        return name, "logging runs on the host: keep it outside the captured region"
+    return None
 
 
 def node_args(call: cst.Call) -> list:

@@ -19,14 +19,12 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from advisor.errors import CgAdviseError
 
-from .discover import StepSpec, calls_in, discover, dotted, target_names
+from .discover import StepSpec, calls_in, discover, dotted, host_call, target_names
 from .search import scopes_for
 from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile", "forward")
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop")
-SYNC_METHODS = ("item", "cpu", "tolist", "numpy")
-SYNC_FUNCTIONS = ("print", "torch.cuda.synchronize")
 
 
 class PatchRefused(CgAdviseError):
@@ -79,8 +77,7 @@ def _is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
 
 
 def _has_sync(node) -> bool:
-    return bool(calls_in(node, lambda c: (isinstance(c.func, cst.Attribute) and c.func.attr.value in SYNC_METHODS)
-                       or dotted(c.func) in SYNC_FUNCTIONS or dotted(c.func).startswith(("logging.", "logger."))))
+    return bool(calls_in(node, lambda c: host_call(c) is not None))
 
 
 def _names_read(node) -> set:
