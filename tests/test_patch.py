@@ -195,3 +195,20 @@ def test_discovery_and_the_rewrite_agree_on_host_calls(tmp_path):
     assert "wandb" not in step and "synchronize" not in step
     replay = out.index("_cg_step_graph(")
     assert replay < out.index('    wandb.log({"loss": loss})') and replay < out.index("    torch.cuda.synchronize()")
+
+
+@pytest.mark.parametrize("kept, copies", [
+    ("history.append(loss.detach())", True),
+    ("history.append((step, loss))", True),
+    ("best = loss", True),
+    ("record = {'loss': loss.data}", True),
+    ("total += loss", False),
+    ("print(loss.item())", False),
+])
+def test_outputs_kept_past_the_next_replay_are_copied(tmp_path, kept, copies):
+    script = tmp_path / "train.py"
+    script.write_text(HOST_CALLS.replace("    wandb.log({\"loss\": loss})\n    torch.cuda.synchronize()\n", "")
+                      .replace("    optimizer.step()\n", f"    optimizer.step()\n    {kept}\n"))
+    out = make_patch(script, "full_iteration").patched
+    assert ("model, clone_outputs=True)" in out) == copies
+    assert "loss = _cg_step_graph()  # cg-advise" in out

@@ -121,6 +121,45 @@ def _target_names(node) -> list:
     return [name for name in target_names(node) if "." not in name]
 
 
+STORE_METHODS = ("append", "appendleft", "extend", "insert", "add", "put", "put_nowait")
+VIEW_METHODS = ("detach", "view", "view_as", "reshape", "squeeze", "flatten")
+
+
+def _keeps_reference(statements, names: set) -> bool:
+    """Whether the statements keep one of ``names`` (or a view of it) beyond the statement:
+    ``losses.append(loss.detach())``, ``best = loss``, ``(step, loss)``. Reading a value
+    (``loss.item()``, ``total += loss``) makes a new one and keeps nothing."""
+
+    def aliased(expr) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in names
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
+            return aliased(expr.func.value)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            return aliased(expr.value)
+        return False
+
+    found = []
+
+    class Keeper(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(aliased(node.value))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in STORE_METHODS:
+                found.extend(aliased(arg.value) for arg in node.args)
+
+        def visit_Element(self, node) -> None:   # list, tuple and set items
+            found.append(aliased(node.value))
+
+        def visit_DictElement(self, node: cst.DictElement) -> None:
+            found.append(aliased(node.value))
+
+    for statement in statements:
+        statement.visit(Keeper())
+    return any(found)
+
+
 def _is_bookkeeping(statement, later) -> bool:
     """A statement that calls nothing and feeds nothing later in the step (``n += 1``)."""
     if not isinstance(statement, cst.SimpleStatementLine) or calls_in(statement, lambda c: True):
@@ -271,8 +310,11 @@ class _Rewriter:
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
         new_body = body[:start] + list(cst.parse_module(line).body) + moved + post
         model = f", {spec.model}" if spec.model else ""
+        # a value kept past the next replay (appended to a list, bound to another name) would be
+        # overwritten by it: the helper then hands out copies
+        clone = ", clone_outputs=True" if _keeps_reference(moved + post, set(returns)) else ""
         setup = [step_def] + list(cst.parse_module(
-            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer}{model})\n").body)
+            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer}{model}{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
     def _capturable_optimizer(self, module):

@@ -11,8 +11,9 @@ class _CgFullIterationGraph:
     Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
-    def __init__(self, step, optimizer, model=None, warmup=3):
+    def __init__(self, step, optimizer, model=None, warmup=3, clone_outputs=False):
         self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
+        self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
         self.graph = None
 
     def __call__(self, *inputs):
@@ -44,6 +45,9 @@ class _CgFullIterationGraph:
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
         self.graph.replay()
+        if self.clone_outputs:
+            tensors, layout = self._flatten(self.static_outputs)
+            return self._unflatten(layout, iter([t.detach().clone() for t in tensors]))
         return self.static_outputs
 
     @staticmethod

@@ -1,0 +1,16 @@
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(200)]
+
+losses = []  # the loss of every step, read once at the end
+for x, y in data:
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.detach())
+
+print(f"first {losses[0].item():.4f} last {losses[-1].item():.4f}")

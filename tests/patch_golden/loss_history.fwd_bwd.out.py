@@ -1,0 +1,49 @@
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, and calls without grad, run the eager forward. With `accumulate` (several backward
+    passes per optimizer step) each gradient is copied out of the graph's static buffer, which
+    the next replay overwrites."""
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(200)]
+
+losses = []  # the loss of every step, read once at the end
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for x, y in data:
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.detach())
+
+print(f"first {losses[0].item():.4f} last {losses[-1].item():.4f}")
