@@ -165,7 +165,7 @@ def _is_bookkeeping(statement, later) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine) or calls_in(statement, lambda c: True):
         return False
     assigned = _names_assigned(statement)
-    read_later = set().union(*(_names_read(s) for s in later)) if later else set()
+    read_later = set().union(*map(_names_read, later))
     return bool(assigned) and not (assigned & read_later)
 
 
@@ -294,14 +294,14 @@ class _Rewriter:
                 continue
             core.append(statement)
         post = [s for s in body[end + 1:] if not _is_zero_grad(s, spec.optimizer)]
-        later = set().union(*(_names_read(s) for s in moved + post)) if moved + post else set()
-        assigned = set().union(*(_names_assigned(s) for s in core)) if core else set()
+        later = set().union(*map(_names_read, moved + post))
+        assigned = set().union(*map(_names_assigned, core))
         returns = sorted(later & assigned)
         # everything the step reads that changes from one iteration to the next is an input:
         # the batch, the loop's own targets, names the body assigns before the step
-        read = set().union(*(_names_read(s) for s in core)) if core else set()
+        read = set().union(*map(_names_read, core))
         loop_targets = _target_names(loop.target) if isinstance(loop, cst.For) else []
-        assigned_before = set().union(*(_names_assigned(s) for s in body[:start])) if start else set()
+        assigned_before = set().union(*map(_names_assigned, body[:start]))
         variant = list(dict.fromkeys([*spec.batch, *loop_targets, *sorted(assigned_before)]))
         inputs = [name for name in variant if name in read]
         step_def = self._step_function(core, inputs, returns)
