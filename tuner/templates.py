@@ -35,6 +35,7 @@ class _CgFullIterationGraph:
             self.optimizer.zero_grad(set_to_none=True)
             with torch.cuda.graph(self.graph):
                 self.static_outputs = self.step(*self.static_inputs)
+            self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
             self._restore(saved)
         try:
             same = layout == self.layout
@@ -47,8 +48,7 @@ class _CgFullIterationGraph:
             static.copy_(t)
         self.graph.replay()
         if self.clone_outputs:
-            tensors, layout = self._flatten(self.static_outputs)
-            return self._unflatten(layout, iter([t.detach().clone() for t in tensors]))
+            return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
 
     @staticmethod
