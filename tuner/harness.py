@@ -58,7 +58,7 @@ class StepTimer:
         self.settings, self.result_path, self.torch = settings, result_path, torch_module
         self.cuda = torch_module.cuda.is_available()
         self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock")
-        self.params = []
+        self.params = {}        # id -> parameter, in the order the optimizers first stepped them
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
@@ -123,10 +123,10 @@ class StepTimer:
         self._step()
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if all(p is not q for q in self.params):
-                    self.params.append(p)
+        if self.m.steps < self.settings.check_steps:  # only the snapshot needs them: not in the timed steps
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    self.params.setdefault(id(p), p)
         if self._capturing():
             self.step_captured = True
         elif not self._on_side_stream():
@@ -145,7 +145,7 @@ class StepTimer:
         self.m.steps += 1
         s, n = self.settings, self.m.steps
         if n == s.check_steps and s.snapshot:
-            saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params]
+            saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params.values()]
             self.torch.save(saved, s.snapshot)
             self.m.snapshot = s.snapshot
         window = max(1, s.iterations // max(1, s.repeats))
