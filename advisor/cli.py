@@ -14,20 +14,81 @@ FINDINGS = ("launch-bound", "sync-bound")  # verdicts that exit 1: there is some
 
 
 def one_line_errors(command):
-    """Bad input ends with one line on stderr and the error's exit code, never a traceback."""
+    """Bad input ends with one line on stderr and the error's exit code, never a traceback:
+    our own errors, and the ones any file or option can raise (unreadable or undecodable
+    files, damaged JSON, source libcst cannot parse). Anything else is a bug of ours: still one
+    line, exit 2, and ``CG_ADVISE_DEBUG=1`` shows the traceback."""
 
     @wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except CgAdviseError as error:
-            click.echo(f"cg-advise: error: {error}", err=True)
-            sys.exit(error.exit_code)
+            _fail(str(error), error.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except Exception as error:  # noqa: BLE001 - the one place that turns any error into one line
+            import os
+
+            if os.environ.get("CG_ADVISE_DEBUG") == "1":
+                raise
+            _fail(describe_error(error), 2)
 
     return wrapper
 
 
-@click.group()
+def describe_error(error: Exception) -> str:
+    """One line for an error that escaped the checks, naming the file when there is one."""
+    import json
+
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    if isinstance(error, ImportError):
+        return (f"a package cg-advise needs is missing ({error.name or error}): install cg-advise with its "
+                "dependencies (pip install cg-advise)")
+    if isinstance(error, UnicodeError):
+        return f"cannot decode or encode text ({error})"
+    if isinstance(error, json.JSONDecodeError):
+        return f"damaged JSON ({error.msg} at line {error.lineno})"
+    try:
+        import libcst
+
+        if isinstance(error, libcst.ParserSyntaxError):
+            return f"not a Python script ({error.message} at line {error.raw_line})"
+    except ImportError:
+        pass
+    first = str(error).strip().splitlines()
+    return (f"unexpected {type(error).__name__}: {first[0] if first else 'no message'} "
+            "(please report it; CG_ADVISE_DEBUG=1 shows the traceback)")
+
+
+def _fail(message: str, code: int):
+    click.echo(f"cg-advise: error: {' '.join(message.split()) if message else 'failed'}", err=True)
+    sys.exit(code)
+
+
+class OneLineErrors(click.Group):
+    """click's own usage errors (a bad option value, a missing argument) as one line on
+    stderr with exit 2, like every other bad input, instead of usage text and a box."""
+
+    def main(self, *args, standalone_mode=True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            returned = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as error:   # `cg-advise` alone: the help, as usual
+            error.show()
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            command = error.ctx.command_path if getattr(error, "ctx", None) else "cg-advise"
+            _fail(f"{error.format_message()} (see `{command} --help`)", error.exit_code)
+        except click.exceptions.Abort:
+            _fail("interrupted", 130)
+        sys.exit(returned if isinstance(returned, int) else 0)
+
+
+@click.group(cls=OneLineErrors)
 @click.version_option(__version__, prog_name="cg-advise")
 def cli():
     """Tells from a real Nsight Systems profile whether CUDA Graphs will speed up a PyTorch loop.
@@ -42,7 +103,8 @@ def cli():
 @click.option("--iteration-range", "pattern", metavar="REGEX",
               help="NVTX ranges that mark one iteration (default: cg-advise's own, else any repeated top-level range).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (schema cg-advise.analysis/1).")
-@click.option("--ranges", "max_ranges", default=12, show_default=True, help="NVTX ranges shown in the table.")
+@click.option("--ranges", "max_ranges", default=12, show_default=True, type=click.IntRange(min=0),
+              help="NVTX ranges shown in the table.")
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys used to export a .nsys-rep (default: $NSYS, PATH, /opt/nvidia).")
 @click.option("--reexport", is_flag=True, help="Export a .nsys-rep again although an older .sqlite exists (kept as .bak).")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
@@ -147,24 +209,29 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
 @click.option("--trace", "report", metavar="REPORT", help="An eager profile (.sqlite/.nsys-rep): its predictions order "
               "the candidates and its GPU busy time gives the bound.")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
-@click.option("--budget", "budget_s", default=900.0, show_default=True, help="Seconds for all candidates.")
+@click.option("--budget", "budget_s", default=900.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds for all candidates.")
 @click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=1), help="Training steps before timing.")
-@click.option("--iterations", default=100, show_default=True,
+@click.option("--iterations", default=100, show_default=True, type=click.IntRange(min=1),
               help="Training steps timed, in --repeats windows (ms/iteration is their median).")
-@click.option("--repeats", default=5, show_default=True, help="Timed windows.")
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="Timed windows.")
 @click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1),
               help="Processes per candidate, ms/iteration their median (use 5, with as many --iterations as the "
                    "script allows, for loops with host work: their timing varies from process to process; the "
                    "spread is printed).")
 @click.option("--cpus", metavar="LIST", help="Pin every candidate to these CPUs, e.g. 0-3 (steadier host timing).")
-@click.option("--check-steps", default=5, show_default=True, help="Steps after which parameters are compared with eager.")
-@click.option("--tolerance", default=1e-3, show_default=True, help="Max relative parameter difference vs eager.")
+@click.option("--check-steps", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Steps after which parameters are compared with eager.")
+@click.option("--tolerance", default=1e-3, show_default=True, type=click.FloatRange(min=0),
+              help="Max relative parameter difference vs eager.")
+@click.option("--keep-workdir", is_flag=True, help="Keep each candidate's measurement and parameter snapshot "
+              "(a cg-advise-tune-* folder in the temporary directory; removed by default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tune result as JSON.")
 @click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
 def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps,
-         tolerance, as_json, apply_, command):
+         tolerance, keep_workdir, as_json, apply_, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
 
@@ -180,26 +247,29 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     from pathlib import Path
 
     from tuner.harness import Settings
-    from tuner.tune import TuneOptions, result_table_rows, run_spreads
+    from tuner.tune import TuneOptions, find_step, parse_scopes, result_table_rows, run_spreads
     from tuner.tune import tune as run_tune
 
     from . import profile as prof
     from .report import console, render_tune
 
-    target = prof.parse_target(list(command))
+    target = prof.parse_target(list(command), command_name="tune")
     if target.argv[0] == "-m" or target.launcher:
         raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
-    options = TuneOptions(scopes=tuple(s.strip() for s in scopes.split(",")) if scopes else None, exhaustive=exhaustive,
+    options = TuneOptions(scopes=parse_scopes(scopes), exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
                                                                repeats=repeats, check_steps=check_steps,
                                                                cpus=_cpu_list(cpus)),
-                          tolerance=tolerance, runs=runs, step=step)
+                          tolerance=tolerance, runs=runs, step=step, keep_workdir=keep_workdir,
+                          python=target.python)
+    script = Path(target.argv[0])
+    spec = find_step(script, options)   # everything that needs no GPU is checked before the CUDA probe
     if report:
         options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
-        prof.check_cuda(target.python)
+        prof.check_cuda(target.python, "tune")
     with _progress(f"tuning {target.label}") as echo:
-        saved = run_tune(Path(target.argv[0]), target.argv[1:], options, lambda line: echo(f"cg-advise: {line}"))
+        saved = run_tune(script, target.argv[1:], options, lambda line: echo(f"cg-advise: {line}"), spec)
     if as_json:
         click.echo(json.dumps(saved, indent=2))
     else:
@@ -273,15 +343,19 @@ def model_fit(dataset, output, force, provenance):
     from pathlib import Path
 
     from .predict import fit, read_dataset
+    from .sourcefile import atomic_write
 
     rows = read_dataset(dataset)
     target = Path(output)
-    if target.exists():
-        if not force:
-            raise CgAdviseError(f"{target} exists: pass --force to replace it (kept as {target.name}.bak)")
-        target.replace(target.with_name(target.name + ".bak"))
+    if target.is_dir():
+        raise CgAdviseError(f"{target}: is a folder; give the model file's name with -o")
+    if target.exists() and not force:
+        raise CgAdviseError(f"{target} exists: pass --force to replace it (kept as {target.name}.bak)")
     fitted = fit(rows, provenance or f"fitted on {dataset}")
-    target.write_text(json.dumps(fitted, indent=1) + "\n")
+    text = json.dumps(fitted, indent=1) + "\n"
+    if target.exists():
+        atomic_write(target.with_name(target.name + ".bak"), target.read_bytes())
+    atomic_write(target, text.encode("utf-8"))
     _note(f"wrote {target}: {len(rows)} workloads, scopes {', '.join(fitted['scopes'])}")
 
 
@@ -303,6 +377,42 @@ def model_eval(dataset, as_json):
                               indent=2, allow_nan=False, default=str))
     else:
         render_evaluation(results, console())
+
+
+@cli.command()
+@click.option("--python", "python", default=sys.executable, show_default="this Python", metavar="PATH",
+              help="The interpreter that runs your script (its torch and GPU are checked).")
+@click.option("--nsys", "nsys_path", metavar="PATH", help="nsys to check (default: $NSYS, PATH, /opt/nvidia, /usr/local/cuda*).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON (schema cg-advise.doctor/1).")
+@one_line_errors
+def doctor(python, nsys_path, as_json):
+    """Check torch, CUDA, the GPU and nsys (that it can write and export a report), and say what
+    each command can do on this machine: a failed profile or tune is costly to find out about
+    halfway, so this says up front what is missing and how to get it.
+
+    Exit codes: 0 every command can run here, 1 some cannot (findings), 2 bad input."""
+    import json
+    from dataclasses import asdict
+
+    from .doctor import capabilities, run_checks
+
+    checks = run_checks(python, nsys_path, note=_note)
+    commands = capabilities(checks)
+    if as_json:
+        click.echo(json.dumps({"schema": "cg-advise.doctor/1", "checks": [asdict(check) for check in checks],
+                               "commands": {name: {"ok": ok, "reason": reason}
+                                            for name, (ok, reason) in commands.items()}}, indent=2))
+    else:   # plain lines, not rich: the doctor must work when rich itself is missing
+        width = max(len(name) for name in [c.name for c in checks] + list(commands))
+        click.echo("checks")
+        for check in checks:
+            click.echo(f"  {({True: 'ok', False: 'FAIL', None: 'n/a'})[check.ok]:<5} {check.name:<{width}}  {check.detail}")
+            if check.fix:
+                click.echo(f"  {'':<5} {'':<{width}}  fix: {check.fix}")
+        click.echo("\nwhat each command can do here")
+        for name, (ok, reason) in commands.items():
+            click.echo(f"  {'yes' if ok else 'no':<5} {name:<{width}}  {reason}")
+    sys.exit(0 if all(ok for ok, _ in commands.values()) else 1)
 
 
 def _progress(title: str):

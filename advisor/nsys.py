@@ -108,16 +108,27 @@ def sqlite_for(report: Path, nsys_path: str | None = None, reexport: bool = Fals
     if not report.exists():
         raise CgAdviseError(f"{report}: no such file")
     sqlite = report.with_suffix(".sqlite")
-    if sqlite.exists():
+    replacing = sqlite.exists()
+    if replacing:
         if sqlite.stat().st_mtime >= report.stat().st_mtime and not reexport:
             return sqlite
         if not reexport:
             raise CgAdviseError(f"{sqlite} is older than {report.name}: pass --reexport to export again "
                                 f"(the old file is kept as {sqlite.name}.bak)")
-        sqlite.replace(sqlite.with_name(sqlite.name + ".bak"))
+    folder = report.resolve().parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CgAdviseError(f"{folder}: not writable, so {report.name} cannot be exported beside it: copy the "
+                            f"report to a writable folder, or export it with `nsys export --type sqlite -o "
+                            f"OTHER.sqlite {report.name}` and pass that file")
     try:
         nsys = find_nsys(nsys_path)
     except NsysError as error:
         raise NsysError(f"cannot read {report.name} without nsys ({error}); or export it elsewhere with "
                         f"`nsys export --type sqlite {report.name}` and pass the .sqlite") from None
-    return export_sqlite(nsys, report, sqlite)
+    if not replacing:
+        return export_sqlite(nsys, report, sqlite)
+    # the old export stays in place until the new one exists: a failed export loses nothing
+    fresh = export_sqlite(nsys, report, sqlite.with_name(f".{sqlite.stem}.cg-advise-new.sqlite"))
+    sqlite.replace(sqlite.with_name(sqlite.name + ".bak"))
+    fresh.replace(sqlite)
+    return sqlite

@@ -229,7 +229,30 @@ def predictions_for(analysis, model: dict) -> dict:
     summary = analysis.main.summary
     if summary.verdict == "graphed":
         return {"note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
-    return predict(model, {k: getattr(summary, k) for k in FEATURE_KEYS})
+    predicted = predict(model, {k: getattr(summary, k) for k in FEATURE_KEYS})
+    return for_inference(predicted, model) if is_inference(summary.iteration_source) else predicted
+
+
+def is_inference(iteration_source: str) -> bool:
+    """Iterations found from the injected per-call ranges: an inference loop (no optimizer step)."""
+    from .ranges import FORWARD
+
+    return repr(FORWARD) in iteration_source
+
+
+def for_inference(predicted: dict, model: dict) -> dict:
+    """An inference loop's scopes are the ones tune and patch offer for it: ``forward`` (its
+    whole iteration in a graph, so full_iteration's prediction) and ``compile``."""
+    out = {k: v for k, v in predicted.items() if k not in SCOPES and k not in ("best", "graphs_help", "advice")}
+    out["forward"] = predicted["full_iteration"]
+    if "compile" in predicted:
+        out["compile"] = predicted["compile"]
+    decision = model.get("go_decision", GO_DECISION)
+    out["best"] = "forward"
+    out["graphs_help"] = out["forward"]["speedup"] >= decision
+    out["advice"] = (f"best scope forward: {out['forward']['speedup']:.2f}x predicted" if out["graphs_help"]
+                     else f"graphs will not help (best predicted speedup under {decision:.2f}x)")
+    return out
 
 
 def load_model(path=None) -> dict:

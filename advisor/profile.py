@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import CgAdviseError
+from .sourcefile import read_source
 from .nsys import Nsys, NsysError, export_sqlite
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -125,9 +126,11 @@ class ProfileRun:
     window: tuple = ()                             # (warmup, iterations) when windowed
 
 
-def parse_target(args: list, python: str = sys.executable) -> Target:
+def parse_target(args: list, python: str = sys.executable, command_name: str = "profile") -> Target:
     """``train.py [args]`` or ``python [flags] (-m module | script.py) [args]``."""
     if not args:
+        if command_name != "profile":
+            raise CgAdviseError(f"no script given: cg-advise {command_name} [OPTIONS] train.py [ARGS]...")
         raise CgAdviseError("no script given: cg-advise profile [OPTIONS] train.py [ARGS]... "
                             "or cg-advise profile [OPTIONS] -- python -m module [ARGS]...")
     first = args[0]
@@ -158,9 +161,12 @@ def check_script(path: Path) -> None:
         raise CgAdviseError(f"{path}: no such file")
     if path.is_dir():
         raise CgAdviseError(f"{path}: is a folder, not a Python script")
+    read_source(path)   # unreadable, binary, huge or undecodable: one clear line
     try:
         source = path.read_bytes()
         compile(source, str(path), "exec")
+    except OSError as error:
+        raise CgAdviseError(f"{path}: {error.strerror or error}") from None
     except (SyntaxError, ValueError) as error:
         where = f" at line {error.lineno}" if getattr(error, "lineno", None) else ""
         raise CgAdviseError(f"{path}: not a Python script ({type(error).__name__}{where})") from None
@@ -226,7 +232,7 @@ def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -
     return env
 
 
-def check_cuda(python: str) -> None:
+def check_cuda(python: str, command_name: str = "profile") -> None:
     """The target interpreter must see a CUDA device (its torch, not ours)."""
     probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
     try:
@@ -235,7 +241,8 @@ def check_cuda(python: str) -> None:
         raise NoCudaError(f"cannot check for a CUDA device with {python}: {error}") from None
     if result.returncode != 0:
         why = "torch is not installed" if "ModuleNotFoundError" in result.stderr else "torch.cuda.is_available() is False"
-        raise NoCudaError(f"no CUDA device visible to {python} ({why}): profile on a machine with an NVIDIA GPU")
+        raise NoCudaError(f"no CUDA device visible to {python} ({why}): {command_name} on a machine with an "
+                          "NVIDIA GPU")
 
 
 def prepare(nsys: Nsys, options: ProfileOptions, target: Target) -> ProfileRun:

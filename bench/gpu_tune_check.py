@@ -118,7 +118,7 @@ def main():
         scopes = (["--scopes", args.scopes] if args.scopes else []) + ["--runs", str(args.runs)] + (
             ["--cpus", args.cpus] if args.cpus else []) + (
             ["--iterations", str(args.iterations)] if args.iterations else [])
-        t = subprocess.run([*CG, "tune", "--json", "--exhaustive", *scopes, *trace, str(script), *wargs],
+        t = subprocess.run([*CG, "tune", "--json", "--keep-workdir", "--exhaustive", *scopes, *trace, str(script), *wargs],
                            capture_output=True, text=True)
         if not t.stdout.strip().startswith("{"):
             row["tune_error"] = t.stderr.strip().splitlines()[-3:]

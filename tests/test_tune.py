@@ -62,7 +62,7 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
 def test_tune_budget_skips_candidates(tmp_path):
     script = tmp_path / "train.py"
     shutil.copy(SCRIPT, script)
-    code, out, _ = run("--scopes", "fwd_bwd", "--budget", "0", "--warmup", "2", "--iterations", "4", "--json",
+    code, out, _ = run("--scopes", "fwd_bwd", "--budget", "0.001", "--warmup", "2", "--iterations", "4", "--json",
                        script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     row = json.loads(out)["rows"][0]
     assert code == 0 and row["status"] == "skipped" and row["failure"]["kind"] == "budget"

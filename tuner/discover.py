@@ -13,6 +13,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from advisor.errors import CgAdviseError
+from advisor.sourcefile import read_source
 
 OPTIMIZER_MODULES = ("optim.", "torch.optim.", "bnb.optim.", "apex.optimizers.")
 SCHEDULER_HINTS = ("lr_scheduler", "Scheduler", "scheduler")
@@ -263,7 +264,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     if source is None:
         if not path.exists():
             raise DiscoveryError(f"{path}: no such file")
-        source = path.read_text()
+        source = read_source(path).text
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:

@@ -18,6 +18,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from advisor.errors import CgAdviseError
+from advisor.sourcefile import SourceFile, read_source
 
 from .discover import StepSpec, calls_in, discover, dotted, host_call, target_names
 from .search import scopes_for
@@ -37,25 +38,49 @@ class Patch:
     scope: str
     original: str
     patched: str
+    source: Optional[SourceFile] = None   # how the file was read: encoding, BOM, bytes
+
+    @property
+    def patched_bytes(self) -> bytes:
+        """The patched file as it is written: the original's encoding, BOM and line endings."""
+        return self.source.encode(self.patched) if self.source else self.patched.encode("utf-8")
 
     def diff(self, relpath: Optional[str] = None) -> str:
+        """A unified diff whose lines keep the file's own line endings (CRLF stays CRLF), so
+        that `git apply` and `patch -p1` accept it on the file as it is."""
         name = relpath or self.path
-        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
-                                            self.patched.splitlines(keepends=True), f"a/{name}", f"b/{name}"))
+        as_in_file = self.source.diff_text if self.source else str
+        lines = difflib.unified_diff(as_in_file(self.original).splitlines(keepends=True),
+                                     as_in_file(self.patched).splitlines(keepends=True), f"a/{name}", f"b/{name}")
+        return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
+                       for line in lines)
+
+    def diff_bytes(self, relpath: Optional[str] = None) -> bytes:
+        """The diff in the file's encoding: a latin-1 script's diff applies to its bytes."""
+        text = self.diff(relpath)
+        return text.encode(self.source.encoding if self.source else "utf-8", errors="surrogateescape")
 
 
 def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional[str] = None) -> Patch:
     path = Path(path)
     if scope not in PATCH_SCOPES:
         raise PatchRefused(f"unknown scope {scope!r} (choose from {', '.join(PATCH_SCOPES)})")
-    original = path.read_text()
+    source = read_source(path)
+    original = source.text
     spec = spec or discover(path, original, step)
-    module = cst.parse_module(original)
+    module = _parse(path, original)
     if module.code != original:
         raise PatchRefused(f"{path}: libcst does not round-trip this file exactly; refusing to rewrite it")
     patched = _Rewriter(spec, scope, path).apply(module).code
     check(path, original, patched)
-    return Patch(str(path), scope, original, patched)
+    return Patch(str(path), scope, original, patched, source)
+
+
+def _parse(path, text: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        raise PatchRefused(f"{path}: not a Python script ({error.message} at line {error.raw_line})") from None
 
 
 def check(path, original: str, patched: str) -> None:

@@ -33,12 +33,12 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     given, target = target is not None, target or script
     if scope != "eager" and not given:
         try:
-            patched = make_patch(script, scope, step=step).patched
+            patched = make_patch(script, scope, step=step).patched_bytes
         except Exception as error:  # a refused rewrite is a result
             candidate.status, candidate.failure = "failed", {"kind": "not-applicable", "message": str(error)}
             return candidate, None
         target = script.with_name(f".cg_tune_{scope}_{script.name}")
-        target.write_text(patched)
+        target.write_bytes(patched)
     snapshot = workdir / f"{scope}.params.pt"
     result = workdir / f"{scope}.json"
     env = {**os.environ, ENV: json.dumps(asdict(Settings(**{**asdict(settings), "snapshot": str(snapshot),
@@ -75,13 +75,15 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
 
 
 def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,
-                 runs: int = 1, target: Optional[Path] = None, step: Optional[str] = None) -> tuple:
+                 runs: int = 1, target: Optional[Path] = None, step: Optional[str] = None,
+                 python: str = sys.executable) -> tuple:
     """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
     (a host-bound loop's timing varies from process to process), peak memory the largest;
     the first failure ends it."""
     measured = []
     for _ in range(max(1, runs)):
-        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, timeout, target=target, step=step)
+        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, timeout, python=python,
+                                            target=target, step=step)
         if candidate.status != "ok":
             return candidate, snapshot
         measured.append((candidate, snapshot))

@@ -67,7 +67,10 @@ def plan(predictions: Optional[dict], exhaustive: bool = False, scopes: tuple = 
     """Candidates to try, most promising first; hopeless ones come back as skipped."""
     candidates = []
     for scope in scopes:
-        predicted = (predictions or {}).get(PREDICTED_AS.get(scope, scope), {}).get("speedup") if predictions else None
+        predicted = None
+        if predictions:   # an inference trace predicts `forward` itself; a training trace's full_iteration stands in
+            entry = predictions.get(scope) or predictions.get(PREDICTED_AS.get(scope, scope)) or {}
+            predicted = entry.get("speedup")
         candidate = Candidate(scope, predicted=predicted)
         if predicted is not None and predicted < SKIP_BELOW and not exhaustive:
             candidate.status = "skipped"

@@ -4,6 +4,9 @@ GPU in separate processes, checked against eager, ranked; the result is saved fo
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -11,11 +14,12 @@ from typing import Callable, Optional
 
 from advisor.errors import CgAdviseError
 from advisor.patching import file_digest, tune_result_path
+from advisor.sourcefile import write_text
 
 from .discover import discover
 from .harness import Settings
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_repeated
-from .search import choose, plan, scopes_for
+from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan, scopes_for
 
 SCHEMA = "cg-advise.tune/1"
 
@@ -32,30 +36,78 @@ class TuneOptions:
     gpu_busy_ms: Optional[float] = None
     runs: int = 1                      # processes per candidate (median)
     step: Optional[str] = None         # --step [module:]function: where the loop is
+    keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
+    python: str = sys.executable       # the interpreter that runs the user's script (its torch)
 
 
-def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None]) -> dict:
+ALL_SCOPES = tuple(dict.fromkeys(SCOPE_ORDER + INFERENCE_ORDER))
+
+
+def parse_scopes(text: Optional[str]) -> Optional[tuple]:
+    """``--scopes a,b`` as a tuple of known scope names; an unknown one is one clear line."""
+    if text is None:
+        return None
+    scopes = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in scopes if s not in ALL_SCOPES]
+    if unknown or not scopes:
+        raise CgAdviseError(f"--scopes {text!r}: unknown scope {', '.join(unknown) or '(none given)'} "
+                            f"(choose from {', '.join(ALL_SCOPES)})")
+    return scopes
+
+
+def find_step(script, options: TuneOptions):
+    """The loop to tune, found before anything runs, so that a script without a loop, a wrong
+    ``--step`` or a scope of the other kind is said at once (no GPU needed for that)."""
     script = Path(script)
     spec = discover(script, step=options.step)
     inference = spec.kind == "inference"
-    progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
     kind_scopes = scopes_for(spec.kind)
     wrong = [s for s in options.scopes or () if s not in kind_scopes]
     if wrong:
         raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if inference else 'a training'} "
                             f"loop (its scopes: {', '.join(kind_scopes)})")
+    folder = script.resolve().parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CgAdviseError(f"{folder}: not writable (tune runs each rewrite beside the script and saves its result "
+                            "there): copy the script's folder somewhere writable")
+    return spec
+
+
+def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None], spec=None) -> dict:
+    """Runs the candidates; the work folder goes unless ``keep_workdir``, and the result is
+    saved only if the script did not change while it was being tuned."""
+    script = Path(script)
+    digest = file_digest(script)
+    spec = spec or find_step(script, options)
+    workdir = new_workdir()
+    try:
+        saved = _tune(script, args, options, progress, spec, workdir)
+    finally:
+        if not options.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    saved["sha256"] = digest
+    saved["workdir"] = str(workdir) if options.keep_workdir else None
+    if file_digest(script) != digest:
+        raise CgAdviseError(f"{script} changed while it was being tuned: the result is not saved; tune again")
+    write_text(tune_result_path(script), json.dumps(saved, indent=1) + "\n")
+    return saved
+
+
+def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdir: Path) -> dict:
+    inference = spec.kind == "inference"
+    progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
+    kind_scopes = scopes_for(spec.kind)
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind})
     started = time.monotonic()
-    workdir = new_workdir()
     eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
-                                         options.runs)
+                                         options.runs, python=options.python)
     shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
     if shorter:
         progress(f"the script runs {eager.failure['steps']} steps: timing {shorter.iterations} after "
                  f"{shorter.warmup} warm-up steps instead of {settings.iterations} after {settings.warmup}")
         settings = shorter
         eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
-                                             options.runs)
+                                             options.runs, python=options.python)
     if eager.status != "ok":
         failure = eager.failure or {}
         steps = "model calls" if inference else "training steps"
@@ -79,7 +131,8 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
             continue
         progress(f"{candidate.scope}: running ...")
         measured, snapshot = run_repeated(script, args, candidate.scope, settings, workdir,
-                                          options.candidate_timeout_s, options.runs, step=options.step)
+                                          options.candidate_timeout_s, options.runs, step=options.step,
+                                          python=options.python)
         measured.predicted = candidate.predicted
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, eager.stochastic)
         candidates[-1] = candidate = measured
@@ -92,7 +145,6 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         "schema": SCHEMA,
         "script": str(script),
         "args": list(args),
-        "sha256": file_digest(script),
         "winner": result.winner,
         "eager_ms": eager.ms_per_iter,
         "eager_run_ms": eager.run_ms,
@@ -103,9 +155,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
         "tolerance": options.tolerance,
         "step": spec.to_dict(),
         "rows": result.to_dict()["rows"],
-        "workdir": str(workdir),   # each candidate's measurement and parameter snapshot, kept for inspection
     }
-    tune_result_path(script).write_text(json.dumps(saved, indent=1) + "\n")
     return saved
 
 

@@ -1,0 +1,102 @@
+"""`cg-advise doctor` on a machine without a GPU (this one and CI): real probes of this
+interpreter's CPU torch, no nsys, and every refusal of bad input."""
+
+import json
+import shutil
+import sys
+from importlib.metadata import version
+
+import pytest
+from click.testing import CliRunner
+from conftest import cuda_available
+
+from advisor import doctor
+from advisor.cli import cli
+
+pytestmark = pytest.mark.skipif(cuda_available(), reason="asserts what a machine without a CUDA device reports")
+
+
+def invoke(*args, env=None):
+    result = CliRunner().invoke(cli, ["doctor", *args], env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def report():
+    code, out, err = invoke("--json")
+    assert code == 1, err
+    return json.loads(out)
+
+
+def test_json_lists_every_check_in_order(report):
+    assert report["schema"] == "cg-advise.doctor/1"
+    assert [c["name"] for c in report["checks"]] == [
+        "python", "cg-advise", "torch", "torch build", "CUDA device", "nsys", "nsys report",
+        "analyze packages", "patch packages", "model packages"]
+    assert list(report["commands"]) == ["analyze", "profile", "tune", "patch", "model fit/eval"]
+
+
+def test_cpu_torch_is_found_and_reported_cpu_only(report):
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["torch"]["ok"] is True
+    assert checks["torch"]["detail"].startswith(f"{version('torch')} in {sys.executable}")
+    assert checks["torch build"] == {
+        "name": "torch build", "ok": False, "detail": "CPU-only (torch.version.cuda is None)",
+        "fix": f"install a CUDA build of torch in {sys.executable}: https://pytorch.org/get-started/locally/"}
+    assert checks["CUDA device"]["ok"] is False
+    assert checks["CUDA device"]["detail"] == "torch.cuda.is_available() is False (CPU-only torch)"
+    # nsys may or may not be installed here, but without CUDA the report check is never run
+    assert checks["nsys report"]["ok"] is None
+    assert checks["nsys report"]["detail"].startswith("not tried: ") and "no CUDA device" in checks["nsys report"]["detail"]
+    assert checks["analyze packages"] == {"name": "analyze packages", "ok": True,
+                                          "detail": "numpy, sqlite_utils, rich", "fix": ""}
+    assert checks["patch packages"]["ok"] is True
+
+
+def test_gpu_commands_unavailable_with_the_reason_and_static_ones_available(report):
+    commands = report["commands"]
+    assert commands["analyze"]["ok"] is True and commands["patch"]["ok"] is True
+    assert commands["model fit/eval"]["ok"] is True
+    assert commands["tune"] == {"ok": False, "reason": "torch build: CPU-only (torch.version.cuda is None); "
+                                                        "CUDA device: torch.cuda.is_available() is False (CPU-only torch)"}
+    assert commands["profile"]["ok"] is False
+    assert commands["profile"]["reason"].startswith(commands["tune"]["reason"])
+
+
+def test_plain_output_with_a_missing_nsys(tmp_path):
+    fake = tmp_path / "no-such" / "nsys"
+    code, out, err = invoke("--nsys", str(fake))
+    assert code == 1, err
+    lines = out.splitlines()
+    assert lines[0] == "checks"
+    assert f"  FAIL  nsys              nsys not found at {fake}" in lines
+    assert "  n/a   nsys report       not tried: no nsys, no CUDA device" in lines
+    commands = lines[lines.index("what each command can do here") + 1:]
+    assert [line.split()[:2] for line in commands] == [
+        ["yes", "analyze"], ["no", "profile"], ["no", "tune"], ["yes", "patch"], ["yes", "model"]]
+    assert commands[1].endswith(f"nsys: nsys not found at {fake}")
+    assert "nsys" not in commands[2]   # tune runs without nsys
+
+
+def test_missing_python_is_bad_input_in_one_line():
+    code, out, err = invoke("--python", "/nonexistent/python")
+    assert (code, out) == (2, "")
+    assert err == "cg-advise: error: --python /nonexistent/python: not found or not executable\n"
+
+
+def test_an_executable_that_is_no_python_is_bad_input():
+    true = shutil.which("true")
+    code, out, err = invoke("--python", true)
+    assert (code, out) == (2, "")
+    assert err == f"cg-advise: error: --python {true}: not a Python 3 interpreter (it did not run `python -c`)\n"
+
+
+def test_a_missing_model_package_blocks_only_model(report, monkeypatch):
+    monkeypatch.setitem(doctor.MODEL_PACKAGES, "cg_advise_no_such_module", "cg-advise-no-such-module")
+    missing = doctor.package_check("model packages", doctor.MODEL_PACKAGES)
+    assert (missing.ok, missing.detail) == (False, "missing: cg_advise_no_such_module")
+    assert missing.fix == f"{sys.executable} -m pip install cg-advise-no-such-module"
+    checks = [missing if c["name"] == "model packages" else doctor.Check(**c) for c in report["checks"]]
+    can = doctor.capabilities(checks)
+    assert can["model fit/eval"] == (False, "model packages: missing: cg_advise_no_such_module")
+    assert can["analyze"][0] and can["patch"][0]
