@@ -60,8 +60,11 @@ def read_source(path) -> SourceFile:
         raise CgAdviseError(f"{path}: a binary file (it holds NUL bytes), not a Python script")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as error:
-        raise CgAdviseError(f"{path}: {error.msg if hasattr(error, 'msg') else error}") from None
+    except SyntaxError as error:   # what Python itself would refuse the file with
+        why = str(error.msg if getattr(error, "msg", None) else error)
+        if "invalid or missing encoding declaration" in why:
+            why = "not valid utf-8, and no '# -*- coding: NAME -*-' line names another encoding (Python refuses it too)"
+        raise CgAdviseError(f"{path}: {why}") from None
     bom = encoding == "utf-8-sig"
     codec = "utf-8" if bom else encoding
     try:

@@ -91,12 +91,17 @@ def test_an_executable_that_is_no_python_is_bad_input():
     assert err == f"cg-advise: error: --python {true}: not a Python 3 interpreter (it did not run `python -c`)\n"
 
 
-def test_a_missing_model_package_blocks_only_model(report, monkeypatch):
-    monkeypatch.setitem(doctor.MODEL_PACKAGES, "cg_advise_no_such_module", "cg-advise-no-such-module")
-    missing = doctor.package_check("model packages", doctor.MODEL_PACKAGES)
+@pytest.mark.parametrize("packages, check, blocked", [
+    ("MODEL_PACKAGES", "model packages", {"model fit/eval"}),
+    ("PATCH_PACKAGES", "patch packages", {"patch", "tune", "profile"}),   # profile: no CUDA here either
+])
+def test_a_missing_package_blocks_the_commands_that_import_it(report, monkeypatch, packages, check, blocked):
+    monkeypatch.setitem(getattr(doctor, packages), "cg_advise_no_such_module", "cg-advise-no-such-module")
+    missing = doctor.package_check(check, getattr(doctor, packages))
     assert (missing.ok, missing.detail) == (False, "missing: cg_advise_no_such_module")
     assert missing.fix == f"{sys.executable} -m pip install cg-advise-no-such-module"
-    checks = [missing if c["name"] == "model packages" else doctor.Check(**c) for c in report["checks"]]
+    checks = [missing if c["name"] == check else doctor.Check(**c) for c in report["checks"]]
     can = doctor.capabilities(checks)
-    assert can["model fit/eval"] == (False, "model packages: missing: cg_advise_no_such_module")
-    assert can["analyze"][0] and can["patch"][0]
+    assert {name for name, (ok, _) in can.items() if not ok} == blocked | {"tune", "profile"}
+    for name in blocked - {"profile"}:
+        assert f"{check}: missing: cg_advise_no_such_module" in can[name][1]
