@@ -171,6 +171,8 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
                       f"fix: {failure['fix']}")
         elif failure:
             out.print(f"{row['scope']}: {failure.get('kind')}: {failure.get('message', '')}")
+        elif row.get("note"):
+            out.print(f"{row['scope']}: note: {row['note']}")
     step = (saved.get("step") or {}).get("step_name")
     out.print(f"winner: [bold]{winner}[/]" + ("" if winner == "eager" else
               f"; apply with `cg-advise patch {saved['script']}" + (f" --step {step}" if step else "") + "`"))

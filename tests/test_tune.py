@@ -180,3 +180,20 @@ def test_tune_with_several_runs_reports_how_far_they_spread(tmp_path):
     line = next(line for line in out.splitlines() if line.startswith("between runs"))
     assert line == (f"between runs (slowest/fastest of 2 processes): eager {spread:.2f}x; "
                     "timings closer than that are within this machine's noise")
+
+
+def test_a_candidate_that_fails_after_the_loop_is_that_candidates_failure(tmp_path):
+    """The harness lets the script run on after timing, so a rewrite that breaks the code after
+    the loop (a name the step no longer binds) fails in tune, named, not at the end of a real run."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.read_text() + "print(f'final loss {loss.item():.4f}')\n")
+    broken = tmp_path / "broken.py"   # what a careless rewrite would leave: `loss` unbound after the loop
+    broken.write_text(SCRIPT.read_text().replace("    loss = nn.functional.mse_loss(model(x), y)\n    loss.backward()",
+                                                 "    _l = nn.functional.mse_loss(model(x), y)\n    _l.backward()")
+                      + "print(f'final loss {loss.item():.4f}')\n")
+    ok, _ = run_candidate(script, ["--steps", "10"], "eager", SMALL, new_workdir(), 120)
+    assert ok.status == "ok"
+    failed, _ = run_candidate(script, ["--steps", "10"], "full_iteration", SMALL, new_workdir(), 120, target=broken)
+    assert failed.status == "failed" and failed.failure["kind"] == "after-the-loop"
+    assert failed.failure["message"] == (f"the patched script failed after the loop: NameError: name 'loss' is not "
+                                         f"defined at {script}:{len(broken.read_text().splitlines())} of the full_iteration rewrite")

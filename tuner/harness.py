@@ -9,7 +9,9 @@ a call of the model: the first module called at the top level, counted by a forw
 After ``check_steps`` steps it saves the parameters, or the outputs of an inference loop (the
 correctness check against eager); over steps ``warmup`` to
 ``warmup + iterations`` it times the iterations (CUDA events, else the CPU clock); then it
-writes RESULT.json and ends the script.
+writes RESULT.json and, with ``to_end`` (tune's default), lets the script run on to its own
+end, so that code after the loop (a final print, a ``return loss``, a checkpoint) runs too and
+a patch that breaks it fails here, not at the end of the user's long run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 ENV = "CG_TUNE_SETTINGS"
+TIMING_DONE = "cg-advise harness: timing done, running the script to its end"
 
 
 @dataclass
@@ -38,6 +41,7 @@ class Settings:
     script_dir: str = ""        # the original script's folder, first on sys.path
     gpu_warmup_s: float = 0.3   # GPU work before the script, so that every candidate starts at full clocks
     cpus: list = field(default_factory=list)   # pin the process to these CPUs (same cores for every candidate)
+    to_end: bool = True         # after timing, let the script finish (its code after the loop runs too)
 
 
 @dataclass
@@ -166,7 +170,9 @@ class StepTimer:
             self.write()
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(0)
+            if not s.to_end:
+                os._exit(0)
+            print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
 
     def write(self) -> None:
         if not self.m.complete:

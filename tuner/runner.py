@@ -17,7 +17,7 @@ from typing import Optional
 from advisor.profile import PACKAGE_PARENT
 
 from .errors import classify
-from .harness import ENV, Settings
+from .harness import ENV, TIMING_DONE, Settings
 from .patch import make_patch
 from .search import Candidate
 
@@ -58,8 +58,12 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     candidate.ms_per_iter = data.get("ms_per_iter")
     candidate.peak_mb = data.get("peak_mb")
     candidate.stochastic = bool(data.get("stochastic"))
-    if returncode == 0 and data.get("complete"):
+    after_timing = TIMING_DONE in stderr
+    if data.get("complete") and (returncode == 0 or (returncode is None and after_timing)):
         candidate.status = "ok"
+        if returncode is None:   # measured, but the rest of the script outlasted the timeout
+            candidate.note = (f"the end of the script was not reached within {timeout:.0f} s after timing; pass it "
+                              "fewer steps to check the code after the loop too")
     else:
         candidate.status = "failed"
         if returncode is None:
@@ -67,11 +71,25 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         elif returncode == 0:  # the script ended before the harness had what it needs
             candidate.failure = {"kind": "incomplete", "message": data.get("note", ""), "steps": data.get("steps")}
         else:
-            candidate.failure = classify(stderr).to_dict()
+            candidate.failure = classify(stderr.split(TIMING_DONE, 1)[-1]).to_dict()
             where = candidate.failure.get("where") or ""
             if target != script and where.startswith(str(target)):  # the rewrite is gone: name it
                 candidate.failure["where"] = f"{script}:{where.rsplit(':', 1)[1]} of the {scope} rewrite"
+            if after_timing:
+                candidate.failure = after_the_loop(candidate.failure, scope)
     return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
+
+
+def after_the_loop(failure: dict, scope: str) -> dict:
+    """A failure once the timed steps were done: the code after the loop broke, which in a
+    user's run would come at the very end of training."""
+    what = failure.get("message") or "an error"
+    where = f" at {failure['where']}" if failure.get("where") else ""
+    script = "the script" if scope == "eager" else "the patched script"
+    return {**failure, "kind": "after-the-loop", "meaning": "in a full run this comes at the very end of training",
+            "message": f"{script} failed after the loop: {what}{where}",
+            "fix": "the rewrite broke code that runs after the training loop; please report it"
+                   if scope != "eager" else "the script itself fails at its end: fix it, or tune with --step"}
 
 
 def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,

@@ -35,6 +35,7 @@ class Candidate:
     predicted: Optional[float] = None
     run_ms: Optional[list] = None    # ms/iteration of each process, when run more than once
     stochastic: bool = False         # dropout was active: parameters cannot match eager bit for bit
+    note: str = ""                   # something the user should know about an ok run
 
     @property
     def usable(self) -> bool:

@@ -108,6 +108,9 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         settings = shorter
         eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
                                              options.runs, python=options.python)
+    if eager.status != "ok" and (eager.failure or {}).get("kind") == "after-the-loop":
+        raise CgAdviseError(f"{script} fails after its training loop, unpatched: "
+                            f"{eager.failure['message']}; fix it or give tune fewer steps that end cleanly")
     if eager.status != "ok":
         failure = eager.failure or {}
         steps = "model calls" if inference else "training steps"

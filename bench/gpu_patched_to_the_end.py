@@ -1,0 +1,134 @@
+"""GPU evidence that every rewrite runs to the end of its script and prints what eager
+prints: each corpus script, original and patched for each scope `patch` accepts, is run
+whole in its own process (`python script.py`, no harness, nothing cut short), and then the
+parameters of every module it built are summed, so a script that prints nothing is compared
+too. Printed numbers are compared with a relative tolerance (a capturable Adam and compile's
+fused kernels round differently from eager); text must be equal.
+
+    python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--jobs 4] [--tolerance 1e-3]
+
+Writes OUT/patched_to_the_end.json; prints one line per run and the counts. Correctness
+only: runs share the GPU (``--jobs``), so wall times are not comparable speeds.
+"""
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor.errors import CgAdviseError  # noqa: E402
+from tuner.patch import PATCH_SCOPES, make_patch  # noqa: E402
+
+CORPUS = ROOT / "tests" / "corpus"
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+# runs the script as __main__, then prints a checksum of every module's parameters it left
+RUN = """
+import gc, runpy, sys
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    if e.code not in (None, 0):
+        raise
+import torch
+def modules():
+    for m in gc.get_objects():
+        try:
+            if isinstance(m, torch.nn.Module) and any(True for _ in m.parameters()):
+                yield m
+        except ReferenceError:   # a dead weak proxy
+            pass
+sums = sorted((sum(p.numel() for p in m.parameters()), float(sum(p.detach().double().sum() for p in m.parameters())))
+              for m in modules())
+if sums:
+    print("cg-check: largest module parameter sum", sums[-1][1])
+"""
+
+
+def run(script: Path, timeout: float) -> dict:
+    started = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, "-c", RUN, str(script)], capture_output=True, text=True, timeout=timeout,
+                           cwd=script.parent)
+        code, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        code, out, err = None, "", f"timed out after {timeout:.0f} s"
+    return {"returncode": code, "stdout": out, "stderr_tail": err.strip().splitlines()[-3:],
+            "wall_s": round(time.monotonic() - started, 2)}
+
+
+def same_output(eager: str, patched: str, tolerance: float):
+    """(equal, largest relative difference of the numbers) line by line."""
+    a, b = eager.strip().splitlines(), patched.strip().splitlines()
+    if len(a) != len(b):
+        return False, None
+    worst = 0.0
+    for x, y in zip(a, b):
+        if NUMBER.sub("#", x) != NUMBER.sub("#", y):
+            return False, None
+        for u, v in zip(NUMBER.findall(x), NUMBER.findall(y)):
+            u, v = float(u), float(v)
+            worst = max(worst, abs(u - v) / max(abs(u), abs(v), 1e-12))
+    return worst <= tolerance, worst
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--tolerance", type=float, default=1e-3)
+    args = parser.parse_args()
+    out = Path(args.out)
+    work = out / "scripts"
+    work.mkdir(parents=True, exist_ok=True)
+    only = set(filter(None, args.only.split(",")))
+    jobs, refused = [], {}
+    for source in sorted(CORPUS.glob("*.py")):
+        if only and source.stem not in only:
+            continue
+        original = work / source.name
+        original.write_bytes(source.read_bytes())
+        jobs.append((source.stem, "eager", original))
+        for scope in PATCH_SCOPES:
+            try:
+                patch = make_patch(source, scope)
+            except CgAdviseError as error:
+                refused[f"{source.stem}.{scope}"] = str(error)
+                continue
+            target = work / f"{source.stem}__{scope}.py"
+            target.write_bytes(patch.patched_bytes)
+            jobs.append((source.stem, scope, target))
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(lambda job: (job, run(job[2], args.timeout)), jobs))
+    eager = {name: r for (name, scope, _), r in results if scope == "eager"}
+    rows = []
+    for (name, scope, _), r in results:
+        if scope == "eager":
+            continue
+        e = eager[name]
+        ok_run = r["returncode"] == 0
+        equal, worst = same_output(e["stdout"], r["stdout"], args.tolerance) if ok_run else (False, None)
+        row = {"script": name, "scope": scope, "ran_to_end": ok_run, "eager_ran": e["returncode"] == 0,
+               "same_output": equal, "max_relative_difference": worst, "eager": e, "patched": r}
+        rows.append(row)
+        print(f"{name:24} {scope:15} {'ran' if ok_run else 'FAILED':6} "
+              f"{'same' if equal else 'DIFFERENT'} (max rel diff {worst})"
+              + ("" if ok_run else f"  {r['stderr_tail'][-1:]}"), flush=True)
+    counts = {"rewrites": len(rows), "ran_to_end": sum(r["ran_to_end"] for r in rows),
+              "same_output": sum(r["same_output"] for r in rows), "refused": len(refused),
+              "eager_failed": sorted(n for n, e in eager.items() if e["returncode"] != 0)}
+    print(json.dumps(counts))
+    (out / "patched_to_the_end.json").write_text(json.dumps({"counts": counts, "rows": rows, "refused": refused},
+                                                            indent=1))
+
+
+if __name__ == "__main__":
+    main()
