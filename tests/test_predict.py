@@ -152,3 +152,17 @@ def test_model_eval_and_bad_inputs(tmp_path):
     assert code == 2 and err.startswith(f"cg-advise: error: {bad}: not a cg-advise dataset")
     code, _, err = run("analyze", sample("launch_eager"), "--model", bad)
     assert code == 2 and err == f"cg-advise: error: {bad}: not a JSON model\n"
+
+
+def test_inference_trace_gets_the_scopes_of_an_inference_loop(shipped):
+    """An inference loop (iterations from the injected per-call ranges) is offered what tune and
+    patch offer it: `forward` (the whole call in a graph: the replay-cost formula) and compile."""
+    code, out, _ = run("analyze", sample("infer_eager"), "--json")
+    analysis = json.loads(out)
+    p = analysis["predictions"]
+    assert set(p) == {"eager_ms_estimate", "bound", "forward", "compile", "best", "graphs_help", "advice"}
+    s = analysis["summary"]
+    expected = p["eager_ms_estimate"] / (s["gpu_busy_ms_per_iteration"] + shipped["scopes"]["full_iteration"]
+                                         ["replay_ms_per_op"] * s["gpu_ops_per_iteration"])
+    assert p["forward"]["speedup"] == pytest.approx(min(expected, p["bound"]), rel=1e-9)
+    assert p["best"] == "forward" and p["advice"].startswith("best scope forward:")
