@@ -173,6 +173,8 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
             out.print(f"{row['scope']}: {failure.get('kind')}: {failure.get('message', '')}")
         elif row.get("note"):
             out.print(f"{row['scope']}: note: {row['note']}")
+    if saved.get("note"):
+        out.print(saved["note"])
     step = (saved.get("step") or {}).get("step_name")
     out.print(f"winner: [bold]{winner}[/]" + ("" if winner == "eager" else
               f"; apply with `cg-advise patch {saved['script']}" + (f" --step {step}" if step else "") + "`"))

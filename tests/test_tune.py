@@ -59,13 +59,21 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
     assert not list(tmp_path.glob(".cg_tune_*"))  # patched copies are removed
 
 
-def test_tune_budget_skips_candidates(tmp_path):
+def test_tune_budget_is_a_promise(tmp_path):
+    """No run outlives the budget: a budget the eager run cannot fit in is said at once, and a
+    candidate whose turn comes after the deadline is skipped, not started."""
     script = tmp_path / "train.py"
     shutil.copy(SCRIPT, script)
-    code, out, _ = run("--scopes", "fwd_bwd", "--budget", "0.001", "--warmup", "2", "--iterations", "4", "--json",
-                       script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
-    row = json.loads(out)["rows"][0]
-    assert code == 0 and row["status"] == "skipped" and row["failure"]["kind"] == "budget"
+    code, out, err = run("--scopes", "fwd_bwd", "--budget", "0.001", "--warmup", "2", "--iterations", "4", "--json",
+                         script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert code == 2 and err.splitlines()[-1] == (f"cg-advise: error: the eager run of {script} did not finish "
+                                                  "within --budget 0.001 s: give a larger budget, or the script fewer steps")
+    import time
+
+    from tuner.runner import run_repeated
+
+    skipped, snapshot = run_repeated(script, [], "fwd_bwd", SMALL, new_workdir(), 120, deadline=time.monotonic())
+    assert snapshot is None and skipped.status == "skipped" and skipped.failure["kind"] == "budget"
 
 
 @pytest.mark.skipif(cuda_available(), reason="checks the no-GPU refusal")

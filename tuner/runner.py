@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
@@ -58,6 +59,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     candidate.ms_per_iter = data.get("ms_per_iter")
     candidate.peak_mb = data.get("peak_mb")
     candidate.stochastic = bool(data.get("stochastic"))
+    candidate.window_ms = data.get("window_ms") or None
     after_timing = TIMING_DONE in stderr
     if data.get("complete") and (returncode == 0 or (returncode is None and after_timing)):
         candidate.status = "ok"
@@ -80,6 +82,11 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
 
 
+def over_budget(scope: str) -> Candidate:
+    return Candidate(scope, status="skipped", failure={"kind": "budget", "message": "the time budget ran out while "
+                                                                                    "it ran (--budget)"})
+
+
 def after_the_loop(failure: dict, scope: str) -> dict:
     """A failure once the timed steps were done: the code after the loop broke, which in a
     user's run would come at the very end of training."""
@@ -94,14 +101,19 @@ def after_the_loop(failure: dict, scope: str) -> dict:
 
 def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,
                  runs: int = 1, target: Optional[Path] = None, step: Optional[str] = None,
-                 python: str = sys.executable) -> tuple:
+                 python: str = sys.executable, deadline: Optional[float] = None) -> tuple:
     """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
     (a host-bound loop's timing varies from process to process), peak memory the largest;
     the first failure ends it."""
     measured = []
     for _ in range(max(1, runs)):
-        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, timeout, python=python,
+        left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
+        if left <= 0:
+            return over_budget(scope), None
+        candidate, snapshot = run_candidate(script, args, scope, settings, workdir, left, python=python,
                                             target=target, step=step)
+        if candidate.status != "ok" and (candidate.failure or {}).get("kind") == "timeout" and left < timeout:
+            return over_budget(scope), None    # stopped by the budget, not by a hang of its own
         if candidate.status != "ok":
             return candidate, snapshot
         measured.append((candidate, snapshot))

@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 SKIP_BELOW = 1.02          # a scope predicted under this is not worth a capture
+MIN_GAIN = 0.03            # a win must beat eager by more than this and than the measured spread: the
+                           # same file in fresh processes drifts by up to 4 % on the H200 even when its
+                           # iteration is a pure graph replay (bench/results/repeatability.json)
 SCOPE_ORDER = ("full_iteration", "fwd_bwd", "submodule", "compile")
 INFERENCE_ORDER = ("forward", "compile")
 
@@ -36,6 +39,14 @@ class Candidate:
     run_ms: Optional[list] = None    # ms/iteration of each process, when run more than once
     stochastic: bool = False         # dropout was active: parameters cannot match eager bit for bit
     note: str = ""                   # something the user should know about an ok run
+    window_ms: Optional[list] = None  # ms/iteration of each timed window of one process
+
+    @property
+    def spread(self) -> float:
+        """How far this measurement moved: slowest/fastest - 1 over processes when it ran in
+        several, else over the timed windows of its one process."""
+        values = [v for v in (self.run_ms if self.run_ms and len(self.run_ms) > 1 else self.window_ms or []) if v]
+        return max(values) / min(values) - 1 if len(values) > 1 else 0.0
 
     @property
     def usable(self) -> bool:
@@ -49,6 +60,7 @@ class TuneResult:
     candidates: list
     winner: str
     ranking: list = field(default_factory=list)
+    note: str = ""                   # why a faster candidate did not win (within the noise)
 
     def speedup(self, candidate: Candidate) -> Optional[float]:
         return self.eager_ms / candidate.ms_per_iter if candidate.usable else None
@@ -79,9 +91,19 @@ def plan(predictions: Optional[dict], exhaustive: bool = False, scopes: tuple = 
     return sorted(candidates, key=lambda c: (c.status == "skipped", -(c.predicted or 0.0)))
 
 
-def choose(eager_ms: float, candidates: list, gpu_busy_ms: Optional[float] = None) -> TuneResult:
-    """The fastest usable candidate, if it beats eager; ranking: usable by speed, then the rest."""
+def choose(eager_ms: float, candidates: list, gpu_busy_ms: Optional[float] = None,
+           eager_spread: float = 0.0) -> TuneResult:
+    """The fastest usable candidate, if it beats eager by more than the noise (``MIN_GAIN`` and
+    the measured spread of either timing); ranking: usable by speed, then the rest."""
     usable = sorted((c for c in candidates if c.usable), key=lambda c: c.ms_per_iter)
-    winner = usable[0].scope if usable and usable[0].ms_per_iter < eager_ms else "eager"
+    winner, note = "eager", ""
+    if usable and usable[0].ms_per_iter < eager_ms:
+        best = usable[0]
+        margin = max(MIN_GAIN, eager_spread, best.spread)
+        if best.ms_per_iter * (1 + margin) < eager_ms:
+            winner = best.scope
+        else:
+            note = (f"no significant gain: {best.scope} at {eager_ms / best.ms_per_iter:.2f}x is within the noise "
+                    f"of the measurement ({margin:.0%}); eager is kept")
     ranking = usable + [c for c in candidates if not c.usable]
-    return TuneResult(eager_ms, gpu_busy_ms, candidates, winner, ranking)
+    return TuneResult(eager_ms, gpu_busy_ms, candidates, winner, ranking, note)

@@ -74,45 +74,55 @@ def find_step(script, options: TuneOptions):
 
 
 def tune(script, args: list, options: TuneOptions, progress: Callable[[str], None], spec=None) -> dict:
-    """Runs the candidates; the work folder goes unless ``keep_workdir``, and the result is
-    saved only if the script did not change while it was being tuned."""
+    """Runs the candidates within ``budget_s``; the result is saved after each candidate (marked
+    partial until the last), so an interrupted or over-budget tune still leaves what it measured;
+    the work folder goes unless ``keep_workdir``; nothing is saved if the script changed."""
     script = Path(script)
     digest = file_digest(script)
     spec = spec or find_step(script, options)
     workdir = new_workdir()
+
+    def save(saved: dict, partial: bool) -> dict:
+        saved.update(sha256=digest, partial=partial, workdir=str(workdir) if options.keep_workdir else None)
+        if file_digest(script) != digest:
+            raise CgAdviseError(f"{script} changed while it was being tuned: the result is not saved; tune again")
+        write_text(tune_result_path(script), json.dumps(saved, indent=1) + "\n")
+        return saved
+
     try:
-        saved = _tune(script, args, options, progress, spec, workdir)
+        saved = _tune(script, args, options, progress, spec, workdir, lambda partial: save(partial, True))
     finally:
         if not options.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    saved["sha256"] = digest
-    saved["workdir"] = str(workdir) if options.keep_workdir else None
-    if file_digest(script) != digest:
-        raise CgAdviseError(f"{script} changed while it was being tuned: the result is not saved; tune again")
-    write_text(tune_result_path(script), json.dumps(saved, indent=1) + "\n")
-    return saved
+    return save(saved, False)
 
 
-def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdir: Path) -> dict:
+def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdir: Path, save_partial) -> dict:
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
     kind_scopes = scopes_for(spec.kind)
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind})
-    started = time.monotonic()
-    eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
-                                         options.runs, python=options.python)
+    deadline = time.monotonic() + options.budget_s
+
+    def measure(scope: str, step=None):
+        return run_repeated(script, args, scope, settings, workdir, options.candidate_timeout_s, options.runs,
+                            step=step, python=options.python, deadline=deadline)
+
+    eager, eager_snapshot = measure("eager")
     shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
     if shorter:
         progress(f"the script runs {eager.failure['steps']} steps: timing {shorter.iterations} after "
                  f"{shorter.warmup} warm-up steps instead of {settings.iterations} after {settings.warmup}")
         settings = shorter
-        eager, eager_snapshot = run_repeated(script, args, "eager", settings, workdir, options.candidate_timeout_s,
-                                             options.runs, python=options.python)
-    if eager.status != "ok" and (eager.failure or {}).get("kind") == "after-the-loop":
+        eager, eager_snapshot = measure("eager")
+    failure = eager.failure or {}
+    if eager.status != "ok" and failure.get("kind") == "after-the-loop":
         raise CgAdviseError(f"{script} fails after its training loop, unpatched: "
-                            f"{eager.failure['message']}; fix it or give tune fewer steps that end cleanly")
+                            f"{failure['message']}; fix it or give tune fewer steps that end cleanly")
+    if eager.status != "ok" and failure.get("kind") == "budget":
+        raise CgAdviseError(f"the eager run of {script} did not finish within --budget {options.budget_s:g} s: "
+                            "give a larger budget, or the script fewer steps")
     if eager.status != "ok":
-        failure = eager.failure or {}
         steps = "model calls" if inference else "training steps"
         hint = (f"; run it longer (its own arguments pass through: cg-advise tune {script.name} --steps N)"
                 if failure.get("kind") == "incomplete" else "")
@@ -121,21 +131,39 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
     planned = plan(options.predictions, options.exhaustive, tuple(s for s in kind_scopes
                                                                   if s in (options.scopes or kind_scopes)))
+
+    def result_of(candidates) -> dict:
+        result = choose(eager.ms_per_iter, candidates, options.gpu_busy_ms, eager.spread)
+        return {
+            "schema": SCHEMA,
+            "script": str(script),
+            "args": list(args),
+            "winner": result.winner,
+            "note": result.note,
+            "eager_ms": eager.ms_per_iter,
+            "eager_run_ms": eager.run_ms,
+            "runs": options.runs,
+            "eager_peak_mb": eager.peak_mb,
+            "gpu_busy_ms": options.gpu_busy_ms,
+            "timing": {"warmup": settings.warmup, "iterations": settings.iterations, "repeats": settings.repeats},
+            "tolerance": options.tolerance,
+            "step": spec.to_dict(),
+            "rows": result.to_dict()["rows"],
+        }
+
     candidates = []
     for candidate in planned:
         candidates.append(candidate)
         if candidate.status == "skipped":
             progress(f"{candidate.scope}: skipped (predicted {candidate.predicted:.2f}x; --exhaustive tries it)")
             continue
-        if time.monotonic() - started > options.budget_s:
+        if time.monotonic() >= deadline:
             candidate.status = "skipped"
             candidate.failure = {"kind": "budget", "message": f"time budget of {options.budget_s:.0f} s spent"}
             progress(f"{candidate.scope}: skipped (time budget spent)")
             continue
         progress(f"{candidate.scope}: running ...")
-        measured, snapshot = run_repeated(script, args, candidate.scope, settings, workdir,
-                                          options.candidate_timeout_s, options.runs, step=options.step,
-                                          python=options.python)
+        measured, snapshot = measure(candidate.scope, options.step)
         measured.predicted = candidate.predicted
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, eager.stochastic)
         candidates[-1] = candidate = measured
@@ -143,22 +171,10 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
                                            f"{eager.ms_per_iter / candidate.ms_per_iter:.2f}x"
                                            if candidate.status == "ok" else
                                            f"{candidate.status} ({(candidate.failure or {}).get('kind')})"))
-    result = choose(eager.ms_per_iter, candidates, options.gpu_busy_ms)
-    saved = {
-        "schema": SCHEMA,
-        "script": str(script),
-        "args": list(args),
-        "winner": result.winner,
-        "eager_ms": eager.ms_per_iter,
-        "eager_run_ms": eager.run_ms,
-        "runs": options.runs,
-        "eager_peak_mb": eager.peak_mb,
-        "gpu_busy_ms": options.gpu_busy_ms,
-        "timing": {"warmup": settings.warmup, "iterations": settings.iterations, "repeats": settings.repeats},
-        "tolerance": options.tolerance,
-        "step": spec.to_dict(),
-        "rows": result.to_dict()["rows"],
-    }
+        save_partial(result_of(candidates))
+    saved = result_of(candidates)
+    if saved["note"]:
+        progress(saved["note"])
     return saved
 
 
