@@ -2,8 +2,11 @@
 `git apply` and `patch -p1`, the results compile, refusals are one clear line."""
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -12,7 +15,7 @@ from advisor.cli import cli
 from advisor.patching import file_digest, tune_result_path
 from conftest import ROOT
 from tuner.discover import DiscoveryError, discover
-from tuner.patch import PATCH_SCOPES, PatchRefused, make_patch
+from tuner.patch import PATCH_SCOPES, PatchRefused, check, make_patch
 
 CORPUS = ROOT / "tests" / "corpus"
 GOLDEN = ROOT / "tests" / "patch_golden"
@@ -58,7 +61,7 @@ def test_every_scope_has_a_golden_for_most_styles():
 
 def test_full_iteration_moves_logging_out_and_makes_adam_capturable():
     out = (GOLDEN / "in_function.full_iteration.out.py").read_text()
-    assert "torch.optim.AdamW(model.parameters(), lr=3e-4, capturable=True)" in out
+    assert "torch.optim.AdamW(model.parameters(), lr=3e-4, capturable=torch.cuda.is_available())" in out
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
     assert ".item()" not in step and "zero_grad" not in step and step.rstrip().endswith("return loss")
     assert "loss = _cg_step_graph(images, targets)" in out
@@ -128,7 +131,7 @@ def test_python_bookkeeping_stays_out_of_the_captured_step():
     out = (GOLDEN / "counter_in_step.full_iteration.out.py").read_text()
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
     assert "seen +=" not in step and "scaled = loss * 2" in step
-    assert "    _cg_step_graph(x)\n    seen += x.shape[0]\n" in out
+    assert "    seen += x.shape[0]\n    _cg_step_graph(x)\n" in out  # before the step, as in the script
 
 
 def test_step_picks_the_loop_to_rewrite(tmp_path):
@@ -212,3 +215,115 @@ def test_outputs_kept_past_the_next_replay_are_copied(tmp_path, kept, copies):
     out = make_patch(script, "full_iteration").patched
     assert ("model, clone_outputs=True)" in out) == copies
     assert "loss = _cg_step_graph()  # cg-advise" in out
+
+
+@pytest.mark.parametrize("name,scope", [c for c in CASES if f"{c[0]}.{c[1]}" not in REFUSALS])
+def test_every_corpus_rewrite_passes_the_static_check(name, scope):
+    """No golden leaves a name unbound that the script bound (pyflakes on both)."""
+    source = CORPUS / f"{name}.py"
+    check(source, source.read_text(), (GOLDEN / f"{name}.{scope}.out.py").read_text())
+
+
+def test_a_rewrite_that_drops_a_binding_is_refused_with_the_name():
+    source = CORPUS / "loss_after_loop.py"
+    golden = (GOLDEN / "loss_after_loop.full_iteration.out.py").read_text()
+    broken = golden.replace("    loss, prediction = _cg_step_graph(x, y)", "    prediction = _cg_step_graph(x, y)")
+    assert broken != golden
+    line = broken.splitlines().index('print(f"final loss {loss.item():.6f}")') + 1
+    with pytest.raises(PatchRefused) as error:
+        check(source, source.read_text(), broken)
+    assert str(error.value) == (f"{source}: the rewrite would leave 'loss' unbound at line {line}; "
+                                "refusing it (please report this)")
+
+
+LIVE_OUT = """import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [torch.randn(2, 4) for _ in range(3)]
+{body}"""
+
+
+@pytest.mark.parametrize("body, replay", [
+    # read after the loop: print, f-string, an attribute of an outputs object
+    ("for x in data:\n    opt.zero_grad()\n    out = model(x)\n    loss = out.pow(2).mean()\n    loss.backward()\n"
+     "    opt.step()\nprint(f'{loss.item()}', out.shape)\n", "loss, out = _cg_step_graph(x)"),
+    # returned from the function
+    ("def train(steps):\n    for x in data:\n        opt.zero_grad()\n        loss = model(x).pow(2).mean()\n"
+     "        loss.backward()\n        opt.step()\n    return loss\n", "loss = _cg_step_graph(x)"),
+    # read by the next iteration: the while condition, the body before the step
+    ("loss = torch.ones(())\nwhile loss > 0.5:\n    x = data[0]\n    opt.zero_grad()\n"
+     "    loss = model(x).pow(2).mean()\n    loss.backward()\n    opt.step()\n", "loss = _cg_step_graph(x)"),
+    ("prev = None\nfor x in data:\n    if prev is not None:\n        print(prev)\n    logits = model(x)\n"
+     "    loss = logits.mean()\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n    prev = logits.sum()\n",
+     "logits = _cg_step_graph(x)"),
+    # an outer loop's later code
+    ("for epoch in range(2):\n    for x in data:\n        opt.zero_grad()\n        loss = model(x).pow(2).mean()\n"
+     "        loss.backward()\n        opt.step()\n    print(epoch, loss)\n", "loss = _cg_step_graph(x)"),
+])
+def test_names_the_step_binds_and_code_reads_later_come_back(tmp_path, body, replay):
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=body))
+    out = make_patch(script, "full_iteration").patched
+    assert f"{replay}  # cg-advise" in out
+
+
+def test_the_step_starts_where_its_data_flow_starts(tmp_path):
+    """Forward before zero_grad, an optimizer over a parameter list (no model known): the
+    forward is still captured (an input outside the graph would be detached: no gradient),
+    and the batch moved to the device stays outside as the step's input."""
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=(
+        "params = list(model.parameters())\nopt = torch.optim.SGD(params, lr=0.1)\nfor x in data:\n"
+        "    x = x.to('cpu')\n    logits = model(x)\n    loss = logits.pow(2).mean()\n"
+        "    opt.zero_grad(set_to_none=False)\n    loss.backward()\n    opt.step()\n")))
+    out = make_patch(script, "full_iteration").patched
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert step.startswith("def _cg_step(x):") and "logits = model(x)" in step and "zero_grad" not in step
+    assert "    x = x.to('cpu')\n    _cg_step_graph(x)\n" in out
+
+
+@pytest.mark.parametrize("body, why", [
+    ("h = torch.zeros(2, 1)\nfor x in data:\n    opt.zero_grad()\n    h = model(x) + h.detach()\n"
+     "    h.sum().backward()\n    opt.step()\n",
+     "line 10: the step reads 'h' before it binds it (a value carried from one iteration to the next)"),
+    ("import time\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    stamp = time.time()\n"
+     "    loss.backward()\n    opt.step()\nprint(stamp)\n",
+     "line 11: 'stamp' is read after the step but holds a Python value (time.time())"),
+])
+def test_what_a_graph_cannot_hand_back_is_refused_by_name(tmp_path, body, why):
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=body))
+    with pytest.raises(PatchRefused) as error:
+        make_patch(script, "full_iteration")
+    assert why in str(error.value)
+
+
+def _printed_numbers(text: str) -> list:
+    return [float(n) for n in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)]
+
+
+@pytest.mark.parametrize("name,scope", [("loss_after_loop", "full_iteration"), ("hf_outputs", "full_iteration"),
+                                        ("eval_in_epoch", "fwd_bwd"),
+                                        ("return_loss", "full_iteration"), ("ema_update", "submodule")])
+def test_a_patched_script_runs_on_the_cpu_as_the_original_did(tmp_path, name, scope):
+    """A script with a CPU fallback still runs where it ran: the helpers run the step eagerly
+    when its tensors are not on a GPU, and print what the original prints."""
+    pytest.importorskip("torch")
+    env = dict(os.environ, CG_STEPS="12", CUDA_VISIBLE_DEVICES="")
+    patched = tmp_path / f"{name}.py"
+    patched.write_text(make_patch(CORPUS / f"{name}.py", scope).patched)
+    outputs = [subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120)
+               for path in (CORPUS / f"{name}.py", patched)]
+    assert [o.returncode for o in outputs] == [0, 0], outputs[1].stderr
+    original, rewritten = (_printed_numbers(o.stdout) for o in outputs)
+    assert original and rewritten == pytest.approx(original, rel=1e-5, abs=1e-6)
+
+
+def test_gradients_zeroed_in_place_are_copied_out_of_the_graphed_backward():
+    """`zero_grad(set_to_none=False)` would zero the graph's own gradient buffer, which .grad
+    then is, and the next backward would add it to itself (doubled gradients on the GPU)."""
+    for scope in ("fwd_bwd", "submodule"):
+        assert "accumulate=True" in (GOLDEN / f"zero_grad_after_step.{scope}.out.py").read_text()
+        assert "accumulate=True" not in (GOLDEN / f"loss_after_loop.{scope}.out.py").read_text()

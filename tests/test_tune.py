@@ -50,10 +50,9 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
     assert saved == json.loads(tune_result_path(script).read_text())
     assert saved["winner"] == "eager" and saved["sha256"] == file_digest(script)
     assert saved["args"] == ["--steps", "10"] and saved["eager_ms"] > 0
-    assert {r["scope"]: r["status"] for r in saved["rows"]} == {"full_iteration": "failed", "fwd_bwd": "failed"}
-    # on a CPU build the rewrites fail in CUDA code; the failure points into the rewrite of the script
-    assert all(r["failure"]["where"].startswith(f"{script}:") and r["failure"]["where"].endswith(f"{r['scope']} rewrite")
-               for r in saved["rows"])
+    # on a CPU the rewrites run their eager fallback: no graph was replayed, so they are not the scope
+    assert {r["scope"]: (r["status"], r["failure"]["kind"]) for r in saved["rows"]} == {
+        "full_iteration": ("failed", "ran-eagerly"), "fwd_bwd": ("failed", "ran-eagerly")}
     assert err.splitlines()[0] == (f"cg-advise: training step: for loop at {script}:16-22 at module level: model model, "
                                    "optimizer optimizer, loss loss, batch (?)")
     assert not list(tmp_path.glob(".cg_tune_*"))  # patched copies are removed
@@ -119,8 +118,8 @@ def test_tune_of_an_inference_loop_tries_its_own_scopes(tmp_path):
     assert err.splitlines()[0] == (f"cg-advise: inference step: for loop at {script}:12-13 at module level: "
                                    "model model, without grad")
     assert saved["step"]["kind"] == "inference" and [r["scope"] for r in saved["rows"]] == ["forward"]
-    # on the CPU the graphed forward sees no CUDA inputs and runs eagerly: same outputs
-    assert saved["rows"][0]["status"] == "ok" and saved["rows"][0]["correct"] is True
+    # on the CPU the graphed forward sees no CUDA inputs and runs eagerly: not the scope, and said so
+    assert (saved["rows"][0]["status"], saved["rows"][0]["failure"]["kind"]) == ("failed", "ran-eagerly")
     code, _, err = run("--scopes", "fwd_bwd", script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, err.splitlines()[-1]) == (2, "cg-advise: error: scope fwd_bwd does not apply to an inference loop "
                                                "(its scopes: forward, compile)")
@@ -182,7 +181,7 @@ def test_tune_with_several_runs_reports_how_far_they_spread(tmp_path):
     shutil.copy(SCRIPT, script)
     code, out, err = run("--scopes", "fwd_bwd", "--runs", "2", "--warmup", "2", "--iterations", "4",
                          "--check-steps", "2", script, "--steps", "10", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
-    assert code == 0, err
+    assert code == 0, err   # fwd_bwd ran its eager fallback on the CPU: failed, not a winner
     saved = json.loads(tune_result_path(script).read_text())
     spread = max(saved["eager_run_ms"]) / min(saved["eager_run_ms"])
     line = next(line for line in out.splitlines() if line.startswith("between runs"))

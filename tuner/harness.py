@@ -55,6 +55,7 @@ class Measurement:
     note: str = ""
     timer: str = ""
     stochastic: bool = False    # dropout active in training: a graph draws other random numbers than eager
+    graph_replays: int = 0      # CUDA graph replays seen: none means a graph scope fell back to eager
 
 
 class StepTimer:
@@ -86,6 +87,7 @@ class StepTimer:
 
             def replay(graph):
                 out = original(graph)
+                self.m.graph_replays += 1
                 if self.step_captured:
                     self._step()
                 return out

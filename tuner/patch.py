@@ -9,12 +9,14 @@ inference loop: ``forward`` (a graph per batch-size bucket) and ``compile``.
 
 from __future__ import annotations
 
+import ast
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import libcst as cst
+from pyflakes.checker import Checker
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from advisor.errors import CgAdviseError
@@ -25,7 +27,7 @@ from .search import scopes_for
 from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile", "forward")
-CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop")
+CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta")
 
 
 class PatchRefused(CgAdviseError):
@@ -71,9 +73,16 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     module = _parse(path, original)
     if module.code != original:
         raise PatchRefused(f"{path}: libcst does not round-trip this file exactly; refusing to rewrite it")
-    patched = _Rewriter(spec, scope, path).apply(module).code
+    patched = _same_line_endings(original, _Rewriter(spec, scope, path).apply(module).code)
     check(path, original, patched)
     return Patch(str(path), scope, original, patched, source)
+
+
+def _same_line_endings(original: str, patched: str) -> str:
+    """A CRLF file stays CRLF throughout: the inserted helper's multi-line strings carry LF."""
+    if "\r\n" in original and original.count("\r\n") == original.count("\n"):
+        return patched.replace("\r\n", "\n").replace("\n", "\r\n")
+    return patched
 
 
 def _parse(path, text: str) -> cst.Module:
@@ -92,6 +101,26 @@ def check(path, original: str, patched: str) -> None:
     except SyntaxError as error:
         raise PatchRefused(f"{path}: the rewrite does not compile ({error.msg} at line {error.lineno}); "
                            "refusing it (please report this)") from None
+    before = {name for name, _ in _unbound_names(original)}
+    for name, line in _unbound_names(patched):
+        if name not in before:
+            raise PatchRefused(f"{path}: the rewrite would leave {name!r} unbound at line {line}; "
+                               "refusing it (please report this)")
+
+
+UNBOUND_MESSAGES = ("UndefinedName", "UndefinedLocal", "UndefinedExport")
+
+
+def _unbound_names(text: str) -> list:
+    """(name, line) for every name pyflakes finds read where nothing binds it. A rewrite that
+    moves a binding into the captured function (a loss read after the loop) shows up here as a
+    name the original bound and the rewrite does not: the NameError the user would hit at the
+    end of training, found before the diff is shown."""
+    try:
+        found = Checker(ast.parse(text), "patched").messages
+    except SyntaxError:
+        return []
+    return [(m.message_args[0], m.lineno) for m in found if type(m).__name__ in UNBOUND_MESSAGES]
 
 
 # -- the rewrite ------------------------------------------------------------------------
@@ -105,10 +134,15 @@ def _has_sync(node) -> bool:
     return bool(calls_in(node, lambda c: host_call(c) is not None))
 
 
-def _names_read(node) -> set:
+def _names_read(node, skip=()) -> set:
+    """Names in ``node`` (targets included), not descending into the nodes in ``skip``."""
     names = set()
+    skipped = {id(n) for n in skip}
 
     class Reader(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
         def visit_Name(self, name: cst.Name) -> None:
             names.add(name.value)
 
@@ -122,6 +156,27 @@ def _names_read(node) -> set:
 
     node.visit(Reader())
     return names
+
+
+def _reads_before_binding(statements) -> list:
+    """(name, statement) for names each simple statement reads, in source order, before it
+    binds them: ``h = rnn(x, h)`` reads ``h``; ``loss = f(out)`` does not read ``loss``."""
+    found = []
+
+    class Lines(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, line) -> bool:
+            for small in line.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    read = _names_read(small.value)
+                else:
+                    read = _names_read(small)   # `n += 1` reads n
+                found.extend((name, small) for name in sorted(read))
+                found.extend((name, None) for name in sorted(_names_assigned(small)))
+            return False
+
+    for statement in statements:
+        statement.visit(Lines())
+    return found
 
 
 def _names_assigned(statement) -> set:
@@ -150,7 +205,7 @@ STORE_METHODS = ("append", "appendleft", "extend", "insert", "add", "put", "put_
 VIEW_METHODS = ("detach", "view", "view_as", "reshape", "squeeze", "flatten")
 
 
-def _keeps_reference(statements, names: set) -> bool:
+def _keeps_reference(statements, names: set, skip=()) -> bool:
     """Whether the statements keep one of ``names`` (or a view of it) beyond the statement:
     ``losses.append(loss.detach())``, ``best = loss``, ``(step, loss)``. Reading a value
     (``loss.item()``, ``total += loss``) makes a new one and keeps nothing."""
@@ -165,8 +220,12 @@ def _keeps_reference(statements, names: set) -> bool:
         return False
 
     found = []
+    skipped = {id(n) for n in skip}
 
     class Keeper(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
         def visit_Assign(self, node: cst.Assign) -> None:
             found.append(aliased(node.value))
 
@@ -185,6 +244,28 @@ def _keeps_reference(statements, names: set) -> bool:
     return any(found)
 
 
+HOST_VALUE_CALLS = ("float", "str", "repr", "format", "time.time", "time.perf_counter", "time.monotonic")
+
+
+def _host_value_binding(statements, name: str):
+    """The assignment in ``statements`` that binds ``name`` to a plain Python value (a number
+    or string literal, an f-string, ``float(...)``, ``time.time()``), else None."""
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            value = node.value
+            host = (isinstance(value, (cst.Float, cst.Integer, cst.SimpleString, cst.FormattedString,
+                                       cst.ConcatenatedString))
+                    or isinstance(value, cst.Call) and dotted(value.func) in HOST_VALUE_CALLS)
+            if host and any(name in _target_names(t.target) for t in node.targets):
+                found.append(node)
+
+    for statement in statements:
+        statement.visit(Finder())
+    return found[0] if found else None
+
+
 def _is_bookkeeping(statement, later) -> bool:
     """A statement that calls nothing and feeds nothing later in the step (``n += 1``)."""
     if not isinstance(statement, cst.SimpleStatementLine) or calls_in(statement, lambda c: True):
@@ -194,10 +275,72 @@ def _is_bookkeeping(statement, later) -> bool:
     return bool(assigned) and not (assigned & read_later)
 
 
-def _is_zero_grad(statement, optimizer: str) -> bool:
+def _is_zero_grad(statement, receivers) -> bool:
+    """``optimizer.zero_grad(...)`` or ``model.zero_grad()``: the helper clears gradients
+    itself (to None before capture, so the graph's backward writes rather than adds)."""
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)
-            and _is_method(statement.body[0].value, optimizer, "zero_grad"))
+            and any(_is_method(statement.body[0].value, r, "zero_grad") for r in receivers if r))
+
+
+# calls that fetch, build or move a batch: a statement made only of these stays before the step
+LOADING_FUNCTIONS = ("next", "iter", "dict", "list", "tuple", "zip", "len", "range", "enumerate")
+LOADING_METHODS = ("to", "cuda", "items", "values", "keys", "get", "float", "half", "double", "long", "int",
+                   "bfloat16", "pin_memory", "randn", "rand", "randint", "randperm", "zeros", "ones", "arange",
+                   "from_numpy", "as_tensor")
+
+
+def _is_loading_call(call: cst.Call) -> bool:
+    if isinstance(call.func, cst.Name):
+        return call.func.value in LOADING_FUNCTIONS
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in LOADING_METHODS
+
+
+def _read_first(statements) -> set:
+    """Names the statements read before they bind them."""
+    bound, found = set(), set()
+    for name, small in _reads_before_binding(statements):
+        if small is None:
+            bound.add(name)
+        elif name not in bound:
+            found.add(name)
+    return found
+
+
+def _reads(statement) -> set:
+    """Names a statement reads (``loss = f(out)`` reads ``out``, not ``loss``)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return {name for name, small in _reads_before_binding([statement]) if small is not None}
+    return _names_read(statement)
+
+
+def _step_start(body, end: int, is_zero_grad) -> int:
+    """The first statement of the step: the earliest one whose values flow into the
+    statement at ``end`` (the optimizer step, or the backward) or into a backward, whatever
+    the order of zero_grad, forward, loss and backward. Batch loading (``next(it)``,
+    ``x.to(device)``, a dict of moved tensors) is not the step: what it binds becomes the
+    step's inputs. A statement counts as loading when it calls only such functions and reads
+    nothing the step computed before it."""
+    computed, loading = set(), []
+    for statement in body[:end + 1]:
+        is_loading = (isinstance(statement, cst.SimpleStatementLine) and not is_zero_grad(statement)
+                      and all(_is_loading_call(c) for c in calls_in(statement, lambda c: True))
+                      and not _reads(statement) & computed)
+        loading.append(is_loading)
+        if not is_loading:
+            computed |= _names_assigned(statement)
+    needed, start = set(), end
+    for i in range(end, -1, -1):
+        statement = body[i]
+        if is_zero_grad(statement):
+            continue
+        backward = calls_in(statement, lambda c: _is_method(c, None, "backward"))
+        if i == end or backward or _names_assigned(statement) & needed:
+            if loading[i]:
+                continue
+            needed |= _reads(statement)
+            start = i
+    return start
 
 
 class _Rewriter:
@@ -215,13 +358,15 @@ class _Rewriter:
                      and positions[n].start.line == self.spec.line), None)
         if loop is None:
             raise self.refuse("the training loop found by discovery is not in this file any more")
-        outer = self._outermost_loop(wrapper.resolve(ParentNodeProvider), loop)
+        parents = wrapper.resolve(ParentNodeProvider)
+        outer = self._outermost_loop(parents, loop)
         allowed = scopes_for(self.spec.kind)
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
         if self.scope == "full_iteration":
-            before, new_loop = self._full_iteration(loop)
+            scope = self._enclosing_scope(parents, loop) or wrapper.module
+            before, new_loop = self._full_iteration(loop, outer, scope, positions)
         elif self.scope == "compile":
             before, new_loop = self._module_scope(loop), loop
         else:
@@ -245,6 +390,15 @@ class _Rewriter:
                 outer = node
         return outer
 
+    @staticmethod
+    def _enclosing_scope(parents, node):
+        """The function the loop is in (None at module level): where its names live."""
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, cst.FunctionDef):
+                return node
+        return None
+
     # -- compile, fwd_bwd, submodule: setup before the loop --------------------------------
     def _module_scope(self, loop) -> list:
         model = self.spec.model
@@ -257,8 +411,14 @@ class _Rewriter:
                                   "positional tensors (try --scope compile)")
         # gradient accumulation: the graphed backward's gradients live in static buffers that the
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU)
+        # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU); so
+        # must gradients zeroed in place (set_to_none=False): .grad would be that very buffer,
+        # and the next backward would add it to itself (doubled gradients, found on the GPU)
+        zeroed_in_place = calls_in(loop.body, lambda c: _is_method(c, None, "zero_grad")
+                                   and any(dotted(a.value) == "False" for a in c.args))
         accumulate = (", accumulate=True" if self.scope in ("fwd_bwd", "submodule")
-                      and self._step_is_conditional(list(loop.body.body), self._step_flags(loop)) else "")
+                      and (zeroed_in_place or self._step_is_conditional(list(loop.body.body), self._step_flags(loop)))
+                      else "")
         if self.scope == "compile":
             code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
         elif self.scope == "forward":
@@ -282,7 +442,7 @@ class _Rewriter:
         return not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s)
 
     # -- full_iteration: the step's statements become a captured function -----------------
-    def _full_iteration(self, loop):
+    def _full_iteration(self, loop, outer, scope, positions):
         spec = self.spec
         body = list(loop.body.body)
         # a GradScaler checks for infs on the host and a scheduler changes a Python-float LR:
@@ -298,15 +458,12 @@ class _Rewriter:
             if True not in is_backward:
                 raise self.refuse("no backward() before the optimizer step at the loop's top level")
             end = len(is_backward) - 1 - is_backward[::-1].index(True)
-        loss_root = spec.loss.split(".")[0]
-        marks = [bool(calls_in(s, lambda c: _is_method(c, None, "backward") or _is_method(c, spec.optimizer, "zero_grad")
-                             or (spec.model and dotted(c.func) == spec.model))) or loss_root in _names_assigned(s)
-                 for s in body[:end]]
-        start = marks.index(True) if True in marks else end
+        is_zero_grad = lambda s: _is_zero_grad(s, (spec.optimizer, spec.model))  # noqa: E731
+        start = _step_start(body, end, is_zero_grad)
         core, moved = [], []
         window = body[start:end + 1]
         for i, statement in enumerate(window):
-            if _is_zero_grad(statement, spec.optimizer):
+            if is_zero_grad(statement):
                 continue
             if statement is not body[end] and _is_bookkeeping(statement, window[i + 1:]):
                 moved.append(statement)  # Python-side state would run once, at capture: keep it live
@@ -318,29 +475,57 @@ class _Rewriter:
                 moved.append(statement)  # logging: runs after the replay instead
                 continue
             core.append(statement)
-        post = [s for s in body[end + 1:] if not _is_zero_grad(s, spec.optimizer)]
-        later = set().union(*map(_names_read, moved + post))
-        assigned = set().union(*map(_names_assigned, core))
-        returns = sorted(later & assigned)
+        before = [s for s in body[:start] if not is_zero_grad(s)]
+        post = [s for s in body[end + 1:] if not is_zero_grad(s)]
         # everything the step reads that changes from one iteration to the next is an input:
         # the batch, the loop's own targets, names the body assigns before the step
+        # (a name the step binds before reading it is its own, whatever discovery guessed)
         read = set().union(*map(_names_read, core))
+        assigned = set().union(*map(_names_assigned, core))
+        read = {name for name in read if name not in assigned or name in _read_first(core)}
         loop_targets = _target_names(loop.target) if isinstance(loop, cst.For) else []
         assigned_before = set().union(*map(_names_assigned, body[:start]))
         variant = list(dict.fromkeys([*spec.batch, *loop_targets, *sorted(assigned_before)]))
         inputs = [name for name in variant if name in read]
+        returns = self._live_outs(core, inputs, scope, positions)
         step_def = self._step_function(core, inputs, returns)
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
-        new_body = body[:start] + list(cst.parse_module(line).body) + moved + post
+        new_body = before + list(cst.parse_module(line).body) + moved + post
         model = f", {spec.model}" if spec.model else ""
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
-        clone = ", clone_outputs=True" if _keeps_reference(moved + post, set(returns)) else ""
+        clone = ", clone_outputs=True" if _keeps_reference([outer], set(returns), skip=core) else ""
         setup = [step_def] + list(cst.parse_module(
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer}{model}{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _live_outs(self, core, inputs, scope, positions) -> list:
+        """Names the step binds that anything else in the enclosing function (or module) reads:
+        code further down the loop body, the next iteration (the body before the step, a
+        `while` condition), code after the loop (`return loss`, `print(f"{loss}")`,
+        `outputs.logits`), an outer loop. They come back from the graph and are re-bound in
+        the loop; inside the captured function alone they would vanish with it. Conservative:
+        a read anywhere outside the step counts, even one after a re-binding."""
+        assigned = set().union(*map(_names_assigned, core))
+        returns = sorted(assigned & _names_read(scope, skip=core))
+        bound = set()
+        for name, small in _reads_before_binding(core):
+            if small is None:
+                bound.add(name)
+            elif name in assigned and name not in bound and name not in inputs:
+                line = positions[small].start.line
+                raise self.refuse(f"line {line}: the step reads {name!r} before it binds it (a value carried "
+                                  "from one iteration to the next); a captured step cannot carry it")
+        for name in returns:
+            value = _host_value_binding(core, name)
+            if value is not None:
+                line = positions[value].start.line
+                raise self.refuse(f"line {line}: {name!r} is read after the step but holds a Python value "
+                                  f"({cst.Module([]).code_for_node(value.value)}), which a replayed graph "
+                                  "cannot update; compute it after the step")
+        return returns
 
     def _capturable_optimizer(self, module):
         """Adam-family optimizers must be built with capturable=True to step inside a graph."""
@@ -352,7 +537,8 @@ class _Rewriter:
                 value = updated.value
                 if (optimizer in targets and isinstance(value, cst.Call)
                         and dotted(value.func).split(".")[-1] in CAPTURABLE_OPTIMIZERS):
-                    return updated.with_changes(value=_with_keyword(value, "capturable", "True"))
+                    # only on a GPU: on a CPU (the script's fallback) capturable Adam refuses to step
+                    return updated.with_changes(value=_with_keyword(value, "capturable", "torch.cuda.is_available()"))
                 return updated
 
         return module.visit(Capturable())
@@ -377,7 +563,7 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     args = [a for a in call.args if not (a.keyword and a.keyword.value == name)]
     if args:
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    arg = cst.Arg(keyword=cst.Name(name), value=cst.Name(value),
+    arg = cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return call.with_changes(args=[*args, arg])
 

@@ -22,6 +22,7 @@ from .harness import ENV, TIMING_DONE, Settings
 from .patch import make_patch
 from .search import Candidate
 
+GRAPH_SCOPES = ("full_iteration", "fwd_bwd", "submodule", "forward")   # compile may legitimately not graph
 DEFAULT_TOLERANCE = 1e-3   # max |candidate - eager| / max |eager| over all parameters
 
 
@@ -66,6 +67,10 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         if returncode is None:   # measured, but the rest of the script outlasted the timeout
             candidate.note = (f"the end of the script was not reached within {timeout:.0f} s after timing; pass it "
                               "fewer steps to check the code after the loop too")
+        if scope in GRAPH_SCOPES and not data.get("graph_replays"):
+            candidate.status = "failed"   # the rewrite's own CPU fallback ran: this is not the scope
+            candidate.failure = {"kind": "ran-eagerly", "message": "the rewrite never replayed a CUDA graph (the "
+                                 "step's tensors are not on a CUDA device), so it ran eagerly"}
     else:
         candidate.status = "failed"
         if returncode is None:

@@ -7,7 +7,8 @@ class _CgFullIterationGraph:
     """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
     the optimizer step) is captured in one CUDA graph on the first call and replayed after.
     Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
-    batch of another shape runs the step eagerly.
+    batch of another shape runs the step eagerly, and so does every step of a model that is
+    not on a CUDA device (a script's CPU fallback runs as it did).
     Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
@@ -18,10 +19,15 @@ class _CgFullIterationGraph:
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if not any(p.is_cuda for p in params + tensors):
+            self.optimizer.zero_grad(set_to_none=True)
+            return self.step(*inputs)
         if self.graph is None:
             self.layout = layout
             self.static_tensors = [t.detach().clone() for t in tensors]
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
+            self._make_capturable()
             saved = self._snapshot()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -36,6 +42,7 @@ class _CgFullIterationGraph:
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
             self._restore(saved)
+            self._check_outputs(self.output_layout)
         try:
             same = layout == self.layout
         except Exception:  # a non-tensor value that cannot be compared
@@ -68,6 +75,18 @@ class _CgFullIterationGraph:
         return [], ("value", value)
 
     @staticmethod
+    def _check_outputs(layout):
+        """A value the step hands back must be a tensor (or a structure of them) that each
+        replay rewrites in place; a float or another object would keep its capture-time value."""
+        if layout[0] == "value":
+            if layout[1] is not None and not isinstance(layout[1], (bool, int, str)):
+                raise TypeError(f"cg-advise: the captured step returns a {type(layout[1]).__name__}, which a "
+                                "CUDA graph cannot update on replay; compute it after the step")
+        elif layout[0] != "tensor":
+            for item in layout[2]:
+                _CgFullIterationGraph._check_outputs(item)
+
+    @staticmethod
     def _unflatten(layout, tensors):
         if layout[0] == "tensor":
             return next(tensors)
@@ -78,6 +97,17 @@ class _CgFullIterationGraph:
         if keys is not None:
             return kind(dict(zip(keys, items)))
         return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
+
+    def _make_capturable(self):
+        # an optimizer the patch could not rewrite (built by a caller, or outside the Adam
+        # family) must still step inside the graph: capturable, its step counts on the GPU
+        for group in self.optimizer.param_groups:
+            if group.get("capturable") is False:
+                group["capturable"] = True
+                for p in group["params"]:
+                    state = self.optimizer.state.get(p, {})
+                    if torch.is_tensor(state.get("step")):
+                        state["step"] = state["step"].to(p.device)
 
     def _snapshot(self):
         # the model's parameters and buffers, and the optimizer state that exists already

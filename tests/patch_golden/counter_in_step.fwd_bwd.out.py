@@ -5,14 +5,15 @@ from torch import nn
 def _cg_graph_forward(module, warmup=3, accumulate=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
-    shape, and calls without grad, run the eager forward. With `accumulate` (several backward
-    passes per optimizer step) each gradient is copied out of the graph's static buffer, which
-    the next replay overwrites."""
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
     eager_forward = module.forward
     state = {}
 
     def forward(*inputs, **kwargs):
-        if kwargs or not torch.is_grad_enabled() or not all(torch.is_tensor(t) for t in inputs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
         shapes = [tuple(t.shape) for t in inputs]
         if state and shapes != state["shapes"]:
@@ -20,7 +21,11 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         if not state:
             module.forward = eager_forward
             samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
             torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
             if accumulate:
                 for p in module.parameters():
                     if p.requires_grad:

@@ -1,0 +1,26 @@
+import os
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+encoder = nn.Sequential(nn.Linear(24, 48), nn.ReLU()).to(device)
+classify = nn.Linear(48, 3).to(device)
+regress = nn.Linear(48, 1).to(device)
+params = list(encoder.parameters()) + list(classify.parameters()) + list(regress.parameters())
+optimizer = torch.optim.Adam(params, lr=1e-3)
+x = torch.randn(32, 24, device=device)
+labels, targets = torch.randint(0, 3, (32,), device=device), torch.randn(32, 1, device=device)
+
+for step in range(steps):
+    features = encoder(x)
+    class_loss = nn.functional.cross_entropy(classify(features), labels)
+    regression_loss = nn.functional.mse_loss(regress(features), targets)
+    loss = class_loss + 0.5 * regression_loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+print(f"class {class_loss.item():.6f} regression {regression_loss.item():.6f} total {loss.item():.6f}")
