@@ -1,8 +1,10 @@
 """GPU evidence that every rewrite runs to the end of its script and prints what eager
 prints: each corpus script, original and patched for each scope `patch` accepts, is run
 whole in its own process (`python script.py`, no harness, nothing cut short), and then the
-parameters of every module it built are summed, so a script that prints nothing is compared
-too. Printed numbers are compared with a relative tolerance (a capturable Adam and compile's
+parameters of the largest module it built are summed, so a script that prints nothing is
+compared too. Every run is seeded (torch, random, numpy) as tune's harness seeds it; a
+full_iteration rewrite is compared with eager run with capturable optimizers, the same
+implementation the rewrite uses. Printed numbers are compared with a relative tolerance (a capturable Adam and compile's
 fused kernels round differently from eager); text must be equal.
 
     python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--jobs 4] [--tolerance 1e-3]
@@ -12,6 +14,7 @@ only: runs share the GPU (``--jobs``), so wall times are not comparable speeds.
 """
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,33 +32,49 @@ CORPUS = ROOT / "tests" / "corpus"
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 # runs the script as __main__, then prints a checksum of every module's parameters it left
 RUN = """
-import gc, runpy, sys
+import gc, os, random, runpy, sys
+import torch
+random.seed(0)
+torch.manual_seed(0)
+try:
+    import numpy
+    numpy.random.seed(0)
+except ImportError:
+    pass
+built = []                       # every module the script builds, kept alive to the end
+_init = torch.nn.Module.__init__
+def _keep(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    built.append(self)
+torch.nn.Module.__init__ = _keep
+if os.environ.get("CG_CHECK_CAPTURABLE") == "1":   # eager with the optimizer a full_iteration patch uses
+    for name in ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta"):
+        cls = getattr(torch.optim, name, None)
+        if cls is None:
+            continue
+        def _capturable(self, *args, _orig=cls.__init__, **kwargs):
+            kwargs.setdefault("capturable", torch.cuda.is_available())
+            _orig(self, *args, **kwargs)
+        cls.__init__ = _capturable
 sys.argv = [sys.argv[1]] + sys.argv[2:]
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")
 except SystemExit as e:
     if e.code not in (None, 0):
         raise
-import torch
-def modules():
-    for m in gc.get_objects():
-        try:
-            if isinstance(m, torch.nn.Module) and any(True for _ in m.parameters()):
-                yield m
-        except ReferenceError:   # a dead weak proxy
-            pass
 sums = sorted((sum(p.numel() for p in m.parameters()), float(sum(p.detach().double().sum() for p in m.parameters())))
-              for m in modules())
+              for m in built if any(True for _ in m.parameters()))
 if sums:
     print("cg-check: largest module parameter sum", sums[-1][1])
 """
 
 
-def run(script: Path, timeout: float) -> dict:
+def run(script: Path, timeout: float, capturable: bool = False) -> dict:
     started = time.monotonic()
+    env = {**os.environ, "CG_CHECK_CAPTURABLE": "1" if capturable else "0"}
     try:
         p = subprocess.run([sys.executable, "-c", RUN, str(script)], capture_output=True, text=True, timeout=timeout,
-                           cwd=script.parent)
+                           cwd=script.parent, env=env)
         code, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         code, out, err = None, "", f"timed out after {timeout:.0f} s"
@@ -97,6 +116,7 @@ def main():
         original = work / source.name
         original.write_bytes(source.read_bytes())
         jobs.append((source.stem, "eager", original))
+        jobs.append((source.stem, "eager_capturable", original))
         for scope in PATCH_SCOPES:
             try:
                 patch = make_patch(source, scope)
@@ -107,13 +127,16 @@ def main():
             target.write_bytes(patch.patched_bytes)
             jobs.append((source.stem, scope, target))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda job: (job, run(job[2], args.timeout)), jobs))
+        results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1] == "eager_capturable")), jobs))
     eager = {name: r for (name, scope, _), r in results if scope == "eager"}
+    # full_iteration makes Adam-family optimizers capturable: other kernels, other rounding, so its
+    # reference is eager with capturable=True (a graph reproduces that one bit for bit)
+    capturable = {name: r for (name, scope, _), r in results if scope == "eager_capturable"}
     rows = []
     for (name, scope, _), r in results:
-        if scope == "eager":
+        if scope.startswith("eager"):
             continue
-        e = eager[name]
+        e = capturable[name] if scope == "full_iteration" else eager[name]
         ok_run = r["returncode"] == 0
         equal, worst = same_output(e["stdout"], r["stdout"], args.tolerance) if ok_run else (False, None)
         row = {"script": name, "scope": scope, "ran_to_end": ok_run, "eager_ran": e["returncode"] == 0,

@@ -368,7 +368,7 @@ class _Rewriter:
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
         elif self.scope == "compile":
-            before, new_loop = self._module_scope(loop), loop
+            before, new_loop = self._module_scope(loop), _marks_each_step(loop)
         else:
             before, new_loop = self._module_scope(loop), _autocast_without_cache(loop)
         transformer = _Splice(loop, new_loop, outer, before)
@@ -410,15 +410,19 @@ class _Rewriter:
                 raise self.refuse(f"{model} is called with keyword or ** arguments; a graphed forward takes "
                                   "positional tensors (try --scope compile)")
         # gradient accumulation: the graphed backward's gradients live in static buffers that the
-        # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU)
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU); so
         # must gradients zeroed in place (set_to_none=False): .grad would be that very buffer,
         # and the next backward would add it to itself (doubled gradients, found on the GPU)
         zeroed_in_place = calls_in(loop.body, lambda c: _is_method(c, None, "zero_grad")
                                    and any(dotted(a.value) == "False" for a in c.args))
-        accumulate = (", accumulate=True" if self.scope in ("fwd_bwd", "submodule")
-                      and (zeroed_in_place or self._step_is_conditional(list(loop.body.body), self._step_flags(loop)))
-                      else "")
+        accumulates = bool(zeroed_in_place) or self._step_is_conditional(list(loop.body.body), self._step_flags(loop))
+        if self.scope == "compile" and accumulates and self.spec.kind != "inference":
+            # torch.compile's CUDA graphs have the same buffers and no copy to ask for: on the GPU
+            # backward failed with "accessing tensor output of CUDAGraphs that has been overwritten"
+            raise self.refuse("gradients accumulate across backward calls (micro-steps, or zero_grad("
+                              "set_to_none=False)): compile's CUDA graphs overwrite them on the next run; "
+                              "use fwd_bwd, which copies them")
+        accumulate = ", accumulate=True" if self.scope in ("fwd_bwd", "submodule") and accumulates else ""
         if self.scope == "compile":
             code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
         elif self.scope == "forward":
@@ -566,6 +570,18 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     arg = cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return call.with_changes(args=[*args, arg])
+
+
+def _marks_each_step(loop):
+    """compile's CUDA graphs reuse their output memory on the next run; without a mark of each
+    iteration's start, a loop that runs the model twice per step (micro-batches) or reads an
+    output after the backward failed on the GPU: "accessing tensor output of CUDAGraphs that
+    has been overwritten by a subsequent run"."""
+    if not isinstance(loop.body, cst.IndentedBlock):
+        return loop
+    mark = cst.parse_module("torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's "
+                            "CUDA graphs\n").body
+    return loop.with_changes(body=loop.body.with_changes(body=[*mark, *loop.body.body]))
 
 
 def _autocast_without_cache(statement):

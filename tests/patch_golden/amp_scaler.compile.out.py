@@ -9,6 +9,7 @@ batches = [torch.randn(8, 64, device="cuda") for _ in range(4)] * 50
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for batch in batches:
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     with torch.autocast("cuda", dtype=torch.float16):
         loss = model(batch).float().pow(2).mean()

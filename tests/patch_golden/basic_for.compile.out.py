@@ -9,6 +9,7 @@ data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) 
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for x, y in data:
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     loss = criterion(model(x), y)
     loss.backward()

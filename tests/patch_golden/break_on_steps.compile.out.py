@@ -13,6 +13,7 @@ loader = [(torch.randn(8, 16, device=device), torch.randint(0, 4, (8,), device=d
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step, (x, y) in enumerate(loader):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     loss = nn.functional.cross_entropy(model(x), y)
     loss.backward()

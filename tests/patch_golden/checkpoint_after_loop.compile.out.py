@@ -14,6 +14,7 @@ x, y = torch.randn(32, 8, device=device), torch.randn(32, 1, device=device)
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()

@@ -14,6 +14,7 @@ class Trainer:
 
         for _ in range(epochs):
             for features, target in loader:
+                torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
                 features, target = features.cuda(non_blocking=True), target.cuda(non_blocking=True)
                 self.optimizer.zero_grad()
                 loss = nn.functional.mse_loss(self.model(features), target)

@@ -16,6 +16,7 @@ smoothed = torch.zeros((), device=device)
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for i in range(steps):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     x, y = data[i % len(data)]
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)

@@ -15,6 +15,7 @@ model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for epoch in range(4):
     for x, y in train_set:
+        torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()

@@ -14,6 +14,7 @@ dataset = [{"x": torch.randn(32, 20), "y": torch.randint(0, 5, (32,))} for _ in 
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     batch = dataset[step % len(dataset)]
     batch = {k: v.to(device) for k, v in batch.items()}
     logits = model(batch["x"])

@@ -12,6 +12,7 @@ model.train()
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for batch in dataset:
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     batch = {k: v.to("cuda", non_blocking=True) for k, v in batch.items()}
     outputs = model(**batch)
     loss = outputs.loss

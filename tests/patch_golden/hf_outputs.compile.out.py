@@ -33,6 +33,7 @@ model.train()
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     ids = batches[step % len(batches)].to(device)
     out = model(input_ids=ids, labels=ids)
     out.loss.backward()

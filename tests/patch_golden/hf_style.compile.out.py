@@ -13,6 +13,7 @@ def main():
     model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for _ in range(200):
+        torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         outputs = model(**batch)
         outputs.loss.backward()
         optimizer.step()

@@ -9,6 +9,7 @@ def train(model, loader, epochs):
 
     for epoch in range(epochs):
         for batch_idx, (images, targets) in enumerate(loader):
+            torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
             optim.zero_grad()
             logits = model(images)
             loss = loss_fn(logits, targets)

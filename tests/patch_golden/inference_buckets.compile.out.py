@@ -8,6 +8,7 @@ def serve(model, requests):
     model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for request in requests:  # batch sizes vary from request to request
+        torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         logits = model(request)
         results.append(logits.argmax(dim=-1))
     return results

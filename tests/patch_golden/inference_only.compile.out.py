@@ -6,4 +6,5 @@ with torch.no_grad():
     model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for _ in range(200):
+        torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         model(torch.randn(4, 8, device="cuda"))

@@ -9,6 +9,7 @@ batches = [(torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), devi
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step, (x, y) in enumerate(batches):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     out = model(x)
     loss = crit(out, y)

@@ -13,6 +13,7 @@ data = [(torch.randn(16, 32, device=device), torch.randn(16, 1, device=device)) 
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for x, y in data:
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     prediction = model(x)
     loss = nn.functional.mse_loss(prediction, y)

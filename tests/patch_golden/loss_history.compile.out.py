@@ -9,6 +9,7 @@ losses = []  # the loss of every step, read once at the end
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for x, y in data:
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()

@@ -13,6 +13,7 @@ if __name__ == "__main__":
     model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for i in range(args.steps):
+        torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         opt.zero_grad()
         loss = model(x).pow(2).mean()
         loss.backward()

@@ -13,6 +13,7 @@ x, y = torch.randn(32, 16, device="cuda"), torch.randn(32, 4, device="cuda")
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for it in range(200):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()

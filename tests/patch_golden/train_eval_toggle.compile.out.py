@@ -14,6 +14,7 @@ probe = torch.randn(8, 12, device=device)
 model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     model.train()
     optimizer.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)

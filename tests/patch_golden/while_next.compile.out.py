@@ -8,6 +8,7 @@ step = 0
 net = torch.compile(net, mode="reduce-overhead")  # cg-advise: scope compile
 
 while step < 200:
+    torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     inputs, labels = next(loader)
     opt.zero_grad(set_to_none=True)
     out = net(inputs)
