@@ -473,10 +473,20 @@ class _Rewriter:
                 moved.append(statement)  # Python-side state would run once, at capture: keep it live
                 continue
             if _has_sync(statement):
-                if _names_assigned(statement) or statement is body[end]:
-                    raise self.refuse("a host sync (.item(), .cpu(), print, ...) inside the step feeds the step; "
-                                      "read values after the step")
-                moved.append(statement)  # logging: runs after the replay instead
+                # a host read (`train_loss += loss.item()` between backward and step) moves after the
+                # replay when nothing later in the step reads what it binds, and what it reads is
+                # either made by the step (the replay hands it back) or left alone by it
+                others = [s for s in window if s is not statement]
+                fed = _names_assigned(statement) & set().union(*map(_names_read, window[i + 1:]))
+                made = set().union(*map(_names_assigned, others))
+                touched = set().union(*map(_names_read, others)) - made
+                sees = sorted(n for n in _names_read(statement) if n in touched)
+                if statement is body[end] or fed or sees:
+                    why = (f"it binds {', '.join(sorted(fed))}, which the step reads" if fed else
+                           f"it reads {', '.join(sees)}, which the step changes" if sees else "it is the step")
+                    raise self.refuse(f"a host sync (.item(), .cpu(), print, ...) inside the step cannot wait for "
+                                      f"the replay: {why}; read values after the step")
+                moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
         before = [s for s in body[:start] if not is_zero_grad(s)]
