@@ -364,6 +364,7 @@ class _Rewriter:
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
+        self.module = wrapper.module
         if self.scope == "full_iteration":
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
@@ -451,7 +452,9 @@ class _Rewriter:
         body = list(loop.body.body)
         # a GradScaler checks for infs on the host and a scheduler changes a Python-float LR:
         # then forward, loss and backward are captured and the optimizer step stays eager
-        self.optimizer_outside = bool(spec.scaler or spec.scheduler)
+        # so does an optimizer that cannot step inside a graph (LBFGS, SparseAdam, a third-party
+        # class we do not know): capturing its step failed as "optimizer-not-capturable"
+        self.optimizer_outside = bool(spec.scaler or spec.scheduler) or not self._optimizer_steps_in_graphs()
         is_step = self._step_flags(loop)
         if self._step_is_conditional(body, is_step):
             raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
@@ -541,6 +544,15 @@ class _Rewriter:
                                   "cannot update; compute it after the step")
         return returns
 
+    def _optimizer_steps_in_graphs(self) -> bool:
+        """Is the optimizer one whose step can be captured? SGD and the capturable families can;
+        an optimizer built elsewhere (a function's parameter) is assumed to be one of those (the
+        helper makes it capturable); a class we do not know keeps its step eager."""
+        optimizer = self.spec.optimizer
+        built = [dotted(node.value.func).split(".")[-1] for node in _assignments(self.module)
+                 if optimizer in [dotted(t.target) for t in node.targets] and isinstance(node.value, cst.Call)]
+        return not built or all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) for name in built)
+
     def _capturable_optimizer(self, module):
         """Adam-family optimizers must be built with capturable=True to step inside a graph."""
         optimizer = self.spec.optimizer
@@ -580,6 +592,17 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     arg = cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return call.with_changes(args=[*args, arg])
+
+
+def _assignments(module) -> list:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(node)
+
+    module.visit(Finder())
+    return found
 
 
 def _marks_each_step(loop):

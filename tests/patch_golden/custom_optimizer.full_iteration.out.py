@@ -1,0 +1,167 @@
+import os
+
+import torch
+from torch import nn
+import collections.abc
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
+    the optimizer step) is captured in one CUDA graph on the first call and replayed after.
+    Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
+    batch of another shape runs the step eagerly, and so does every step of a model that is
+    not on a CUDA device (a script's CPU fallback runs as it did).
+    Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
+
+    def __init__(self, step, optimizer, model=None, warmup=3, clone_outputs=False):
+        self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
+        self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
+        self.graph = None
+
+    def __call__(self, *inputs):
+        tensors, layout = self._flatten(inputs)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if not any(p.is_cuda for p in params + tensors):
+            self.optimizer.zero_grad(set_to_none=True)
+            return self.step(*inputs)
+        if self.graph is None:
+            self.layout = layout
+            self.static_tensors = [t.detach().clone() for t in tensors]
+            self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
+            self._make_capturable()
+            saved = self._snapshot()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+            self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
+            self._restore(saved)
+            self._check_outputs(self.output_layout)
+        try:
+            same = layout == self.layout
+        except Exception:  # a non-tensor value that cannot be compared
+            same = False
+        if not same:
+            self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_tensors, tensors):
+            static.copy_(t)
+        self.graph.replay()
+        if self.clone_outputs:
+            return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
+        return self.static_outputs
+
+    @staticmethod
+    def _flatten(value):
+        """(tensors, layout): the tensors of a batch (tensors, tuples, lists, dicts), and its
+        structure with their shapes; other values are part of the layout, so a batch of another
+        shape or with another such value runs the step eagerly."""
+        if torch.is_tensor(value):
+            return [value], ("tensor", tuple(value.shape), value.dtype, value.device)
+        if isinstance(value, (tuple, list, collections.abc.Mapping)):
+            mapping = isinstance(value, collections.abc.Mapping)
+            tensors, layouts = [], []
+            for item in (value.values() if mapping else value):
+                found, layout = _CgFullIterationGraph._flatten(item)
+                tensors += found
+                layouts.append(layout)
+            return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
+        return [], ("value", value)
+
+    @staticmethod
+    def _check_outputs(layout):
+        """A value the step hands back must be a tensor (or a structure of them) that each
+        replay rewrites in place; a float or another object would keep its capture-time value."""
+        if layout[0] == "value":
+            if layout[1] is not None and not isinstance(layout[1], (bool, int, str)):
+                raise TypeError(f"cg-advise: the captured step returns a {type(layout[1]).__name__}, which a "
+                                "CUDA graph cannot update on replay; compute it after the step")
+        elif layout[0] != "tensor":
+            for item in layout[2]:
+                _CgFullIterationGraph._check_outputs(item)
+
+    @staticmethod
+    def _unflatten(layout, tensors):
+        if layout[0] == "tensor":
+            return next(tensors)
+        if layout[0] == "value":
+            return layout[1]
+        kind, keys, layouts = layout
+        items = [_CgFullIterationGraph._unflatten(item, tensors) for item in layouts]
+        if keys is not None:
+            return kind(dict(zip(keys, items)))
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
+
+    def _make_capturable(self):
+        # an optimizer the patch could not rewrite (built by a caller, or outside the Adam
+        # family) must still step inside the graph: capturable, its step counts on the GPU
+        for group in self.optimizer.param_groups:
+            if group.get("capturable") is False:
+                group["capturable"] = True
+                for p in group["params"]:
+                    state = self.optimizer.state.get(p, {})
+                    if torch.is_tensor(state.get("step")):
+                        state["step"] = state["step"].to(p.device)
+
+    def _snapshot(self):
+        # the model's parameters and buffers, and the optimizer state that exists already
+        if self.model is not None:
+            tensors = list(self.model.state_dict().values())
+        else:
+            tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+        return [(t, t.detach().clone()) for t in tensors]
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
+        for state in self.optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+
+
+class SignSGD(torch.optim.Optimizer):
+    """A hand-written optimizer: no `capturable` option, so its step stays out of the graph."""
+
+    def __init__(self, params, lr=1e-3):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad.sign(), alpha=-group["lr"])
+
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+optimizer = SignSGD(model.parameters(), lr=1e-3)
+data = [(torch.randn(16, 32, device=device), torch.randn(16, 1, device=device)) for _ in range(steps)]
+
+def _cg_step(x, y):
+    """Forward, loss and backward, captured by cg-advise; the optimizer steps after each replay."""
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+_cg_step_graph = _CgFullIterationGraph(_cg_step, optimizer, model)
+
+for x, y in data:
+    loss = _cg_step_graph(x, y)  # cg-advise: replays the captured step
+    optimizer.step()
+
+print(f"final loss {loss.item():.6f}")
