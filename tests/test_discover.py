@@ -85,3 +85,17 @@ def test_an_inference_loop_is_found_when_there_is_no_training_loop():
     spec = discover(CORPUS / "inference_buckets.py")
     assert (spec.kind, spec.model, spec.function, spec.line) == ("inference", "model", "serve", 8)
     assert discover(CORPUS / "in_function.py").kind == "train"  # its eval loop under no_grad is not the step
+
+
+def test_a_training_script_never_gets_its_validation_loop_tuned(tmp_path):
+    """A training loop that is not recognised (a manual update, no optimizer object) is said,
+    with its line; the no_grad validation loop is not taken as "the inference step" instead."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\ndata = [(torch.randn(2, 4), torch.randn(2, 1))]\n"
+        "for x, y in data:\n    loss = nn.functional.mse_loss(model(x), y)\n    loss.backward()\n"
+        "    for p in model.parameters():\n        p.data.add_(p.grad, alpha=-0.1)\n\n"
+        "with torch.no_grad():\n    for x, y in data:\n        print(model(x))\n")
+    with pytest.raises(DiscoveryError) as error:
+        discover(script)
+    assert "the loop at line 6 calls backward() but no <optimizer>.step() was recognised" in str(error.value)

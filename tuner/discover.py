@@ -287,6 +287,13 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         if body.backward and optimizer:
             candidates.append((node, function, body, optimizer))
     if not candidates:
+        # a script that trains must get its training loop, never its validation loop in its place
+        training = [positions[n].start.line for n, _ in loops.loops if bodies[n].backward]
+        if training:
+            raise DiscoveryError(f"{path}: the loop at line {training[0]} calls backward() but no <optimizer>.step() "
+                                 "was recognised in it (a manual update, or a step inside a function it calls); "
+                                 "cg-advise rewrites loops that call <optimizer>.step() themselves, and does not "
+                                 "tune another loop of a training script in its place")
         inference = _inference_loop(path, wrapper, positions, loops, bodies, assignments)
         if inference:
             inference.step_name = step
