@@ -116,7 +116,19 @@ def _targets(rows, scope):
     return np.clip(recovered, *RECOVERED_RANGE)
 
 
+def _model_packages():
+    """scikit-learn and scipy fit and evaluate the model; predicting needs numpy alone, so they
+    are the optional extra ``cg-advise[model]`` and an analysis-only install goes without."""
+    try:
+        import scipy.stats  # noqa: F401
+        import sklearn  # noqa: F401
+    except ImportError as error:
+        raise ModelError(f"fitting or evaluating the model needs scikit-learn and scipy ({error.name} is missing): "
+                         "pip install 'cg-advise[model]'") from None
+
+
 def _ridge(X, y, alpha):
+    _model_packages()
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -274,6 +286,7 @@ def load_model(path=None) -> dict:
 # -- evaluation -------------------------------------------------------------------------
 def cross_validate(rows) -> dict:
     """Leave-one-family-out: each family is predicted by a model that never saw it."""
+    _model_packages()
     from scipy.stats import spearmanr
 
     families = np.array([r["family"] for r in rows])

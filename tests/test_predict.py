@@ -166,3 +166,18 @@ def test_inference_trace_gets_the_scopes_of_an_inference_loop(shipped):
                                          ["replay_ms_per_op"] * s["gpu_ops_per_iteration"])
     assert p["forward"]["speedup"] == pytest.approx(min(expected, p["bound"]), rel=1e-9)
     assert p["best"] == "forward" and p["advice"].startswith("best scope forward:")
+
+
+def test_model_fit_without_the_model_extra_says_how_to_get_it(monkeypatch, tmp_path):
+    """scikit-learn and scipy are the [model] extra: without them, analyze still predicts and
+    fit / eval say what to install, in one line."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)   # an import of it now fails as if it were absent
+    code, out, err = run("analyze", sample("launch_eager"), "--json")
+    assert code == 1 and json.loads(out)["predictions"]["best"] == "full_iteration"
+    for args in (("model", "eval"), ("model", "fit", DATASET, "-o", tmp_path / "m.json")):
+        code, _, err = run(*args)
+        assert (code, err) == (2, "cg-advise: error: fitting or evaluating the model needs scikit-learn and scipy "
+                                  "(sklearn is missing): pip install 'cg-advise[model]'\n")
+    assert not (tmp_path / "m.json").exists()
