@@ -36,7 +36,7 @@ GET_TORCH = "https://pytorch.org/get-started/locally/"
 # import name -> pip name, by what needs them: reading exports and printing tables; rewriting
 # scripts (patch, tune); fitting the model
 ANALYZE_PACKAGES = {"numpy": "numpy", "sqlite_utils": "sqlite-utils", "rich": "rich"}
-PATCH_PACKAGES = {"libcst": "libcst"}
+PATCH_PACKAGES = {"libcst": "libcst", "pyflakes": "pyflakes"}   # rewrite, then check no name is left unbound
 MODEL_PACKAGES = {"sklearn": "scikit-learn", "scipy": "scipy"}
 ONE_KERNEL = "import torch; torch.ones(1, device='cuda').sum().item()"
 
