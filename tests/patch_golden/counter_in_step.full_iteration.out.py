@@ -19,8 +19,7 @@ class _CgFullIterationGraph:
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        if not any(p.is_cuda for p in params + tensors):
+        if self.graph is None and not self._on_cuda(tensors):   # once captured, the model is on the GPU
             self.optimizer.zero_grad(set_to_none=True)
             return self.step(*inputs)
         if self.graph is None:
@@ -73,6 +72,10 @@ class _CgFullIterationGraph:
                 layouts.append(layout)
             return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
         return [], ("value", value)
+
+    def _on_cuda(self, tensors):
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        return any(t.is_cuda for t in params + tensors)
 
     @staticmethod
     def _check_outputs(layout):
