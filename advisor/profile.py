@@ -161,12 +161,9 @@ def check_script(path: Path) -> None:
         raise CgAdviseError(f"{path}: no such file")
     if path.is_dir():
         raise CgAdviseError(f"{path}: is a folder, not a Python script")
-    read_source(path)   # unreadable, binary, huge or undecodable: one clear line
+    source = read_source(path).raw   # unreadable, binary, huge or undecodable: one clear line
     try:
-        source = path.read_bytes()
         compile(source, str(path), "exec")
-    except OSError as error:
-        raise CgAdviseError(f"{path}: {error.strerror or error}") from None
     except (SyntaxError, ValueError) as error:
         where = f" at line {error.lineno}" if getattr(error, "lineno", None) else ""
         raise CgAdviseError(f"{path}: not a Python script ({type(error).__name__}{where})") from None

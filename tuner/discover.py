@@ -94,6 +94,7 @@ class _Assignments(cst.CSTVisitor):
         self.constructed = {}
         self.params_owner = {}
         self.sources = {}    # name -> the code of its (last) call assignment
+        self.callees = {}    # name -> the dotted callee of every call assignment to it, in order
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if not isinstance(node.value, cst.Call):
@@ -104,6 +105,7 @@ class _Assignments(cst.CSTVisitor):
             for name in target_names(target.target):
                 self.sources[name] = code
                 self.constructed[name] = callee
+                self.callees.setdefault(name, []).append(callee)
                 if owner:
                     self.params_owner[name] = owner
 

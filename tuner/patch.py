@@ -22,7 +22,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .discover import StepSpec, calls_in, discover, dotted, host_call, target_names
+from .discover import StepSpec, _Assignments, calls_in, discover, dotted, host_call, target_names
 from .search import scopes_for
 from .templates import HELPERS
 
@@ -548,9 +548,9 @@ class _Rewriter:
         """Is the optimizer one whose step can be captured? SGD and the capturable families can;
         an optimizer built elsewhere (a function's parameter) is assumed to be one of those (the
         helper makes it capturable); a class we do not know keeps its step eager."""
-        optimizer = self.spec.optimizer
-        built = [dotted(node.value.func).split(".")[-1] for node in _assignments(self.module)
-                 if optimizer in [dotted(t.target) for t in node.targets] and isinstance(node.value, cst.Call)]
+        assignments = _Assignments()
+        self.module.visit(assignments)
+        built = [callee.split(".")[-1] for callee in assignments.callees.get(self.spec.optimizer, [])]
         return not built or all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) for name in built)
 
     def _capturable_optimizer(self, module):
@@ -592,17 +592,6 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     arg = cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return call.with_changes(args=[*args, arg])
-
-
-def _assignments(module) -> list:
-    found = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            found.append(node)
-
-    module.visit(Finder())
-    return found
 
 
 def _marks_each_step(loop):
