@@ -251,24 +251,20 @@ def test_unusual_scripts_round_trip(tmp_path, case):
     data = _variants()[case]
     script = _write(tmp_path, "train.py", data)
     script.chmod(0o755)
-    code, diff, err, _ = invoke("patch", script, "--scope", "full_iteration")
-    assert code == 1 and "Traceback" not in err
-    diff_bytes = CliRunner().invoke(cli, ["patch", str(script), "--scope", "full_iteration"]).stdout_bytes
-    (tmp_path / "change.diff").write_bytes(diff_bytes)
-    # the printed diff applies to the file as it is, with both tools
-    for tool in (["git", "apply", "--check", "-p1", "--directory", str(tmp_path.relative_to(tmp_path.anchor))],
-                 ["patch", "-p1", "--dry-run", "-s"]):
-        if shutil.which(tool[0]) is None:
+    printed = CliRunner().invoke(cli, ["patch", str(script), "--scope", "full_iteration"])
+    assert printed.exit_code == 1 and "Traceback" not in printed.stderr
+    diff = tmp_path / "change.diff"
+    diff.write_bytes(printed.stdout_bytes)   # the bytes as printed, in the file's encoding
+    # the printed diff applies to the file as it is, with both tools; its paths are relative to
+    # the working directory, so strip as many components as that path has
+    strip = "-p" + str(len(Path(os.path.relpath(script)).parts))
+    commands = {"git": ["git", "apply", "--check", "--unsafe-paths", "--directory", str(tmp_path), strip, str(diff)],
+                "patch": ["patch", "-d", str(tmp_path), strip, "--dry-run", "-i", str(diff)]}
+    for tool, command in commands.items():
+        if shutil.which(tool) is None:
             continue
-        if tool[0] == "git":
-            checked = subprocess.run(["git", "apply", "--check", "--unsafe-paths", "--directory", str(tmp_path),
-                                      "-p" + str(len(Path(os.path.relpath(script)).parts)), str(tmp_path / "change.diff")],
-                                     cwd="/", capture_output=True, text=True)
-        else:
-            checked = subprocess.run(["patch", "-d", str(tmp_path), "-p" + str(len(Path(os.path.relpath(script)).parts)),
-                                      "--dry-run", "-i", str(tmp_path / "change.diff")],
-                                     capture_output=True, text=True)
-        assert checked.returncode == 0, (tool[0], checked.stdout + checked.stderr)
+        checked = subprocess.run(command, cwd="/", capture_output=True, text=True)
+        assert checked.returncode == 0, (tool, checked.stdout + checked.stderr)
     code, out, err, _ = invoke("patch", script, "--scope", "full_iteration", "--apply")
     assert code == 0 and "Traceback" not in err
     backup = tmp_path / "train.py.orig"
