@@ -213,7 +213,7 @@ def test_outputs_kept_past_the_next_replay_are_copied(tmp_path, kept, copies):
     script.write_text(HOST_CALLS.replace("    wandb.log({\"loss\": loss})\n    torch.cuda.synchronize()\n", "")
                       .replace("    optimizer.step()\n", f"    optimizer.step()\n    {kept}\n"))
     out = make_patch(script, "full_iteration").patched
-    assert ("model, clone_outputs=True)" in out) == copies
+    assert ("[model], clone_outputs=True)" in out) == copies
     assert "loss = _cg_step_graph()  # cg-advise" in out
 
 

@@ -5,6 +5,7 @@ there is none, an inference loop that calls a model under ``torch.no_grad()`` or
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -52,6 +53,9 @@ class StepSpec:
     outside: list = field(default_factory=list)
     kind: str = "train"           # or "inference": no backward, the model called without grad
     step_name: Optional[str] = None   # --step, when the user named the function
+    optimizers: list = field(default_factory=list)  # every optimizer the iteration steps, in order (a GAN: two)
+    models: list = field(default_factory=list)      # modules called with grad in the iteration, in call order
+    calls: dict = field(default_factory=dict)       # model -> how often the loop body calls it (a loop inside: 2)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -110,6 +114,54 @@ class _Assignments(cst.CSTVisitor):
                     self.params_owner[name] = owner
 
 
+class _Definitions(cst.CSTVisitor):
+    """Names that are not models wherever they are called: imported modules and functions,
+    and the functions and classes the script defines."""
+
+    def __init__(self):
+        self.names = set(dir(builtins))
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self.names.add(alias.evaluated_alias or dotted(alias.name).split(".")[0])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not isinstance(node.names, cst.ImportStar):
+            self.names.update(alias.evaluated_alias or dotted(alias.name) for alias in node.names)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.names.add(node.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.names.add(node.name.value)
+
+
+LOSS_HINTS = ("loss", "criterion")
+
+
+def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definitions, steppers: set,
+            owner: Optional[str]) -> tuple:
+    """The modules the iteration calls with grad, from the calls themselves: ``model(x)``,
+    ``self.model(x)``, ``encoder(x)`` then ``head(features)``; not imported functions
+    (``F.cross_entropy``), builtins, the script's own functions and classes, criteria
+    (``criterion``, ``loss_fn``, an ``nn.*Loss()``), optimizers, schedulers or scalers. The
+    optimizer's parameter owner comes first. Returns (models, calls per model)."""
+    counts = {}
+    for name, _ in body.with_grad:
+        root = name.split(".")[0]
+        if "." in name and not (root == "self" and name.count(".") == 1) and name not in assignments.sources:
+            continue  # `x.view(...)`, `torch.randn(...)`: a method or a module's function
+        constructed = assignments.constructed.get(name, "")
+        if (root in definitions.names or root in steppers or name in steppers
+                or any(h in name.lower() for h in LOSS_HINTS) or "Loss" in constructed or constructed.endswith("partial")):
+            continue
+        counts[name] = counts.get(name, 0) + 1
+    models = sorted(counts, key=lambda m: m != owner)
+    if not models and owner:
+        models = [owner]   # called inside a function the loop calls: found through the optimizer
+    return models, counts
+
+
 def calls_in(node, predicate) -> list:
     """The calls inside ``node`` (itself included) for which ``predicate`` holds, in source order."""
     found = []
@@ -142,6 +194,33 @@ class _LoopBody(cst.CSTVisitor):
         self.autocast = False
         self.clip_grad = False
         self.assigned_from_next = []
+        self.with_grad = []       # (callee, line) of calls outside no_grad blocks, nested loops counted twice
+        self._no_grad = 0
+        self._loops = 0
+
+    def visit_For(self, node) -> None:
+        self._loops += 1
+
+    def leave_For(self, node) -> None:
+        self._loops -= 1
+
+    def visit_While(self, node) -> None:
+        self._loops += 1
+
+    def leave_While(self, node) -> None:
+        self._loops -= 1
+
+    def visit_ListComp(self, node) -> None:
+        self._loops += 1
+
+    def leave_ListComp(self, node) -> None:
+        self._loops -= 1
+
+    def visit_GeneratorExp(self, node) -> None:
+        self._loops += 1
+
+    def leave_GeneratorExp(self, node) -> None:
+        self._loops -= 1
 
     def visit_FunctionDef(self, node) -> bool:
         return False
@@ -154,6 +233,12 @@ class _LoopBody(cst.CSTVisitor):
             call = item.item
             if isinstance(call, cst.Call) and dotted(call.func).split(".")[-1] == "autocast":
                 self.autocast = True
+        if any(_is_no_grad(item.item) for item in node.items):
+            self._no_grad += 1
+
+    def leave_With(self, node: cst.With) -> None:
+        if any(_is_no_grad(item.item) for item in node.items):
+            self._no_grad -= 1
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if isinstance(node.value, cst.Call) and dotted(node.value.func) == "next":
@@ -185,6 +270,8 @@ class _LoopBody(cst.CSTVisitor):
         if host:
             self.outside.append((line, *host))
         self.calls.append((name, line))
+        if name and not self._no_grad:
+            self.with_grad += [(name, line)] * (2 if self._loops else 1)
 
 
 SYNC_METHODS = ("item", "cpu", "tolist", "numpy")        # tensor -> host value: waits for the GPU
@@ -285,9 +372,9 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     for node, function in loops.loops:
         body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
-        optimizer = _optimizer(body, assignments)
-        if body.backward and optimizer:
-            candidates.append((node, function, body, optimizer))
+        optimizers = _optimizers(body, assignments)
+        if body.backward and optimizers:
+            candidates.append((node, function, body, optimizers))
     if not candidates:
         # a script that trains must get its training loop, never its validation loop in its place
         training = [positions[n].start.line for n, _ in loops.loops if bodies[n].backward]
@@ -307,18 +394,23 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
                              f"torch.no_grad() or torch.inference_mode()) found; loops seen: "
                              f"{', '.join(found) or 'none'}")
     # innermost: the candidate no other candidate lies inside
-    node, function, body, optimizer = min(candidates, key=lambda c: _span(positions, c[0]))
+    node, function, body, optimizers = min(candidates, key=lambda c: _span(positions, c[0]))
+    optimizer = optimizers[0]
     loss = body.backward[0][0]
     scaler = next((r for r, opt, _ in body.scaler_steps if opt == optimizer), None)
-    scheduler = next((r for r, _ in body.step if r != optimizer and _is_scheduler(r, assignments)), None)
-    model = assignments.params_owner.get(optimizer)
+    scheduler = next((r for r, _ in body.step if r not in optimizers and _is_scheduler(r, assignments)), None)
+    definitions = _Definitions()
+    wrapper.module.visit(definitions)
+    steppers = {*optimizers, *(r for r, _ in body.step), *(r for r, _, _ in body.scaler_steps)}
+    models, calls = _models(body, assignments, definitions, steppers, assignments.params_owner.get(optimizer))
+    model = models[0] if models else None
     if isinstance(node, cst.For):
         batch = target_names(node.target)
         iterated = dotted(node.iter.func) if isinstance(node.iter, cst.Call) else ""
         if iterated == "enumerate":
             batch = batch[1:]  # drop the counter
         elif iterated == "range":
-            batch = _assigned_before_step(node, model)  # a counted loop: the inputs are picked in its body
+            batch = _assigned_before_step(node, models)  # a counted loop: the inputs are picked in its body
     else:
         batch = body.assigned_from_next
     outside = [Outside(line, code, reason) for line, code, reason in body.outside]
@@ -330,11 +422,11 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     spec = StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
                     optimizer, loss, batch, scheduler, scaler, body.autocast, body.clip_grad,
                     sorted(outside, key=lambda o: o.line))
-    spec.step_name = step
+    spec.step_name, spec.optimizers, spec.models, spec.calls = step, optimizers, models, calls
     return spec
 
 
-def _assigned_before_step(loop, model: Optional[str]) -> list:
+def _assigned_before_step(loop, models: list) -> list:
     """Names the loop body assigns before its first statement that calls anything
     step-like (the model, backward, zero_grad): ``x, y = batches[i % n]``."""
     names = []
@@ -342,7 +434,7 @@ def _assigned_before_step(loop, model: Optional[str]) -> list:
         if not isinstance(statement, cst.SimpleStatementLine) or not all(isinstance(b, cst.Assign)
                                                                          for b in statement.body):
             break
-        if calls_in(statement, lambda c: dotted(c.func) == model
+        if calls_in(statement, lambda c: dotted(c.func) in models
                     or dotted(c.func).endswith((".backward", ".zero_grad", ".step"))):
             break
         for assign in statement.body:
@@ -361,20 +453,19 @@ def _is_scheduler(name: str, assignments: _Assignments) -> bool:
     return any(h in callee for h in SCHEDULER_HINTS) or "sched" in name.lower()
 
 
-def _optimizer(body: _LoopBody, assignments: _Assignments) -> Optional[str]:
-    """The receiver of .step() that is an optimizer: constructed from an optim module, given
-    its parameters, zeroed in the loop, or stepped through a GradScaler."""
-    for _, optimizer, _ in body.scaler_steps:
-        if optimizer:
-            return optimizer
+def _optimizers(body: _LoopBody, assignments: _Assignments) -> list:
+    """The receivers of .step() that are optimizers, in the order they step: constructed from
+    an optim module, given parameters, zeroed in the loop, or stepped through a GradScaler.
+    A GAN's iteration steps two."""
+    found = [optimizer for _, optimizer, _ in body.scaler_steps if optimizer]
     for receiver, _ in body.step:
         if _is_scheduler(receiver, assignments):
             continue
         callee = assignments.constructed.get(receiver, "")
         if (callee.startswith(OPTIMIZER_MODULES) or receiver in assignments.params_owner
                 or receiver in body.zero_grad or "opt" in receiver.lower()):
-            return receiver
-    return None
+            found.append(receiver)
+    return list(dict.fromkeys(found))
 
 
 def _inference_loop(path, wrapper, positions, loops, bodies, assignments) -> Optional[StepSpec]:

@@ -368,10 +368,8 @@ class _Rewriter:
         if self.scope == "full_iteration":
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
-        elif self.scope == "compile":
-            before, new_loop = self._module_scope(loop), _marks_each_step(loop)
         else:
-            before, new_loop = self._module_scope(loop), _autocast_without_cache(loop)
+            before, new_loop = self._module_scope(loop)
         transformer = _Splice(loop, new_loop, outer, before)
         module = wrapper.module.visit(transformer)
         if not transformer.inserted:
@@ -401,15 +399,39 @@ class _Rewriter:
         return None
 
     # -- compile, fwd_bwd, submodule: setup before the loop --------------------------------
-    def _module_scope(self, loop) -> list:
-        model = self.spec.model
-        if not model:
-            raise self.refuse("no model found (the optimizer is not built from <model>.parameters())")
-        if self.scope != "compile":
-            keyword_calls = calls_in(loop.body, lambda c: dotted(c.func) == model and any(a.keyword or a.star for a in c.args))
-            if keyword_calls:
-                raise self.refuse(f"{model} is called with keyword or ** arguments; a graphed forward takes "
-                                  "positional tensors (try --scope compile)")
+    def _models(self, loop) -> list:
+        """The models this scope applies to: every module the iteration calls with grad (data
+        flow, not the optimizer's constructor). A graphed forward and backward keeps one call's
+        activations, so a module called twice per iteration, or with keyword arguments, is
+        left eager; compile takes them all."""
+        spec = self.spec
+        models = spec.models or ([spec.model] if spec.model else [])
+        if not models:
+            raise self.refuse("no model found: no module is called with grad in the loop, and the optimizer is "
+                              "not built from <model>.parameters()")
+        if self.scope == "compile":
+            called = [m for m in models if calls_in(loop.body, lambda c, m=m: dotted(c.func) == m)]
+            if not called:
+                raise self.refuse(f"{models[0]} is not called in the loop itself (a function the loop calls runs "
+                                  "it); compile replaces the loop's calls of the model")
+            return called
+        usable, why = [], []
+        for model in models:
+            if calls_in(loop.body, lambda c, m=model: dotted(c.func) == m and any(a.keyword or a.star for a in c.args)):
+                why.append(f"{model} is called with keyword or ** arguments; a graphed forward takes positional "
+                           "tensors (try --scope compile)")
+            elif spec.calls.get(model, 1) > 1:
+                why.append(f"{model} is called more than once per iteration; a graphed forward keeps the "
+                           "activations of one call for its backward (try --scope full_iteration)")
+            else:
+                usable.append(model)
+        if not usable:
+            raise self.refuse(why[0])
+        return usable
+
+    def _module_scope(self, loop) -> tuple:
+        """(setup before the loop, the loop) for compile, forward, fwd_bwd and submodule."""
+        models = self._models(loop)
         # gradient accumulation: the graphed backward's gradients live in static buffers that the
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU); so
         # must gradients zeroed in place (set_to_none=False): .grad would be that very buffer,
@@ -423,23 +445,34 @@ class _Rewriter:
             raise self.refuse("gradients accumulate across backward calls (micro-steps, or zero_grad("
                               "set_to_none=False)): compile's CUDA graphs overwrite them on the next run; "
                               "use fwd_bwd, which copies them")
-        accumulate = ", accumulate=True" if self.scope in ("fwd_bwd", "submodule") and accumulates else ""
         if self.scope == "compile":
-            code = f'{model} = torch.compile({model}, mode="reduce-overhead")  # cg-advise: scope compile\n'
-        elif self.scope == "forward":
-            code = f"_cg_graph_inference({model})  # cg-advise: forward passes as CUDA graphs, one per batch-size bucket\n"
+            # the loop calls a compiled alias; the model itself is not rebound, so code after the
+            # loop (a checkpoint's state_dict) sees the module as it was, and a model that is a
+            # global or a function's parameter needs no new local binding
+            aliases = {m: _compiled_name(m) for m in models}
+            code = "".join(f'{aliases[m]} = torch.compile({m}, mode="reduce-overhead")  # cg-advise: scope compile\n'
+                           for m in models)
+            return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
+        accumulate = ", accumulate=True" if self.scope in ("fwd_bwd", "submodule") and accumulates else ""
+        if self.scope == "forward":
+            code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
+                           "batch-size bucket\n" for m in models)
         elif self.scope == "fwd_bwd":
-            code = f"_cg_graph_forward({model}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
+            code = "".join(f"_cg_graph_forward({m}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
+                           for m in models)
         else:
-            code = (f"for _cg_child in {model}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
-                    f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
-                    f"        _cg_graph_forward(_cg_child{accumulate})\n")
-        return list(cst.parse_module(code).body)
+            code = "".join(f"for _cg_child in {m}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
+                           f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
+                           f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
+        return list(cst.parse_module(code).body), _autocast_without_cache(loop)
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step the optimizer?"""
-        steppers = {self.spec.optimizer, *([self.spec.scaler] if self.spec.scaler else [])}
+        steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
         return [bool(calls_in(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in loop.body.body]
+
+    def _optimizers(self) -> list:
+        return self.spec.optimizers or [self.spec.optimizer]
 
     @staticmethod
     def _step_is_conditional(body, is_step) -> bool:
@@ -455,22 +488,32 @@ class _Rewriter:
         # so does an optimizer that cannot step inside a graph (LBFGS, SparseAdam, a third-party
         # class we do not know): capturing its step failed as "optimizer-not-capturable"
         self.optimizer_outside = bool(spec.scaler or spec.scheduler) or not self._optimizer_steps_in_graphs()
+        optimizers = self._optimizers()
         is_step = self._step_flags(loop)
         if self._step_is_conditional(body, is_step):
             raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
                               "iteration needs one step per loop iteration")
-        end = is_step.index(True)
+        end = len(is_step) - 1 - is_step[::-1].index(True)   # the last optimizer step: a GAN steps two
         if self.optimizer_outside:
+            if len(optimizers) > 1:
+                raise self.refuse(f"the optimizers {', '.join(optimizers)} step eagerly (a GradScaler, a scheduler "
+                                  "or an optimizer that cannot be captured) between backward passes; one graph "
+                                  "cannot hold the work around them")
+            end = is_step.index(True)
             is_backward = [bool(calls_in(s, lambda c: _is_method(c, None, "backward"))) for s in body[:end]]
             if True not in is_backward:
                 raise self.refuse("no backward() before the optimizer step at the loop's top level")
             end = len(is_backward) - 1 - is_backward[::-1].index(True)
-        is_zero_grad = lambda s: _is_zero_grad(s, (spec.optimizer, spec.model))  # noqa: E731
+        is_zero_grad = lambda s: _is_zero_grad(s, (*optimizers, *spec.models, spec.model))  # noqa: E731
         start = _step_start(body, end, is_zero_grad)
-        core, moved = [], []
+        core, moved, aliases = [], [], []
         window = body[start:end + 1]
+        first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: _is_method(c, None, "backward"))),
+                              len(window))
         for i, statement in enumerate(window):
             if is_zero_grad(statement):
+                if i > first_backward:
+                    core.append(statement)  # between two backward passes (a GAN's generator step) it matters
                 continue
             if statement is not body[end] and _is_bookkeeping(statement, window[i + 1:]):
                 moved.append(statement)  # Python-side state would run once, at capture: keep it live
@@ -486,9 +529,17 @@ class _Rewriter:
                 sees = sorted(n for n in _names_read(statement) if n in touched)
                 if statement is body[end] or fed or sees:
                     why = (f"it binds {', '.join(sorted(fed))}, which the step reads" if fed else
-                           f"it reads {', '.join(sees)}, which the step changes" if sees else "it is the step")
+                           f"it reads {', '.join(sorted(sees))}, which the step changes" if sees else "it is the step")
                     raise self.refuse(f"a host sync (.item(), .cpu(), print, ...) inside the step cannot wait for "
                                       f"the replay: {why}; read values after the step")
+                # a name the rest of the step binds again (a GAN's `output`) is read through an alias
+                # bound here, so that the moved read sees this statement's value, not the last one
+                rebound = sorted(_names_read(statement) & set().union(*map(_names_assigned, window[i + 1:])))
+                renames = {name: f"_cg_{name}_{positions[statement].start.line}" for name in rebound}
+                if renames:
+                    core += cst.parse_module("".join(f"{a} = {n}\n" for n, a in renames.items())).body
+                    aliases += renames.values()
+                    statement = _renamed_reads(statement, renames)
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
@@ -504,21 +555,22 @@ class _Rewriter:
         assigned_before = set().union(*map(_names_assigned, body[:start]))
         variant = list(dict.fromkeys([*spec.batch, *loop_targets, *sorted(assigned_before)]))
         inputs = [name for name in variant if name in read]
-        returns = self._live_outs(core, inputs, scope, positions)
+        returns = self._live_outs(core, inputs, scope, positions, aliases)
         step_def = self._step_function(core, inputs, returns)
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
         new_body = before + list(cst.parse_module(line).body) + moved + post
-        model = f", {spec.model}" if spec.model else ""
+        models = spec.models or ([spec.model] if spec.model else [])
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if _keeps_reference([outer], set(returns), skip=core) else ""
         setup = [step_def] + list(cst.parse_module(
-            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, {spec.optimizer}{model}{clone})\n").body)
+            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
+            f"[{', '.join(models)}]{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
-    def _live_outs(self, core, inputs, scope, positions) -> list:
+    def _live_outs(self, core, inputs, scope, positions, aliases=()) -> list:
         """Names the step binds that anything else in the enclosing function (or module) reads:
         code further down the loop body, the next iteration (the body before the step, a
         `while` condition), code after the loop (`return loss`, `print(f"{loss}")`,
@@ -526,7 +578,7 @@ class _Rewriter:
         the loop; inside the captured function alone they would vanish with it. Conservative:
         a read anywhere outside the step counts, even one after a re-binding."""
         assigned = set().union(*map(_names_assigned, core))
-        returns = sorted(assigned & _names_read(scope, skip=core))
+        returns = sorted(assigned & (_names_read(scope, skip=core) | set(aliases)))
         bound = set()
         for name, small in _reads_before_binding(core):
             if small is None:
@@ -550,18 +602,18 @@ class _Rewriter:
         helper makes it capturable); a class we do not know keeps its step eager."""
         assignments = _Assignments()
         self.module.visit(assignments)
-        built = [callee.split(".")[-1] for callee in assignments.callees.get(self.spec.optimizer, [])]
-        return not built or all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) for name in built)
+        built = [callee.split(".")[-1] for o in self._optimizers() for callee in assignments.callees.get(o, [])]
+        return all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) for name in built)
 
     def _capturable_optimizer(self, module):
         """Adam-family optimizers must be built with capturable=True to step inside a graph."""
-        optimizer = self.spec.optimizer
+        optimizers = set(self._optimizers())
 
         class Capturable(cst.CSTTransformer):
             def leave_Assign(self, original, updated):
                 targets = [dotted(t.target) for t in updated.targets]
                 value = updated.value
-                if (optimizer in targets and isinstance(value, cst.Call)
+                if (optimizers & set(targets) and isinstance(value, cst.Call)
                         and dotted(value.func).split(".")[-1] in CAPTURABLE_OPTIMIZERS):
                     # only on a GPU: on a CPU (the script's fallback) capturable Adam refuses to step
                     return updated.with_changes(value=_with_keyword(value, "capturable", "torch.cuda.is_available()"))
@@ -584,6 +636,25 @@ class _Rewriter:
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
 
 
+def _renamed_reads(statement, renames: dict):
+    """``statement`` reading each name in ``renames`` under its new name (targets unchanged)."""
+
+    class Rename(cst.CSTTransformer):
+        def visit_AssignTarget(self, node) -> bool:
+            return False
+
+        def leave_Attribute(self, original, updated):
+            return updated.with_changes(attr=original.attr)   # `x.output`: an attribute, not a name
+
+        def leave_Arg(self, original, updated):
+            return updated.with_changes(keyword=original.keyword)   # `f(output=...)`: a keyword
+
+        def leave_Name(self, original, updated):
+            return updated.with_changes(value=renames.get(updated.value, updated.value))
+
+    return statement.visit(Rename())
+
+
 def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     """``f(a, name=x)`` -> ``f(a, name=value)``: the keyword set last, any earlier one dropped."""
     args = [a for a in call.args if not (a.keyword and a.keyword.value == name)]
@@ -592,6 +663,24 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     arg = cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return call.with_changes(args=[*args, arg])
+
+
+def _compiled_name(model: str) -> str:
+    """``_cg_compiled_model`` for ``model``, ``_cg_compiled_self_model`` for ``self.model``."""
+    return "_cg_compiled_" + model.replace(".", "_")
+
+
+def _call_through(loop, aliases: dict):
+    """The loop with each call of a model in ``aliases`` made through its alias."""
+
+    class Calls(cst.CSTTransformer):
+        def leave_Call(self, original, updated):
+            name = dotted(updated.func)
+            if name in aliases:
+                return updated.with_changes(func=cst.Name(aliases[name]))
+            return updated
+
+    return loop.visit(Calls())
 
 
 def _marks_each_step(loop):

@@ -6,11 +6,11 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 criterion = nn.MSELoss()
 data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(200)]
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for x, y in data:
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
-    loss = criterion(model(x), y)
+    loss = criterion(_cg_compiled_model(x), y)
     loss.backward()
     optimizer.step()

@@ -10,12 +10,12 @@ model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
 optimizer = torch.optim.RMSprop(model.parameters(), lr=1e-3)
 loader = [(torch.randn(8, 16, device=device), torch.randint(0, 4, (8,), device=device)) for _ in range(max_steps * 2)]
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step, (x, y) in enumerate(loader):
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
-    loss = nn.functional.cross_entropy(model(x), y)
+    loss = nn.functional.cross_entropy(_cg_compiled_model(x), y)
     loss.backward()
     optimizer.step()
     if step + 1 >= max_steps:

@@ -11,12 +11,12 @@ model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x, y = torch.randn(32, 8, device=device), torch.randn(32, 1, device=device)
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
-    loss = nn.functional.mse_loss(model(x), y)
+    loss = nn.functional.mse_loss(_cg_compiled_model(x), y)
     loss.backward()
     optimizer.step()
 

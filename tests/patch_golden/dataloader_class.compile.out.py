@@ -10,14 +10,14 @@ class Trainer:
 
     def fit(self, dataset, epochs=2):
         loader = DataLoader(dataset, batch_size=16, shuffle=True)
-        self.model = torch.compile(self.model, mode="reduce-overhead")  # cg-advise: scope compile
+        _cg_compiled_self_model = torch.compile(self.model, mode="reduce-overhead")  # cg-advise: scope compile
 
         for _ in range(epochs):
             for features, target in loader:
                 torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
                 features, target = features.cuda(non_blocking=True), target.cuda(non_blocking=True)
                 self.optimizer.zero_grad()
-                loss = nn.functional.mse_loss(self.model(features), target)
+                loss = nn.functional.mse_loss(_cg_compiled_self_model(features), target)
                 loss.backward()
                 self.optimizer.step()
 

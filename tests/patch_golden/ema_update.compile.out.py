@@ -13,13 +13,13 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 data = [(torch.randn(16, 16, device=device), torch.randn(16, 1, device=device)) for _ in range(10)]
 smoothed = torch.zeros((), device=device)
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for i in range(steps):
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     x, y = data[i % len(data)]
     optimizer.zero_grad()
-    loss = nn.functional.mse_loss(model(x), y)
+    loss = nn.functional.mse_loss(_cg_compiled_model(x), y)
     loss.backward()
     optimizer.step()
     with torch.no_grad():

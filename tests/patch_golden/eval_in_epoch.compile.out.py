@@ -11,13 +11,13 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 train_set = [(torch.randn(16, 10, device=device), torch.randint(0, 2, (16,), device=device)) for _ in range(steps // 4)]
 val_set = [(torch.randn(16, 10, device=device), torch.randint(0, 2, (16,), device=device)) for _ in range(4)]
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for epoch in range(4):
     for x, y in train_set:
         torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
+        loss = nn.functional.cross_entropy(_cg_compiled_model(x), y)
         loss.backward()
         optimizer.step()
     with torch.no_grad():

@@ -11,13 +11,13 @@ model = nn.Sequential(nn.Linear(20, 64), nn.GELU(), nn.Linear(64, 5)).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 dataset = [{"x": torch.randn(32, 20), "y": torch.randint(0, 5, (32,))} for _ in range(10)]
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     batch = dataset[step % len(dataset)]
     batch = {k: v.to(device) for k, v in batch.items()}
-    logits = model(batch["x"])
+    logits = _cg_compiled_model(batch["x"])
     loss = F.cross_entropy(logits, batch["y"])
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

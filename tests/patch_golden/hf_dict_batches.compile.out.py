@@ -9,12 +9,12 @@ dataset = [{"input_ids": torch.randint(0, 1000, (8, 32)), "attention_mask": torc
             "labels": torch.randint(0, 2, (8,))} for _ in range(200)]
 
 model.train()
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for batch in dataset:
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     batch = {k: v.to("cuda", non_blocking=True) for k, v in batch.items()}
-    outputs = model(**batch)
+    outputs = _cg_compiled_model(**batch)
     loss = outputs.loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -30,12 +30,12 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 batches = [torch.randint(0, 100, (4, 16)) for _ in range(8)]
 
 model.train()
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     ids = batches[step % len(batches)].to(device)
-    out = model(input_ids=ids, labels=ids)
+    out = _cg_compiled_model(input_ids=ids, labels=ids)
     out.loss.backward()
     optimizer.step()
     optimizer.zero_grad()

@@ -10,11 +10,11 @@ def main():
     batch = {"input_ids": torch.randint(0, 1000, (8, 32), device="cuda"),
              "labels": torch.randint(0, 2, (8,), device="cuda")}
     model.train()
-    model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+    _cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for _ in range(200):
         torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
-        outputs = model(**batch)
+        outputs = _cg_compiled_model(**batch)
         outputs.loss.backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -11,12 +11,12 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 data = [(torch.randn(16, 32, device=device), torch.randn(16, 1, device=device)) for _ in range(steps)]
 
 train_loss = 0.0
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for x, y in data:
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
-    output = model(x)
+    output = _cg_compiled_model(x)
     loss = nn.functional.mse_loss(output, y)
     loss.backward()
     train_loss += loss.item()  # a host read between backward and step: it feeds nothing in the step

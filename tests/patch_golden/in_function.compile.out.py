@@ -5,13 +5,13 @@ from torch import nn
 def train(model, loader, epochs):
     optim = torch.optim.AdamW(model.parameters(), lr=3e-4)
     loss_fn = nn.CrossEntropyLoss()
-    model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+    _cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for epoch in range(epochs):
         for batch_idx, (images, targets) in enumerate(loader):
             torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
             optim.zero_grad()
-            logits = model(images)
+            logits = _cg_compiled_model(images)
             loss = loss_fn(logits, targets)
             loss.backward()
             optim.step()

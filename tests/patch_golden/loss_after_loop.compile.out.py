@@ -10,12 +10,12 @@ model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 data = [(torch.randn(16, 32, device=device), torch.randn(16, 1, device=device)) for _ in range(steps)]
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for x, y in data:
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     optimizer.zero_grad()
-    prediction = model(x)
+    prediction = _cg_compiled_model(x)
     loss = nn.functional.mse_loss(prediction, y)
     loss.backward()
     optimizer.step()

@@ -6,23 +6,28 @@ import collections.abc
 
 
 class _CgFullIterationGraph:
-    """cg-advise: the training step (forward, loss, backward and, unless it must stay eager,
-    the optimizer step) is captured in one CUDA graph on the first call and replayed after.
+    """cg-advise: the training step (forward, loss, backward and, unless they must stay eager,
+    the optimizer steps) is captured in one CUDA graph on the first call and replayed after.
     Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
     batch of another shape runs the step eagerly, and so does every step of a model that is
     not on a CUDA device (a script's CPU fallback runs as it did).
-    Warm-up runs real steps on a side stream; afterwards the model and the optimizer state
+    Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
-    def __init__(self, step, optimizer, model=None, warmup=3, clone_outputs=False):
-        self.step, self.optimizer, self.model, self.warmup = step, optimizer, model, warmup
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False):
+        self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        self.models = [m for m in models if isinstance(m, torch.nn.Module)]
         self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
         self.graph = None
+
+    def _zero_grad(self, set_to_none=True):
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
         if self.graph is None and not self._on_cuda(tensors):   # once captured, the model is on the GPU
-            self.optimizer.zero_grad(set_to_none=True)
+            self._zero_grad()
             return self.step(*inputs)
         if self.graph is None:
             self.layout = layout
@@ -34,11 +39,11 @@ class _CgFullIterationGraph:
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(self.warmup):
-                    self.optimizer.zero_grad(set_to_none=True)
+                    self._zero_grad()
                     self.step(*self.static_inputs)
             torch.cuda.current_stream().wait_stream(side)
             self.graph = torch.cuda.CUDAGraph()
-            self.optimizer.zero_grad(set_to_none=True)
+            self._zero_grad()
             with torch.cuda.graph(self.graph):
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
@@ -49,7 +54,7 @@ class _CgFullIterationGraph:
         except Exception:  # a non-tensor value that cannot be compared
             same = False
         if not same:
-            self.optimizer.zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
             return self.step(*inputs)
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
@@ -57,6 +62,12 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _params(self):
+        return [p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+
+    def _states(self):
+        return [state for optimizer in self.optimizers for state in optimizer.state.values()]
 
     @staticmethod
     def _flatten(value):
@@ -76,8 +87,7 @@ class _CgFullIterationGraph:
         return [], ("value", value)
 
     def _on_cuda(self, tensors):
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        return any(t.is_cuda for t in params + tensors)
+        return any(t.is_cuda for t in self._params() + tensors)
 
     @staticmethod
     def _check_outputs(layout):
@@ -106,27 +116,27 @@ class _CgFullIterationGraph:
     def _make_capturable(self):
         # an optimizer the patch could not rewrite (built by a caller, or outside the Adam
         # family) must still step inside the graph: capturable, its step counts on the GPU
-        for group in self.optimizer.param_groups:
-            if group.get("capturable") is False:
-                group["capturable"] = True
-                for p in group["params"]:
-                    state = self.optimizer.state.get(p, {})
-                    if torch.is_tensor(state.get("step")):
-                        state["step"] = state["step"].to(p.device)
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                if group.get("capturable") is False:
+                    group["capturable"] = True
+                    for p in group["params"]:
+                        state = optimizer.state.get(p, {})
+                        if torch.is_tensor(state.get("step")):
+                            state["step"] = state["step"].to(p.device)
 
     def _snapshot(self):
-        # the model's parameters and buffers, and the optimizer state that exists already
-        if self.model is not None:
-            tensors = list(self.model.state_dict().values())
-        else:
-            tensors = [p for group in self.optimizer.param_groups for p in group["params"]]
-        tensors += [v for state in self.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
-        return [(t, t.detach().clone()) for t in tensors]
+        # the models' parameters and buffers, the optimized parameters, and the optimizer state
+        # that exists already (each tensor once)
+        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params()
+        tensors += [v for state in self._states() for v in state.values() if torch.is_tensor(v)]
+        unique = {id(t): t for t in tensors}
+        return [(t, t.detach().clone()) for t in unique.values()]
 
     @torch.no_grad()
     def _restore(self, saved):
         # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
-        for state in self.optimizer.state.values():
+        for state in self._states():
             for value in state.values():
                 if torch.is_tensor(value):
                     value.zero_()
@@ -148,7 +158,7 @@ def _cg_step(x, y):
     optimizer.step()
     return loss, prediction
 
-_cg_step_graph = _CgFullIterationGraph(_cg_step, optimizer, model)
+_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model])
 
 for x, y in data:
     loss, prediction = _cg_step_graph(x, y)  # cg-advise: replays the captured step

@@ -10,6 +10,8 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
     passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
     graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
     eager_forward = module.forward
     state = {}
 

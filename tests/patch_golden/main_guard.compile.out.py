@@ -10,11 +10,11 @@ if __name__ == "__main__":
     model = nn.Linear(8, 8).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(2, 8, device="cuda")
-    model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+    _cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
     for i in range(args.steps):
         torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
         opt.zero_grad()
-        loss = model(x).pow(2).mean()
+        loss = _cg_compiled_model(x).pow(2).mean()
         loss.backward()
         opt.step()

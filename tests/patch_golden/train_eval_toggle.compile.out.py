@@ -11,19 +11,19 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 x, y = torch.randn(64, 12, device=device), torch.randn(64, 1, device=device)
 probe = torch.randn(8, 12, device=device)
 
-model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
+_cg_compiled_model = torch.compile(model, mode="reduce-overhead")  # cg-advise: scope compile
 
 for step in range(steps):
     torch.compiler.cudagraph_mark_step_begin()  # cg-advise: a new step for compile's CUDA graphs
     model.train()
     optimizer.zero_grad()
-    loss = nn.functional.mse_loss(model(x), y)
+    loss = nn.functional.mse_loss(_cg_compiled_model(x), y)
     loss.backward()
     optimizer.step()
     if step % 50 == 0:
         model.eval()
         with torch.no_grad():
-            print(f"step {step} loss {loss.item():.6f} probe {model(probe).mean().item():.6f}")
+            print(f"step {step} loss {loss.item():.6f} probe {_cg_compiled_model(probe).mean().item():.6f}")
 
 model.eval()
 with torch.no_grad():
