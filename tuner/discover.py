@@ -51,6 +51,7 @@ class StepSpec:
     autocast: bool = False
     clip_grad: bool = False
     outside: list = field(default_factory=list)
+    lr_set: Optional[int] = None  # the line that sets the LR by hand in the loop (a schedule without a scheduler)
     kind: str = "train"           # or "inference": no backward, the model called without grad
     step_name: Optional[str] = None   # --step, when the user named the function
     optimizers: list = field(default_factory=list)  # every optimizer the iteration steps, in order (a GAN: two)
@@ -195,6 +196,7 @@ class _LoopBody(cst.CSTVisitor):
         self.clip_grad = False
         self.assigned_from_next = []
         self.with_grad = []       # (callee, line) of calls outside no_grad blocks, nested loops counted twice
+        self.lr_set = []          # lines that set a learning rate by hand: `param_group["lr"] = lr`
         self._no_grad = 0
         self._loops = 0
 
@@ -244,6 +246,12 @@ class _LoopBody(cst.CSTVisitor):
         if isinstance(node.value, cst.Call) and dotted(node.value.func) == "next":
             for target in node.targets:
                 self.assigned_from_next += target_names(target.target)
+        if any(_is_lr_key(t.target) for t in node.targets):
+            self.lr_set.append(self.positions[node].start.line)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if _is_lr_key(node.target):
+            self.lr_set.append(self.positions[node].start.line)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -292,6 +300,15 @@ def host_call(call: cst.Call) -> Optional[tuple]:
     if name == "print" or name.startswith(LOGGING_PREFIXES):
         return name, "logging runs on the host: keep it outside the captured region"
     return None
+
+
+def _is_lr_key(target) -> bool:
+    """``group["lr"]`` or ``optimizer.param_groups[0]["lr"]`` as an assignment target."""
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+        return False
+    index = target.slice[0].slice
+    return (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)
+            and index.value.evaluated_value == "lr")
 
 
 def node_args(call: cst.Call) -> list:
@@ -418,11 +435,15 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         line = next(line for r, line in body.step if r == scheduler)
         outside.append(Outside(line, f"{scheduler}.step", "the LR schedule changes a Python float: keep the "
                                                             "optimizer outside the graph or use a tensor LR"))
+    if body.lr_set:
+        outside.append(Outside(body.lr_set[0], "param_group['lr'] = ...", "the LR schedule changes a Python "
+                                                                          "float: keep the optimizer outside the graph"))
     start, end = positions[node].start.line, positions[node].end.line
     spec = StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
                     optimizer, loss, batch, scheduler, scaler, body.autocast, body.clip_grad,
                     sorted(outside, key=lambda o: o.line))
     spec.step_name, spec.optimizers, spec.models, spec.calls = step, optimizers, models, calls
+    spec.lr_set = body.lr_set[0] if body.lr_set else None
     return spec
 
 

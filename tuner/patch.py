@@ -196,6 +196,30 @@ def _names_assigned(statement) -> set:
     return names
 
 
+def _names_rebound(node, skip=()) -> set:
+    """Names bound anywhere inside ``node`` (assignments, loop targets, ``with ... as``),
+    not descending into the nodes in ``skip``."""
+    names = set()
+    skipped = {id(n) for n in skip}
+
+    class Binder(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
+        def visit_SimpleStatementLine(self, line) -> bool:
+            names.update(_names_assigned(line))
+            return False
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            names.update(_target_names(node.name))
+
+    node.visit(Binder())
+    return names
+
+
 def _target_names(node) -> list:
     """Plain names a target binds (``self.x = ...`` binds no local name)."""
     return [name for name in target_names(node) if "." not in name]
@@ -273,6 +297,21 @@ def _is_bookkeeping(statement, later) -> bool:
     assigned = _names_assigned(statement)
     read_later = set().union(*map(_names_read, later))
     return bool(assigned) and not (assigned & read_later)
+
+
+def _is_prefetch(statement, before, after) -> bool:
+    """A statement in the middle of the step that fetches what the next iteration reads
+    (nanoGPT's ``X, Y = get_batch('train')`` after the forward): it binds a name the step read
+    before it, reads nothing the step computed, and nothing after it in the step reads what it
+    binds. Inside a graph it would replay one batch forever; after the replay it does what it
+    did, and the names it binds are the next replay's inputs."""
+    if calls_in(statement, lambda c: _is_method(c, None, "backward") or _is_method(c, None, "step")):
+        return False
+    binds = _names_assigned(statement)
+    read_before = set().union(*map(_names_read, before))
+    made_before = set().union(*map(_names_assigned, before))
+    read_after = set().union(*map(_names_read, after))
+    return bool(binds & read_before) and not binds & read_after and not _reads(statement) & made_before
 
 
 def _is_zero_grad(statement, receivers) -> bool:
@@ -483,11 +522,12 @@ class _Rewriter:
     def _full_iteration(self, loop, outer, scope, positions):
         spec = self.spec
         body = list(loop.body.body)
-        # a GradScaler checks for infs on the host and a scheduler changes a Python-float LR:
+        # a GradScaler checks for infs on the host and a scheduler (or `group["lr"] = lr`) changes a Python-float LR:
         # then forward, loss and backward are captured and the optimizer step stays eager
         # so does an optimizer that cannot step inside a graph (LBFGS, SparseAdam, a third-party
         # class we do not know): capturing its step failed as "optimizer-not-capturable"
-        self.optimizer_outside = bool(spec.scaler or spec.scheduler) or not self._optimizer_steps_in_graphs()
+        self.optimizer_outside = (bool(spec.scaler or spec.scheduler or spec.lr_set)
+                                  or not self._optimizer_steps_in_graphs())
         optimizers = self._optimizers()
         is_step = self._step_flags(loop)
         if self._step_is_conditional(body, is_step):
@@ -517,6 +557,9 @@ class _Rewriter:
                 continue
             if statement is not body[end] and _is_bookkeeping(statement, window[i + 1:]):
                 moved.append(statement)  # Python-side state would run once, at capture: keep it live
+                continue
+            if statement is not body[end] and _is_prefetch(statement, window[:i], window[i + 1:]):
+                moved.append(statement)  # the next batch, fetched on the host: after the replay, as an input
                 continue
             if _has_sync(statement):
                 # a host read (`train_loss += loss.item()` between backward and step) moves after the
@@ -551,10 +594,13 @@ class _Rewriter:
         read = set().union(*map(_names_read, core))
         assigned = set().union(*map(_names_assigned, core))
         read = {name for name in read if name not in assigned or name in _read_first(core)}
-        loop_targets = _target_names(loop.target) if isinstance(loop, cst.For) else []
-        assigned_before = set().union(*map(_names_assigned, body[:start]))
-        variant = list(dict.fromkeys([*spec.batch, *loop_targets, *sorted(assigned_before)]))
-        inputs = [name for name in variant if name in read]
+        # any name bound anywhere in the loops around the step, outside it, may differ from one
+        # iteration to the next: the batch fetched after the step (`X, Y = get_batch()` at the end
+        # of the body, for the next iteration) is an input too, never a value the capture bakes in
+        rebound = _names_rebound(outer, skip=core)
+        variant = list(dict.fromkeys([*spec.batch, *_target_names(loop.target)] if isinstance(loop, cst.For) else
+                                     spec.batch)) + sorted(rebound)
+        inputs = list(dict.fromkeys(name for name in variant if name in read))
         returns = self._live_outs(core, inputs, scope, positions, aliases)
         step_def = self._step_function(core, inputs, returns)
         call = f"_cg_step_graph({', '.join(inputs)})"

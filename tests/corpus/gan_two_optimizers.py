@@ -1,0 +1,49 @@
+"""A DCGAN-style iteration: the discriminator's step, then the generator's, each with its own
+optimizer; host reads of `output` between the two halves, while `output` is bound again."""
+import os
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+nz, real_label, fake_label = 16, 1.0, 0.0
+netG = nn.Sequential(nn.Linear(nz, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 32), nn.Tanh()).to(device)
+netD = nn.Sequential(nn.Linear(32, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.Sigmoid()).to(device)
+criterion = nn.BCELoss()
+optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+dataset = [torch.randn(32, 32) for _ in range(steps)]
+
+for i, data in enumerate(dataset):
+    # (1) update D: maximize log(D(x)) + log(1 - D(G(z)))
+    netD.zero_grad()
+    real = data.to(device)
+    b_size = real.size(0)
+    label = torch.full((b_size,), real_label, dtype=torch.float, device=device)
+    output = netD(real).view(-1)
+    errD_real = criterion(output, label)
+    errD_real.backward()
+    D_x = output.mean().item()
+    noise = torch.randn(b_size, nz, device=device)
+    fake = netG(noise)
+    label.fill_(fake_label)
+    output = netD(fake.detach()).view(-1)
+    errD_fake = criterion(output, label)
+    errD_fake.backward()
+    D_G_z1 = output.mean().item()
+    errD = errD_real + errD_fake
+    optimizerD.step()
+    # (2) update G: maximize log(D(G(z)))
+    netG.zero_grad()
+    label.fill_(real_label)
+    output = netD(fake).view(-1)
+    errG = criterion(output, label)
+    errG.backward()
+    D_G_z2 = output.mean().item()
+    optimizerG.step()
+    if i % 50 == 0:
+        print(f"[{i}] Loss_D {errD.item():.4f} Loss_G {errG.item():.4f} D(x) {D_x:.4f} D(G(z)) {D_G_z1:.4f} / {D_G_z2:.4f}")
+
+print(f"final Loss_D {errD.item():.6f} Loss_G {errG.item():.6f}")

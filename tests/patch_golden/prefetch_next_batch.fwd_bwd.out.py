@@ -1,0 +1,74 @@
+"""nanoGPT's prefetch: the next batch is fetched on the host in the middle of the step
+(after the forward, while the GPU works) and carried into the next iteration."""
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+np.random.seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+block, vocab = 32, 64
+data = np.random.randint(0, vocab, size=20000).astype(np.int64)
+model = nn.Sequential(nn.Embedding(vocab, 48), nn.Linear(48, 96), nn.GELU(), nn.Linear(96, vocab)).to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+
+
+def get_batch():
+    ix = np.random.randint(0, len(data) - block - 1, size=16)
+    x = torch.from_numpy(np.stack([data[i:i + block] for i in ix]))
+    y = torch.from_numpy(np.stack([data[i + 1:i + 1 + block] for i in ix]))
+    return x.to(device), y.to(device)
+
+
+X, Y = get_batch()
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for it in range(int(os.environ.get("CG_STEPS", "200"))):
+    logits = model(X)
+    loss = nn.functional.cross_entropy(logits.view(-1, vocab), Y.view(-1))
+    X, Y = get_batch()  # prefetch the next batch while the GPU runs the forward
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+print(f"final loss {loss.item():.6f}")
