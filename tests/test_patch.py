@@ -327,3 +327,65 @@ def test_gradients_zeroed_in_place_are_copied_out_of_the_graphed_backward():
     for scope in ("fwd_bwd", "submodule"):
         assert "accumulate=True" in (GOLDEN / f"zero_grad_after_step.{scope}.out.py").read_text()
         assert "accumulate=True" not in (GOLDEN / f"loss_after_loop.{scope}.out.py").read_text()
+
+
+def _patched(tmp_path, body, scope="full_iteration"):
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=body))
+    return make_patch(script, scope).patched
+
+
+def test_a_batch_fetched_after_the_step_is_the_next_replays_input(tmp_path):
+    """`x = next_batch()` at the end of the body: the step reads x, so x is an input of every
+    replay (the graph once baked the first batch in and replayed it forever)."""
+    out = _patched(tmp_path, "x = data[0]\nfor i in range(3):\n    loss = model(x).sum()\n    loss.backward()\n"
+                             "    opt.step()\n    opt.zero_grad()\n    x = data[i % 3]\n")
+    assert "def _cg_step(x):" in out and "    _cg_step_graph(x)\n    x = data[i % 3]\n" in out
+
+
+def test_a_prefetch_inside_the_step_moves_after_the_replay(tmp_path):
+    out = _patched(tmp_path, "x = data[0]\nfor i in range(3):\n    loss = model(x).sum()\n    x = data[i % 3]\n"
+                             "    loss.backward()\n    opt.step()\n")
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert step.startswith("def _cg_step(x):") and "data[" not in step
+    assert "    _cg_step_graph(x)\n    x = data[i % 3]\n" in out
+
+
+def test_host_data_read_inside_the_captured_step_is_refused(tmp_path):
+    """`next(it)` inside a micro-step loop would run once, at capture: every replay would train
+    on the first batches."""
+    with pytest.raises(PatchRefused) as error:
+        _patched(tmp_path, "it = iter(data * 8)\nfor step in range(3):\n    for micro in range(4):\n"
+                           "        x = next(it)\n        (model(x).sum() / 4).backward()\n    opt.step()\n"
+                           "    opt.zero_grad()\n")
+    assert "line 10: next reads host data inside the step" in str(error.value)
+
+
+def test_micro_steps_make_the_graphed_backward_accumulate(tmp_path):
+    out = _patched(tmp_path, "for step in range(3):\n    for micro in range(4):\n        x = data[micro % 3]\n"
+                             "        (model(x).sum() / 4).backward()\n    opt.step()\n    opt.zero_grad()\n",
+                   scope="fwd_bwd")
+    assert "_cg_graph_forward(model, accumulate=True)" in out
+
+
+def test_names_the_loop_binds_are_never_models(tmp_path):
+    """`for callback in callbacks: callback(self)` is called with grad, but is no model."""
+    out = _patched(tmp_path, "callbacks = [print]\nfor x in data:\n    loss = model(x).sum()\n    loss.backward()\n"
+                             "    opt.step()\n    for callback in callbacks:\n        callback(loss)\n", scope="compile")
+    assert "_cg_compiled_model = torch.compile(model" in out and "callback)" not in out.split("for x in data")[0]
+
+
+def test_a_learning_rate_set_by_hand_keeps_the_optimizer_eager(tmp_path):
+    """`group['lr'] = lr` in the loop changes a Python float that a captured step would bake in."""
+    out = _patched(tmp_path, "for i, x in enumerate(data):\n    for group in opt.param_groups:\n"
+                             "        group['lr'] = 0.1 / (i + 1)\n    loss = model(x).sum()\n    loss.backward()\n"
+                             "    opt.step()\n    opt.zero_grad()\n")
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert "opt.step()" not in step and "    _cg_step_graph(x)\n    opt.step()\n" in out
+
+
+def test_compile_calls_an_alias_and_never_rebinds_the_model(tmp_path):
+    out = _patched(tmp_path, "def train():\n    model.train()\n    for x in data:\n        loss = model(x).sum()\n"
+                             "        loss.backward()\n        opt.step()\n", scope="compile")
+    assert "    _cg_compiled_model = torch.compile(model, mode=\"reduce-overhead\")" in out
+    assert "loss = _cg_compiled_model(x).sum()" in out and "\n    model = " not in out

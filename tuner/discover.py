@@ -144,7 +144,8 @@ def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definiti
             owner: Optional[str]) -> tuple:
     """The modules the iteration calls with grad, from the calls themselves: ``model(x)``,
     ``self.model(x)``, ``encoder(x)`` then ``head(features)``; not imported functions
-    (``F.cross_entropy``), builtins, the script's own functions and classes, criteria
+    (``F.cross_entropy``), builtins, names the loop body binds (``for callback in callbacks``),
+    the script's own functions and classes, criteria
     (``criterion``, ``loss_fn``, an ``nn.*Loss()``), optimizers, schedulers or scalers. The
     optimizer's parameter owner comes first. Returns (models, calls per model)."""
     counts = {}
@@ -153,7 +154,7 @@ def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definiti
         if "." in name and not (root == "self" and name.count(".") == 1) and name not in assignments.sources:
             continue  # `x.view(...)`, `torch.randn(...)`: a method or a module's function
         constructed = assignments.constructed.get(name, "")
-        if (root in definitions.names or root in steppers or name in steppers
+        if (root in definitions.names or name in body.bound or root in steppers or name in steppers
                 or any(h in name.lower() for h in LOSS_HINTS) or "Loss" in constructed or constructed.endswith("partial")):
             continue
         counts[name] = counts.get(name, 0) + 1
@@ -199,18 +200,31 @@ class _LoopBody(cst.CSTVisitor):
         self.lr_set = []          # lines that set a learning rate by hand: `param_group["lr"] = lr`
         self._no_grad = 0
         self._loops = 0
+        self._repeats = []
+        self.bound = set()        # names the body binds: a callback of `for callback in ...` is no model
+
+    # a call inside a loop in the body runs several times per iteration; a micro-step loop that
+    # also runs backward consumes each call's activations before the next call, so it counts once
+    def _enter_loop(self, node) -> None:
+        repeats = not calls_in(node.body, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward")
+        self._repeats.append(repeats)
+        self._loops += repeats
+
+    def _leave_loop(self, node) -> None:
+        self._loops -= self._repeats.pop()
 
     def visit_For(self, node) -> None:
-        self._loops += 1
+        self.bound.update(target_names(node.target))
+        self._enter_loop(node)
 
     def leave_For(self, node) -> None:
-        self._loops -= 1
+        self._leave_loop(node)
 
     def visit_While(self, node) -> None:
-        self._loops += 1
+        self._enter_loop(node)
 
     def leave_While(self, node) -> None:
-        self._loops -= 1
+        self._leave_loop(node)
 
     def visit_ListComp(self, node) -> None:
         self._loops += 1
@@ -241,6 +255,9 @@ class _LoopBody(cst.CSTVisitor):
     def leave_With(self, node: cst.With) -> None:
         if any(_is_no_grad(item.item) for item in node.items):
             self._no_grad -= 1
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.bound.update(target_names(node.target))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if isinstance(node.value, cst.Call) and dotted(node.value.func) == "next":

@@ -299,6 +299,56 @@ def _is_bookkeeping(statement, later) -> bool:
     return bool(assigned) and not (assigned & read_later)
 
 
+def _functions(module) -> dict:
+    """name -> FunctionDef of every function the script defines (methods by their name too)."""
+    return {n.name.value: n for n in _nodes(module, (cst.FunctionDef,))}
+
+
+def _backward_passes(loop) -> int:
+    """How many backward() calls one iteration of ``loop`` makes, at least: a backward inside a
+    loop in the body (micro-steps) counts as two."""
+    count = len(calls_in(loop.body, lambda c: _is_method(c, None, "backward")))
+    inner = [n for n in _nodes(loop.body, (cst.For, cst.While))
+             if calls_in(n.body, lambda c: _is_method(c, None, "backward"))]
+    return count + len(inner)
+
+
+def _nodes(node, types) -> list:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, n) -> bool:
+            if isinstance(n, types):
+                found.append(n)
+            return True
+
+    node.visit(Finder())
+    return found
+
+
+HOST_DATA_FUNCTIONS = ("next", "iter", "open", "input")
+HOST_DATA_MODULES = ("np.", "numpy.", "random.", "os.", "pd.", "pandas.")
+
+
+def _host_data_call(statements, functions: dict):
+    """The first call in ``statements`` that reads data on the host whose value changes from
+    one iteration to the next (``next(it)``, ``np.random...``, ``random...``, a file), also one
+    level into the script's own functions they call (``get_batch()``); inside a captured graph
+    it would run once, at capture, and every replay would reuse its first value."""
+    def host(call):
+        name = dotted(call.func)
+        return name in HOST_DATA_FUNCTIONS or name.startswith(HOST_DATA_MODULES)
+
+    for statement in statements:
+        for call in calls_in(statement, lambda c: True):
+            name = dotted(call.func)
+            if host(call):
+                return call, name
+            if name in functions and calls_in(functions[name], host):
+                return call, f"{name}() (it calls {dotted(calls_in(functions[name], host)[0].func)})"
+    return None
+
+
 def _is_prefetch(statement, before, after) -> bool:
     """A statement in the middle of the step that fetches what the next iteration reads
     (nanoGPT's ``X, Y = get_batch('train')`` after the forward): it binds a name the step read
@@ -358,11 +408,12 @@ def _step_start(body, end: int, is_zero_grad) -> int:
     statement at ``end`` (the optimizer step, or the backward) or into a backward, whatever
     the order of zero_grad, forward, loss and backward. Batch loading (``next(it)``,
     ``x.to(device)``, a dict of moved tensors) is not the step: what it binds becomes the
-    step's inputs. A statement counts as loading when it calls only such functions and reads
+    step's inputs. A statement (simple, or a block such as ``try: batch = next(it) except
+    StopIteration: ...``) counts as loading when it calls only such functions and reads
     nothing the step computed before it."""
     computed, loading = set(), []
     for statement in body[:end + 1]:
-        is_loading = (isinstance(statement, cst.SimpleStatementLine) and not is_zero_grad(statement)
+        is_loading = (not is_zero_grad(statement)   # a `try: batch = next(it)` block is loading too
                       and all(_is_loading_call(c) for c in calls_in(statement, lambda c: True))
                       and not _reads(statement) & computed)
         loading.append(is_loading)
@@ -374,12 +425,47 @@ def _step_start(body, end: int, is_zero_grad) -> int:
         if is_zero_grad(statement):
             continue
         backward = calls_in(statement, lambda c: _is_method(c, None, "backward"))
-        if i == end or backward or _names_assigned(statement) & needed:
+        if i == end or backward or _paths_bound(statement) & needed:
             if loading[i]:
                 continue
-            needed |= _reads(statement)
+            needed |= _reads(statement) | _paths_read(statement)
             start = i
     return start
+
+
+def _paths_bound(statement) -> set:
+    """Names and attribute paths a statement binds: ``logits, self.loss = model(x, y)`` binds
+    ``logits`` and ``self.loss`` (minGPT's Trainer keeps its loss on itself)."""
+    paths = set()
+
+    class Binder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            paths.update(target_names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            paths.update(target_names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            paths.update(target_names(node.target))
+
+    statement.visit(Binder())
+    return paths
+
+
+def _paths_read(statement) -> set:
+    """Attribute paths a statement mentions, with their prefixes: ``self.loss.backward()``
+    gives ``self.loss`` and ``self.loss.backward``."""
+    paths = set()
+
+    class Reader(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            path = dotted(node)
+            while "." in path:
+                paths.add(path)
+                path = path.rpartition(".")[0]
+
+    statement.visit(Reader())
+    return paths
 
 
 class _Rewriter:
@@ -471,7 +557,8 @@ class _Rewriter:
     def _module_scope(self, loop) -> tuple:
         """(setup before the loop, the loop) for compile, forward, fwd_bwd and submodule."""
         models = self._models(loop)
-        # gradient accumulation: the graphed backward's gradients live in static buffers that the
+        # gradient accumulation (a step only every k iterations, micro-steps in a loop inside the
+        # iteration, several backward passes): the graphed backward's gradients live in static buffers that the
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU); so
         # must gradients zeroed in place (set_to_none=False): .grad would be that very buffer,
         # and the next backward would add it to itself (doubled gradients, found on the GPU)
@@ -492,7 +579,8 @@ class _Rewriter:
             code = "".join(f'{aliases[m]} = torch.compile({m}, mode="reduce-overhead")  # cg-advise: scope compile\n'
                            for m in models)
             return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
-        accumulate = ", accumulate=True" if self.scope in ("fwd_bwd", "submodule") and accumulates else ""
+        # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well
+        accumulate = ", accumulate=True" if accumulates or _backward_passes(loop) > 1 else ""
         if self.scope == "forward":
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
                            "batch-size bucket\n" for m in models)
@@ -586,6 +674,12 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
+        found = _host_data_call(core, _functions(self.module))
+        if found:
+            call, what = found
+            raise self.refuse(f"line {positions[call].start.line}: {what} reads host data inside the step; a graph "
+                              "would run it once, at capture, and replay its first value on every iteration "
+                              "(fetch the batch before the step)")
         before = [s for s in body[:start] if not is_zero_grad(s)]
         post = [s for s in body[end + 1:] if not is_zero_grad(s)]
         # everything the step reads that changes from one iteration to the next is an input:

@@ -1,5 +1,7 @@
 """A DCGAN-style iteration: the discriminator's step, then the generator's, each with its own
-optimizer; host reads of `output` between the two halves, while `output` is bound again."""
+optimizer; host reads of `output` between the two halves, while `output` is bound again.
+The noise comes from a fixed bank so that a run can be compared number for number with eager
+(torch.randn inside a graph draws other numbers than eager does)."""
 import os
 
 import torch
@@ -15,6 +17,7 @@ criterion = nn.BCELoss()
 optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
 optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
 dataset = [torch.randn(32, 32) for _ in range(steps)]
+noise_bank = [torch.randn(32, nz, device=device) for _ in range(steps)]
 
 _cg_compiled_netD = torch.compile(netD, mode="reduce-overhead")  # cg-advise: scope compile
 _cg_compiled_netG = torch.compile(netG, mode="reduce-overhead")  # cg-advise: scope compile
@@ -30,7 +33,7 @@ for i, data in enumerate(dataset):
     errD_real = criterion(output, label)
     errD_real.backward()
     D_x = output.mean().item()
-    noise = torch.randn(b_size, nz, device=device)
+    noise = noise_bank[i]
     fake = _cg_compiled_netG(noise)
     label.fill_(fake_label)
     output = _cg_compiled_netD(fake.detach()).view(-1)

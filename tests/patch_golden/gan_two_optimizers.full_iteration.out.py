@@ -1,5 +1,7 @@
 """A DCGAN-style iteration: the discriminator's step, then the generator's, each with its own
-optimizer; host reads of `output` between the two halves, while `output` is bound again."""
+optimizer; host reads of `output` between the two halves, while `output` is bound again.
+The noise comes from a fixed bank so that a run can be compared number for number with eager
+(torch.randn inside a graph draws other numbers than eager does)."""
 import os
 
 import torch
@@ -155,22 +157,23 @@ criterion = nn.BCELoss()
 optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999), capturable=torch.cuda.is_available())
 optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999), capturable=torch.cuda.is_available())
 dataset = [torch.randn(32, 32) for _ in range(steps)]
+noise_bank = [torch.randn(32, nz, device=device) for _ in range(steps)]
 
-def _cg_step(real):
+def _cg_step(i, real):
     """One training iteration, captured whole by cg-advise (scope full_iteration)."""
     b_size = real.size(0)
     label = torch.full((b_size,), real_label, dtype=torch.float, device=device)
     output = netD(real).view(-1)
     errD_real = criterion(output, label)
     errD_real.backward()
-    _cg_output_28 = output
-    noise = torch.randn(b_size, nz, device=device)
+    _cg_output_31 = output
+    noise = noise_bank[i]
     fake = netG(noise)
     label.fill_(fake_label)
     output = netD(fake.detach()).view(-1)
     errD_fake = criterion(output, label)
     errD_fake.backward()
-    _cg_output_35 = output
+    _cg_output_38 = output
     optimizerD.step()
     # (2) update G: maximize log(D(G(z)))
     netG.zero_grad()
@@ -179,15 +182,15 @@ def _cg_step(real):
     errG = criterion(output, label)
     errG.backward()
     optimizerG.step()
-    return _cg_output_28, _cg_output_35, errD_fake, errD_real, errG, output
+    return _cg_output_31, _cg_output_38, errD_fake, errD_real, errG, output
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizerD, optimizerG], [netD, netG])
 
 for i, data in enumerate(dataset):
     real = data.to(device)
-    _cg_output_28, _cg_output_35, errD_fake, errD_real, errG, output = _cg_step_graph(real)  # cg-advise: replays the captured step
-    D_x = _cg_output_28.mean().item()
-    D_G_z1 = _cg_output_35.mean().item()
+    _cg_output_31, _cg_output_38, errD_fake, errD_real, errG, output = _cg_step_graph(i, real)  # cg-advise: replays the captured step
+    D_x = _cg_output_31.mean().item()
+    D_G_z1 = _cg_output_38.mean().item()
     errD = errD_real + errD_fake
     D_G_z2 = output.mean().item()
     if i % 50 == 0:

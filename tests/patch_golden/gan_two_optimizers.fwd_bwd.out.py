@@ -1,5 +1,7 @@
 """A DCGAN-style iteration: the discriminator's step, then the generator's, each with its own
-optimizer; host reads of `output` between the two halves, while `output` is bound again."""
+optimizer; host reads of `output` between the two halves, while `output` is bound again.
+The noise comes from a fixed bank so that a run can be compared number for number with eager
+(torch.randn inside a graph draws other numbers than eager does)."""
 import os
 
 import torch
@@ -53,8 +55,9 @@ criterion = nn.BCELoss()
 optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
 optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
 dataset = [torch.randn(32, 32) for _ in range(steps)]
+noise_bank = [torch.randn(32, nz, device=device) for _ in range(steps)]
 
-_cg_graph_forward(netG)  # cg-advise: forward and backward as CUDA graphs
+_cg_graph_forward(netG, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
 
 for i, data in enumerate(dataset):
     # (1) update D: maximize log(D(x)) + log(1 - D(G(z)))
@@ -66,7 +69,7 @@ for i, data in enumerate(dataset):
     errD_real = criterion(output, label)
     errD_real.backward()
     D_x = output.mean().item()
-    noise = torch.randn(b_size, nz, device=device)
+    noise = noise_bank[i]
     fake = netG(noise)
     label.fill_(fake_label)
     output = netD(fake.detach()).view(-1)

@@ -1,0 +1,210 @@
+"""minGPT's Trainer: the step lives in a method, the batch comes from an iterator restarted on
+StopIteration, and the loss is stored on the trainer (self.loss) for callbacks to read."""
+import os
+
+import torch
+from torch import nn
+import collections.abc
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the training step (forward, loss, backward and, unless they must stay eager,
+    the optimizer steps) is captured in one CUDA graph on the first call and replayed after.
+    Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
+    batch of another shape runs the step eagerly, and so does every step of a model that is
+    not on a CUDA device (a script's CPU fallback runs as it did).
+    Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
+
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False):
+        self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        self.models = [m for m in models if isinstance(m, torch.nn.Module)]
+        self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
+        self.graph = None
+
+    def _zero_grad(self, set_to_none=True):
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def __call__(self, *inputs):
+        tensors, layout = self._flatten(inputs)
+        if self.graph is None and not self._on_cuda(tensors):   # once captured, the model is on the GPU
+            self._zero_grad()
+            return self.step(*inputs)
+        if self.graph is None:
+            self.layout = layout
+            self.static_tensors = [t.detach().clone() for t in tensors]
+            self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
+            self._make_capturable()
+            saved = self._snapshot()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self._zero_grad()
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self._zero_grad()
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+            self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
+            self._restore(saved)
+            self._check_outputs(self.output_layout)
+        try:
+            same = layout == self.layout
+        except Exception:  # a non-tensor value that cannot be compared
+            same = False
+        if not same:
+            self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_tensors, tensors):
+            static.copy_(t)
+        self.graph.replay()
+        if self.clone_outputs:
+            return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
+        return self.static_outputs
+
+    def _params(self):
+        return [p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+
+    def _states(self):
+        return [state for optimizer in self.optimizers for state in optimizer.state.values()]
+
+    @staticmethod
+    def _flatten(value):
+        """(tensors, layout): the tensors of a batch (tensors, tuples, lists, dicts), and its
+        structure with their shapes; other values are part of the layout, so a batch of another
+        shape or with another such value runs the step eagerly."""
+        if torch.is_tensor(value):
+            return [value], ("tensor", tuple(value.shape), value.dtype, value.device)
+        if isinstance(value, (tuple, list, collections.abc.Mapping)):
+            mapping = isinstance(value, collections.abc.Mapping)
+            tensors, layouts = [], []
+            for item in (value.values() if mapping else value):
+                found, layout = _CgFullIterationGraph._flatten(item)
+                tensors += found
+                layouts.append(layout)
+            return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
+        return [], ("value", value)
+
+    def _on_cuda(self, tensors):
+        return any(t.is_cuda for t in self._params() + tensors)
+
+    @staticmethod
+    def _check_outputs(layout):
+        """A value the step hands back must be a tensor (or a structure of them) that each
+        replay rewrites in place; a float or another object would keep its capture-time value."""
+        if layout[0] == "value":
+            if layout[1] is not None and not isinstance(layout[1], (bool, int, str)):
+                raise TypeError(f"cg-advise: the captured step returns a {type(layout[1]).__name__}, which a "
+                                "CUDA graph cannot update on replay; compute it after the step")
+        elif layout[0] != "tensor":
+            for item in layout[2]:
+                _CgFullIterationGraph._check_outputs(item)
+
+    @staticmethod
+    def _unflatten(layout, tensors):
+        if layout[0] == "tensor":
+            return next(tensors)
+        if layout[0] == "value":
+            return layout[1]
+        kind, keys, layouts = layout
+        items = [_CgFullIterationGraph._unflatten(item, tensors) for item in layouts]
+        if keys is not None:
+            return kind(dict(zip(keys, items)))
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
+
+    def _make_capturable(self):
+        # an optimizer the patch could not rewrite (built by a caller, or outside the Adam
+        # family) must still step inside the graph: capturable, its step counts on the GPU
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                if group.get("capturable") is False:
+                    group["capturable"] = True
+                    for p in group["params"]:
+                        state = optimizer.state.get(p, {})
+                        if torch.is_tensor(state.get("step")):
+                            state["step"] = state["step"].to(p.device)
+
+    def _snapshot(self):
+        # the models' parameters and buffers, the optimized parameters, and the optimizer state
+        # that exists already (each tensor once)
+        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params()
+        tensors += [v for state in self._states() for v in state.values() if torch.is_tensor(v)]
+        unique = {id(t): t for t in tensors}
+        return [(t, t.detach().clone()) for t in unique.values()]
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
+        for state in self._states():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=64, width=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.block = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx, targets=None):
+        x = self.embed(idx)
+        x = x + self.block(x)
+        logits = self.head(x)
+        loss = None
+        if targets is not None:
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+class Trainer:
+    def __init__(self, model, data, max_iters, device):
+        self.model, self.data, self.max_iters, self.device = model, data, max_iters, device
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), capturable=torch.cuda.is_available())
+        self.iter_num = 0
+        self.callbacks = []
+
+    def run(self):
+        model = self.model
+        model.train()
+        data_iter = iter(self.data)
+
+        def _cg_step(x, y):
+            """One training iteration, captured whole by cg-advise (scope full_iteration)."""
+            logits, self.loss = model(x, y)
+            self.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            self.optimizer.step()
+
+        _cg_step_graph = _CgFullIterationGraph(_cg_step, [self.optimizer], [model])
+
+        while True:
+            try:
+                batch = next(data_iter)
+            except StopIteration:
+                data_iter = iter(self.data)
+                batch = next(data_iter)
+            batch = [t.to(self.device) for t in batch]
+            x, y = batch
+            _cg_step_graph(x, y)
+            for callback in self.callbacks:
+                callback(self)
+            self.iter_num += 1
+            if self.iter_num >= self.max_iters:
+                break
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    data = [(torch.randint(0, 64, (16, 32)), torch.randint(0, 64, (16, 32))) for _ in range(25)]
+    trainer = Trainer(TinyGPT().to(device), data, int(os.environ.get("CG_STEPS", "200")), device)
+    trainer.callbacks.append(lambda t: t.iter_num % 50 == 0 and print(f"iter {t.iter_num} loss {t.loss.item():.5f}"))
+    trainer.run()
+    print(f"final loss {trainer.loss.item():.6f}")

@@ -1,0 +1,104 @@
+"""minGPT's Trainer: the step lives in a method, the batch comes from an iterator restarted on
+StopIteration, and the loss is stored on the trainer (self.loss) for callbacks to read."""
+import os
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=64, width=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.block = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx, targets=None):
+        x = self.embed(idx)
+        x = x + self.block(x)
+        logits = self.head(x)
+        loss = None
+        if targets is not None:
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+class Trainer:
+    def __init__(self, model, data, max_iters, device):
+        self.model, self.data, self.max_iters, self.device = model, data, max_iters, device
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95))
+        self.iter_num = 0
+        self.callbacks = []
+
+    def run(self):
+        model = self.model
+        model.train()
+        data_iter = iter(self.data)
+        _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+        while True:
+            try:
+                batch = next(data_iter)
+            except StopIteration:
+                data_iter = iter(self.data)
+                batch = next(data_iter)
+            batch = [t.to(self.device) for t in batch]
+            x, y = batch
+            logits, self.loss = model(x, y)
+            model.zero_grad(set_to_none=True)
+            self.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            self.optimizer.step()
+            for callback in self.callbacks:
+                callback(self)
+            self.iter_num += 1
+            if self.iter_num >= self.max_iters:
+                break
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    data = [(torch.randint(0, 64, (16, 32)), torch.randint(0, 64, (16, 32))) for _ in range(25)]
+    trainer = Trainer(TinyGPT().to(device), data, int(os.environ.get("CG_STEPS", "200")), device)
+    trainer.callbacks.append(lambda t: t.iter_num % 50 == 0 and print(f"iter {t.iter_num} loss {t.loss.item():.5f}"))
+    trainer.run()
+    print(f"final loss {trainer.loss.item():.6f}")
