@@ -88,14 +88,29 @@ def test_an_inference_loop_is_found_when_there_is_no_training_loop():
 
 
 def test_a_training_script_never_gets_its_validation_loop_tuned(tmp_path):
-    """A training loop that is not recognised (a manual update, no optimizer object) is said,
+    """A training loop that is not recognised (its update in a function it calls) is said,
     with its line; the no_grad validation loop is not taken as "the inference step" instead."""
     script = tmp_path / "train.py"
     script.write_text(
         "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\ndata = [(torch.randn(2, 4), torch.randn(2, 1))]\n"
         "for x, y in data:\n    loss = nn.functional.mse_loss(model(x), y)\n    loss.backward()\n"
-        "    for p in model.parameters():\n        p.data.add_(p.grad, alpha=-0.1)\n\n"
+        "    apply_update(model)\n\n"
         "with torch.no_grad():\n    for x, y in data:\n        print(model(x))\n")
     with pytest.raises(DiscoveryError) as error:
         discover(script)
     assert "the loop at line 6 calls backward() but no <optimizer>.step() was recognised" in str(error.value)
+
+
+@pytest.mark.parametrize("update", ["p.data.add_(p.grad, alpha=-0.1)", "p.data -= 0.1 * p.grad",
+                                    "p.sub_(0.1 * p.grad)"])
+def test_a_hand_written_update_is_the_step(tmp_path, update):
+    """No optimizer object: `for p in model.parameters()` reading p.grad and changing p in
+    place is the update (the PyTorch word-language-model and regression examples)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\ndata = [(torch.randn(2, 4), torch.randn(2, 1))]\n"
+        "for x, y in data:\n    model.zero_grad()\n    loss = nn.functional.mse_loss(model(x), y)\n    loss.backward()\n"
+        f"    with torch.no_grad():\n        for p in model.parameters():\n            {update}\n")
+    spec = discover(script)
+    assert (spec.optimizer, spec.manual_update, spec.models, spec.line) == ("", 11, ["model"], 6)
+    assert "a hand-written update at line 11" in spec.describe()

@@ -52,6 +52,7 @@ class StepSpec:
     clip_grad: bool = False
     outside: list = field(default_factory=list)
     lr_set: Optional[int] = None  # the line that sets the LR by hand in the loop (a schedule without a scheduler)
+    manual_update: Optional[int] = None  # the line of a hand-written parameter update, when no optimizer steps
     kind: str = "train"           # or "inference": no backward, the model called without grad
     step_name: Optional[str] = None   # --step, when the user named the function
     optimizers: list = field(default_factory=list)  # every optimizer the iteration steps, in order (a GAN: two)
@@ -70,7 +71,9 @@ class StepSpec:
         extras = [name for name, on in (("AMP", self.autocast or self.scaler), ("grad clipping", self.clip_grad),
                                         (f"scheduler {self.scheduler}", self.scheduler)) if on]
         return (f"{self.loop_kind} loop at {self.path}:{self.line}-{self.end_line} {where}: model {self.model or '?'}, "
-                f"optimizer {self.optimizer}, loss {self.loss}, batch ({batch})"
+                + (f"optimizer {', '.join(self.optimizers or [self.optimizer])}" if self.optimizer else
+                   f"a hand-written update at line {self.manual_update}")
+                + f", loss {self.loss}, batch ({batch})"
                 + (f"; {', '.join(extras)}" if extras else ""))
 
 
@@ -202,6 +205,7 @@ class _LoopBody(cst.CSTVisitor):
         self._loops = 0
         self._repeats = []
         self.bound = set()        # names the body binds: a callback of `for callback in ...` is no model
+        self.manual_updates = []  # (line, model) of `for p in model.parameters(): p.data.add_(p.grad, ...)`
 
     # a call inside a loop in the body runs several times per iteration; a micro-step loop that
     # also runs backward consumes each call's activations before the next call, so it counts once
@@ -216,6 +220,9 @@ class _LoopBody(cst.CSTVisitor):
     def visit_For(self, node) -> None:
         self.bound.update(target_names(node.target))
         self._enter_loop(node)
+        owner = _manual_update(node)
+        if owner is not None:
+            self.manual_updates.append((self.positions[node].start.line, owner))
 
     def leave_For(self, node) -> None:
         self._leave_loop(node)
@@ -319,6 +326,42 @@ def host_call(call: cst.Call) -> Optional[tuple]:
     return None
 
 
+def _manual_update(loop: cst.For) -> Optional[str]:
+    """The model of a hand-written update, ``for p in model.parameters(): p.data.add_(p.grad,
+    alpha=-lr)`` (or ``p -= lr * p.grad``, ``p.sub_(...)``): a loop over parameters whose body
+    reads ``p.grad`` and changes ``p`` in place. None for any other loop; '' when the
+    parameters come from a list rather than ``<model>.parameters()``."""
+    names = target_names(loop.target)
+    if len(names) != 1:
+        return None
+    p = names[0]
+    reads_grad, changes = [], []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value == "grad" and dotted(node.value) in (p, f"{p}.data"):
+                reads_grad.append(node)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if (isinstance(func, cst.Attribute) and func.attr.value.endswith("_")
+                    and dotted(func.value) in (p, f"{p}.data")):
+                changes.append(node)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if dotted(node.target) in (p, f"{p}.data"):
+                changes.append(node)
+
+    loop.body.visit(Finder())
+    if not (reads_grad and changes):
+        return None
+    iterated = loop.iter
+    if (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)
+            and iterated.func.attr.value == "parameters"):
+        return dotted(iterated.func.value)
+    return ""
+
+
 def _is_lr_key(target) -> bool:
     """``group["lr"]`` or ``optimizer.param_groups[0]["lr"]`` as an assignment target."""
     if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
@@ -407,7 +450,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
         optimizers = _optimizers(body, assignments)
-        if body.backward and optimizers:
+        if body.backward and (optimizers or body.manual_updates):
             candidates.append((node, function, body, optimizers))
     if not candidates:
         # a script that trains must get its training loop, never its validation loop in its place
@@ -429,14 +472,15 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
                              f"{', '.join(found) or 'none'}")
     # innermost: the candidate no other candidate lies inside
     node, function, body, optimizers = min(candidates, key=lambda c: _span(positions, c[0]))
-    optimizer = optimizers[0]
+    optimizer = optimizers[0] if optimizers else ""   # "": a hand-written update, no optimizer object
     loss = body.backward[0][0]
     scaler = next((r for r, opt, _ in body.scaler_steps if opt == optimizer), None)
     scheduler = next((r for r, _ in body.step if r not in optimizers and _is_scheduler(r, assignments)), None)
     definitions = _Definitions()
     wrapper.module.visit(definitions)
     steppers = {*optimizers, *(r for r, _ in body.step), *(r for r, _, _ in body.scaler_steps)}
-    models, calls = _models(body, assignments, definitions, steppers, assignments.params_owner.get(optimizer))
+    owner = assignments.params_owner.get(optimizer) or next((m for _, m in body.manual_updates if m), None)
+    models, calls = _models(body, assignments, definitions, steppers, owner)
     model = models[0] if models else None
     if isinstance(node, cst.For):
         batch = target_names(node.target)
@@ -461,6 +505,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
                     sorted(outside, key=lambda o: o.line))
     spec.step_name, spec.optimizers, spec.models, spec.calls = step, optimizers, models, calls
     spec.lr_set = body.lr_set[0] if body.lr_set else None
+    spec.manual_update = body.manual_updates[0][0] if body.manual_updates and not optimizers else None
     return spec
 
 

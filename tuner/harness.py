@@ -32,6 +32,7 @@ TIMING_DONE = "cg-advise harness: timing done, running the script to its end"
 @dataclass
 class Settings:
     kind: str = "train"         # or "inference": steps are calls of the model
+    count: str = "optimizer"    # "backward": a hand-written update, no optimizer; a step is a backward() call
     warmup: int = 10
     iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median
     repeats: int = 5
@@ -66,6 +67,7 @@ class StepTimer:
         self.params = {}        # id -> parameter, in the order the optimizers first stepped them
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
+        self.counted = None     # id of the optimizer whose steps count iterations
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
 
@@ -79,6 +81,8 @@ class StepTimer:
         if self.settings.kind == "inference":
             self._global = [module.register_module_forward_pre_hook(self._enter),
                             module.register_module_forward_hook(self._leave)]
+        elif self.settings.count == "backward":
+            self._wrap_backward()
         else:
             self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
         graph_class = getattr(torch.cuda, "CUDAGraph", None)
@@ -97,7 +101,12 @@ class StepTimer:
         return self
 
     def _note_dropout(self, module, args) -> None:
-        """Until the first step: is a dropout module active (stochastic training)?"""
+        """Until the first step: is a dropout module active (stochastic training)? Without an
+        optimizer, the modules called are where the parameters are (in call order: the same
+        order whatever the scope, since the model is called before its graphed children)."""
+        if self.settings.count == "backward":
+            for p in module.parameters():
+                self.params.setdefault(id(p), p)
         if isinstance(module, self.torch.nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
             self.m.stochastic = True
 
@@ -128,11 +137,31 @@ class StepTimer:
             self.outputs += [t.detach().float().cpu() for t in _tensors(output)]
         self._step()
 
+    def _wrap_backward(self) -> None:
+        """A loop without an optimizer (``p.data.add_(p.grad, alpha=-lr)``): each backward() is a
+        step; the snapshot holds the parameters of the modules called before the first one."""
+        autograd = self.torch.autograd
+        original = autograd.backward
+
+        def backward(*args, **kwargs):
+            out = original(*args, **kwargs)
+            self._after_update()
+            return out
+
+        autograd.backward = backward
+
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self.m.steps < self.settings.check_steps:  # only the snapshot needs them: not in the timed steps
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     self.params.setdefault(id(p), p)
+        # a GAN steps two optimizers an iteration: the first one to step counts the iterations
+        if self.counted is None:
+            self.counted = id(optimizer)
+        if id(optimizer) == self.counted:
+            self._after_update()
+
+    def _after_update(self) -> None:
         if self._capturing():
             self.step_captured = True
         elif not self._on_side_stream():

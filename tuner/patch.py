@@ -484,6 +484,7 @@ class _Rewriter:
         if loop is None:
             raise self.refuse("the training loop found by discovery is not in this file any more")
         parents = wrapper.resolve(ParentNodeProvider)
+        self.positions = positions
         outer = self._outermost_loop(parents, loop)
         allowed = scopes_for(self.spec.kind)
         if self.scope not in allowed:
@@ -594,17 +595,31 @@ class _Rewriter:
         return list(cst.parse_module(code).body), _autocast_without_cache(loop)
 
     def _step_flags(self, loop) -> list:
-        """For each top-level statement of the loop body: does it step the optimizer?"""
+        """For each top-level statement of the loop body: does it step an optimizer, or hold the
+        hand-written update (``for p in model.parameters(): p.data.add_(...)``)?"""
         steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
-        return [bool(calls_in(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) for s in loop.body.body]
+        manual = self.spec.manual_update
+
+        def updates(statement) -> bool:
+            where = self.positions[statement]
+            return bool(manual) and where.start.line <= manual <= where.end.line
+
+        return [bool(calls_in(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) or updates(s)
+                for s in loop.body.body]
 
     def _optimizers(self) -> list:
-        return self.spec.optimizers or [self.spec.optimizer]
+        return self.spec.optimizers or [o for o in [self.spec.optimizer] if o]
 
-    @staticmethod
-    def _step_is_conditional(body, is_step) -> bool:
-        """No optimizer step at the body's top level, or one inside an if/for/with."""
-        return not any(is_step) or not all(isinstance(body[i], cst.SimpleStatementLine) for i, s in enumerate(is_step) if s)
+    def _step_is_conditional(self, body, is_step) -> bool:
+        """No optimizer step at the body's top level, or one inside an if/for/with (the loop of
+        a hand-written update, or a `with torch.no_grad():` around it, runs every iteration)."""
+        def unconditional(statement) -> bool:
+            if isinstance(statement, cst.SimpleStatementLine):
+                return True
+            return bool(self.spec.manual_update) and isinstance(statement, (cst.For, cst.With)) and not calls_in(
+                statement, lambda c: _is_method(c, None, "step"))
+
+        return not any(is_step) or not all(unconditional(body[i]) for i, s in enumerate(is_step) if s)
 
     # -- full_iteration: the step's statements become a captured function -----------------
     def _full_iteration(self, loop, outer, scope, positions):
@@ -619,7 +634,8 @@ class _Rewriter:
         optimizers = self._optimizers()
         is_step = self._step_flags(loop)
         if self._step_is_conditional(body, is_step):
-            raise self.refuse(f"{spec.optimizer}.step() runs conditionally (gradient accumulation?); a captured "
+            what = f"{spec.optimizer}.step()" if spec.optimizer else f"the update at line {spec.manual_update}"
+            raise self.refuse(f"{what} runs conditionally (gradient accumulation?); a captured "
                               "iteration needs one step per loop iteration")
         end = len(is_step) - 1 - is_step[::-1].index(True)   # the last optimizer step: a GAN steps two
         if self.optimizer_outside:
@@ -695,6 +711,9 @@ class _Rewriter:
         variant = list(dict.fromkeys([*spec.batch, *_target_names(loop.target)] if isinstance(loop, cst.For) else
                                      spec.batch)) + sorted(rebound)
         inputs = list(dict.fromkeys(name for name in variant if name in read))
+        # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
+        # the step binds it, so it goes in as an input and comes back as an output
+        inputs += [name for name in sorted(_read_first(core) & assigned) if name not in inputs]
         returns = self._live_outs(core, inputs, scope, positions, aliases)
         step_def = self._step_function(core, inputs, returns)
         call = f"_cg_step_graph({', '.join(inputs)})"
@@ -716,17 +735,10 @@ class _Rewriter:
         `while` condition), code after the loop (`return loss`, `print(f"{loss}")`,
         `outputs.logits`), an outer loop. They come back from the graph and are re-bound in
         the loop; inside the captured function alone they would vanish with it. Conservative:
-        a read anywhere outside the step counts, even one after a re-binding."""
+        a read anywhere outside the step counts, even one after a re-binding. State the step
+        carries to its next run (an RNN's hidden state) is an input and comes back too."""
         assigned = set().union(*map(_names_assigned, core))
-        returns = sorted(assigned & (_names_read(scope, skip=core) | set(aliases)))
-        bound = set()
-        for name, small in _reads_before_binding(core):
-            if small is None:
-                bound.add(name)
-            elif name in assigned and name not in bound and name not in inputs:
-                line = positions[small].start.line
-                raise self.refuse(f"line {line}: the step reads {name!r} before it binds it (a value carried "
-                                  "from one iteration to the next); a captured step cannot carry it")
+        returns = sorted(assigned & (_names_read(scope, skip=core) | set(aliases) | set(inputs)))
         for name in returns:
             value = _host_value_binding(core, name)
             if value is not None:

@@ -101,7 +101,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
     kind_scopes = scopes_for(spec.kind)
-    settings = Settings(**{**asdict(options.settings), "kind": spec.kind})
+    count = "optimizer" if spec.kind != "train" or spec.optimizer else "backward"   # a hand-written update
+    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": count})
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None):

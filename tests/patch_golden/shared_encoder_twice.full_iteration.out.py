@@ -23,8 +23,8 @@ class _CgFullIterationGraph:
         self.graph = None
 
     def _zero_grad(self, set_to_none=True):
-        for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
+        for owner in self.optimizers + self.models:   # models too: a hand-written update has no optimizer
+            owner.zero_grad(set_to_none=set_to_none)
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
@@ -66,7 +66,8 @@ class _CgFullIterationGraph:
         return self.static_outputs
 
     def _params(self):
-        return [p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+        return ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+                + [p for model in self.models for p in model.parameters()])
 
     def _states(self):
         return [state for optimizer in self.optimizers for state in optimizer.state.values()]

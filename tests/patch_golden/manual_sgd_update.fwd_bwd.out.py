@@ -1,0 +1,70 @@
+"""The PyTorch word-language-model example's update: no optimizer object; gradients clipped,
+then each parameter moved by hand (p.data.add_(p.grad, alpha=-lr)); the model zeroed first."""
+import os
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+model = nn.Sequential(nn.Embedding(50, 32), nn.Flatten(), nn.Linear(8 * 32, 64), nn.Tanh(), nn.Linear(64, 50)).to(device)
+criterion = nn.CrossEntropyLoss()
+lr, clip = 0.5, 0.25
+batches = [(torch.randint(0, 50, (20, 8), device=device), torch.randint(0, 50, (20,), device=device))
+           for _ in range(10)]
+
+total_loss = 0.0
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step in range(steps):
+    data, targets = batches[step % len(batches)]
+    model.zero_grad()
+    output = model(data)
+    loss = criterion(output, targets)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-lr)
+    total_loss += loss.item()
+    if step % 50 == 49:
+        print(f"step {step + 1} loss {total_loss / 50:.5f}")
+        total_loss = 0.0
