@@ -373,14 +373,19 @@ def _is_zero_grad(statement, receivers) -> bool:
 
 
 # calls that fetch, build or move a batch: a statement made only of these stays before the step
-LOADING_FUNCTIONS = ("next", "iter", "dict", "list", "tuple", "zip", "len", "range", "enumerate")
+LOADING_FUNCTIONS = ("next", "iter", "dict", "list", "tuple", "zip", "len", "range", "enumerate", "min", "max", "int")
 LOADING_METHODS = ("to", "cuda", "items", "values", "keys", "get", "float", "half", "double", "long", "int",
                    "bfloat16", "pin_memory", "randn", "rand", "randint", "randperm", "zeros", "ones", "arange",
-                   "from_numpy", "as_tensor")
+                   "from_numpy", "as_tensor", "view", "reshape", "contiguous", "size")
 
 
-def _is_loading_call(call: cst.Call) -> bool:
+def _is_loading_call(call: cst.Call, functions: Optional[dict] = None) -> bool:
+    """A call that fetches, builds, moves or reshapes a batch; with ``functions`` (the script's
+    own), also a call of one whose calls all are (the word-language-model example's
+    ``get_batch(source, i)``, slicing one long tensor)."""
     if isinstance(call.func, cst.Name):
+        if functions and call.func.value in functions and call.func.value not in LOADING_FUNCTIONS:
+            return all(_is_loading_call(c) for c in calls_in(functions[call.func.value].body, lambda c: True))
         return call.func.value in LOADING_FUNCTIONS
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in LOADING_METHODS
 
@@ -403,7 +408,7 @@ def _reads(statement) -> set:
     return _names_read(statement)
 
 
-def _step_start(body, end: int, is_zero_grad) -> int:
+def _step_start(body, end: int, is_zero_grad, functions: Optional[dict] = None) -> int:
     """The first statement of the step: the earliest one whose values flow into the
     statement at ``end`` (the optimizer step, or the backward) or into a backward, whatever
     the order of zero_grad, forward, loss and backward. Batch loading (``next(it)``,
@@ -414,7 +419,7 @@ def _step_start(body, end: int, is_zero_grad) -> int:
     computed, loading = set(), []
     for statement in body[:end + 1]:
         is_loading = (not is_zero_grad(statement)   # a `try: batch = next(it)` block is loading too
-                      and all(_is_loading_call(c) for c in calls_in(statement, lambda c: True))
+                      and all(_is_loading_call(c, functions) for c in calls_in(statement, lambda c: True))
                       and not _reads(statement) & computed)
         loading.append(is_loading)
         if not is_loading:
@@ -648,8 +653,37 @@ class _Rewriter:
             if True not in is_backward:
                 raise self.refuse("no backward() before the optimizer step at the loop's top level")
             end = len(is_backward) - 1 - is_backward[::-1].index(True)
+            if isinstance(body[end], (cst.For, cst.While)):
+                return self._micro_steps(loop, body, end, outer, scope, positions)
+        return self._capture(loop, body, end, outer, scope, positions)
+
+    def _micro_steps(self, loop, body, end, outer, scope, positions):
+        """Gradient accumulation inside the iteration (nanoGPT: ``for micro_step in range(k)``
+        with forward and backward, then one optimizer step): one micro-step is the graph,
+        replayed k times, its backward adding into the gradients; the optimizer, the
+        scaler and the user's zero_grad stay as they were."""
+        micro = body[end]
+        inner = list(micro.body.body)
+        is_backward = [bool(calls_in(s, lambda c: _is_method(c, None, "backward"))) for s in inner]
+        if not any(is_backward) or not all(isinstance(s, cst.SimpleStatementLine) for s, b in zip(inner, is_backward) if b):
+            raise self.refuse(f"line {positions[micro].start.line}: the loop of micro-steps runs backward() inside "
+                              "a block; a captured micro-step needs it at the loop's top level")
+        if any(calls_in(s, lambda c: _is_method(c, None, "zero_grad")) for s in inner):
+            raise self.refuse(f"line {positions[micro].start.line}: the loop of micro-steps zeroes gradients; "
+                              "a captured micro-step adds into them")
+        inner_end = len(is_backward) - 1 - is_backward[::-1].index(True)
+        setup, new_micro = self._capture(micro, inner, inner_end, outer, scope, positions, accumulate=True)
+        new_body = [new_micro if s is micro else s for s in body]
+        return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _capture(self, loop, body, end, outer, scope, positions, accumulate=False):
+        """The statements of ``body`` that make the step ending at ``end`` become a captured
+        function; ``loop`` (whose body is ``body``) calls its graph instead."""
+        spec = self.spec
+        optimizers = self._optimizers()
         is_zero_grad = lambda s: _is_zero_grad(s, (*optimizers, *spec.models, spec.model))  # noqa: E731
-        start = _step_start(body, end, is_zero_grad)
+        functions = _functions(self.module)
+        start = _step_start(body, end, is_zero_grad, functions)
         core, moved, aliases = [], [], []
         window = body[start:end + 1]
         first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: _is_method(c, None, "backward"))),
@@ -690,7 +724,7 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
-        found = _host_data_call(core, _functions(self.module))
+        found = _host_data_call(core, functions)
         if found:
             call, what = found
             raise self.refuse(f"line {positions[call].start.line}: {what} reads host data inside the step; a graph "
@@ -715,7 +749,7 @@ class _Rewriter:
         # the step binds it, so it goes in as an input and comes back as an output
         inputs += [name for name in sorted(_read_first(core) & assigned) if name not in inputs]
         returns = self._live_outs(core, inputs, scope, positions, aliases)
-        step_def = self._step_function(core, inputs, returns)
+        step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
@@ -724,6 +758,7 @@ class _Rewriter:
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if _keeps_reference([outer], set(returns), skip=core) else ""
+        clone += ", accumulate=True" if accumulate else ""
         setup = [step_def] + list(cst.parse_module(
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)
@@ -773,9 +808,11 @@ class _Rewriter:
 
         return module.visit(Capturable())
 
-    def _step_function(self, core, inputs, returns):
+    def _step_function(self, core, inputs, returns, accumulate=False):
         ret = f"    return {', '.join(returns)}\n" if returns else ""
-        what = ("Forward, loss and backward, captured by cg-advise; the optimizer steps after each replay."
+        what = ("One micro-step's forward, loss and backward, captured by cg-advise; the gradients add up over "
+                "the replays." if accumulate else
+                "Forward, loss and backward, captured by cg-advise; the optimizer steps after each replay."
                 if self.optimizer_outside else
                 "One training iteration, captured whole by cg-advise (scope full_iteration).")
         header = (f"def _cg_step({', '.join(inputs)}):\n"

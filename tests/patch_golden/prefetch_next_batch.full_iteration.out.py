@@ -17,10 +17,13 @@ class _CgFullIterationGraph:
     Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
-    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False):
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False):
         self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
         self.models = [m for m in models if isinstance(m, torch.nn.Module)]
         self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
+        # micro-steps: each replay's backward adds into the gradients, which the script zeroes
+        # (or sets to None) after its optimizer step, outside the graph
+        self.accumulate = accumulate
         self.graph = None
 
     def _zero_grad(self, set_to_none=True):
@@ -30,7 +33,8 @@ class _CgFullIterationGraph:
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
         if self.graph is None and not self._on_cuda(tensors):   # once captured, the model is on the GPU
-            self._zero_grad()
+            if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
+                self._zero_grad()
             return self.step(*inputs)
         if self.graph is None:
             self.layout = layout
@@ -47,6 +51,10 @@ class _CgFullIterationGraph:
             torch.cuda.current_stream().wait_stream(side)
             self.graph = torch.cuda.CUDAGraph()
             self._zero_grad()
+            if self.accumulate:   # gradients that exist make the captured backward add into them
+                self.grads = [(p, torch.zeros_like(p)) for p in self._params() if p.requires_grad]
+                for p, grad in self.grads:
+                    p.grad = grad
             with torch.cuda.graph(self.graph):
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
@@ -56,8 +64,11 @@ class _CgFullIterationGraph:
             same = layout == self.layout
         except Exception:  # a non-tensor value that cannot be compared
             same = False
+        if self.accumulate:
+            self._attach_grads()
         if not same:
-            self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            if not self.accumulate:
+                self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
             return self.step(*inputs)
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
@@ -67,8 +78,19 @@ class _CgFullIterationGraph:
         return self.static_outputs
 
     def _params(self):
-        return ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
-                + [p for model in self.models for p in model.parameters()])
+        params = ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+                  + [p for model in self.models for p in model.parameters()])
+        return list({id(p): p for p in params}.values())
+
+    def _attach_grads(self):
+        # the graph adds into its own gradient tensors: after the script's zero_grad (None, or
+        # another tensor) they start again from zero, or from what the script left there
+        for p, grad in self.grads:
+            if p.grad is None:
+                grad.zero_()
+            elif p.grad is not grad:
+                grad.copy_(p.grad)
+            p.grad = grad
 
     def _states(self):
         return [state for optimizer in self.optimizers for state in optimizer.state.values()]

@@ -1,0 +1,75 @@
+"""nanoGPT's iteration: the learning rate set by hand on each param group, gradient
+accumulation over micro-steps inside the iteration (loss / k, the next batch prefetched
+between forward and backward), a GradScaler (enabled only for float16), clipping after
+unscale_, then one optimizer step and zero_grad(set_to_none=True)."""
+import math
+import os
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+device_type = "cuda" if device == "cuda" else "cpu"
+vocab, block, batch_size, gradient_accumulation_steps, grad_clip = 96, 32, 8, 4, 1.0
+max_iters, warmup_iters, learning_rate = int(os.environ.get("CG_STEPS", "200")), 20, 6e-4
+data = torch.randint(0, vocab, (50000,))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, 64)
+        self.mlp = nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+        self.lm_head = nn.Linear(64, vocab)
+
+    def forward(self, idx, targets=None):
+        x = self.wte(idx)
+        x = x + self.mlp(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+def get_batch(split):
+    ix = torch.randint(len(data) - block, (batch_size,))
+    x = torch.stack([data[i:i + block] for i in ix])
+    y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
+    return x.to(device), y.to(device)
+
+
+def get_lr(it):
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    ratio = (it - warmup_iters) / max(1, max_iters - warmup_iters)
+    return learning_rate * 0.1 + 0.5 * (1.0 + math.cos(math.pi * ratio)) * learning_rate * 0.9
+
+
+model = GPT().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.1)
+scaler = torch.amp.GradScaler(device_type, enabled=False)
+X, Y = get_batch("train")
+iter_num = 0
+while True:
+    lr = get_lr(iter_num)
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = lr
+    for micro_step in range(gradient_accumulation_steps):
+        logits, loss = model(X, Y)
+        loss = loss / gradient_accumulation_steps
+        X, Y = get_batch("train")
+        scaler.scale(loss).backward()
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    if iter_num % 50 == 0:
+        print(f"iter {iter_num}: loss {loss.item() * gradient_accumulation_steps:.4f}")
+    iter_num += 1
+    if iter_num >= max_iters:
+        break
+print(f"final loss {loss.item() * gradient_accumulation_steps:.6f}")

@@ -1,0 +1,246 @@
+"""nanoGPT's iteration: the learning rate set by hand on each param group, gradient
+accumulation over micro-steps inside the iteration (loss / k, the next batch prefetched
+between forward and backward), a GradScaler (enabled only for float16), clipping after
+unscale_, then one optimizer step and zero_grad(set_to_none=True)."""
+import math
+import os
+
+import torch
+from torch import nn
+import collections.abc
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the training step (forward, loss, backward and, unless they must stay eager,
+    the optimizer steps) is captured in one CUDA graph on the first call and replayed after.
+    Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
+    batch of another shape runs the step eagerly, and so does every step of a model that is
+    not on a CUDA device (a script's CPU fallback runs as it did).
+    Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
+
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False):
+        self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        self.models = [m for m in models if isinstance(m, torch.nn.Module)]
+        self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
+        # micro-steps: each replay's backward adds into the gradients, which the script zeroes
+        # (or sets to None) after its optimizer step, outside the graph
+        self.accumulate = accumulate
+        self.graph = None
+
+    def _zero_grad(self, set_to_none=True):
+        for owner in self.optimizers + self.models:   # models too: a hand-written update has no optimizer
+            owner.zero_grad(set_to_none=set_to_none)
+
+    def __call__(self, *inputs):
+        tensors, layout = self._flatten(inputs)
+        if self.graph is None and not self._on_cuda(tensors):   # once captured, the model is on the GPU
+            if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
+                self._zero_grad()
+            return self.step(*inputs)
+        if self.graph is None:
+            self.layout = layout
+            self.static_tensors = [t.detach().clone() for t in tensors]
+            self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
+            self._make_capturable()
+            saved = self._snapshot()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(self.warmup):
+                    self._zero_grad()
+                    self.step(*self.static_inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self._zero_grad()
+            if self.accumulate:   # gradients that exist make the captured backward add into them
+                self.grads = [(p, torch.zeros_like(p)) for p in self._params() if p.requires_grad]
+                for p, grad in self.grads:
+                    p.grad = grad
+            with torch.cuda.graph(self.graph):
+                self.static_outputs = self.step(*self.static_inputs)
+            self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
+            self._restore(saved)
+            self._check_outputs(self.output_layout)
+        try:
+            same = layout == self.layout
+        except Exception:  # a non-tensor value that cannot be compared
+            same = False
+        if self.accumulate:
+            self._attach_grads()
+        if not same:
+            if not self.accumulate:
+                self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_tensors, tensors):
+            static.copy_(t)
+        self.graph.replay()
+        if self.clone_outputs:
+            return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
+        return self.static_outputs
+
+    def _params(self):
+        params = ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+                  + [p for model in self.models for p in model.parameters()])
+        return list({id(p): p for p in params}.values())
+
+    def _attach_grads(self):
+        # the graph adds into its own gradient tensors: after the script's zero_grad (None, or
+        # another tensor) they start again from zero, or from what the script left there
+        for p, grad in self.grads:
+            if p.grad is None:
+                grad.zero_()
+            elif p.grad is not grad:
+                grad.copy_(p.grad)
+            p.grad = grad
+
+    def _states(self):
+        return [state for optimizer in self.optimizers for state in optimizer.state.values()]
+
+    @staticmethod
+    def _flatten(value):
+        """(tensors, layout): the tensors of a batch (tensors, tuples, lists, dicts), and its
+        structure with their shapes; other values are part of the layout, so a batch of another
+        shape or with another such value runs the step eagerly."""
+        if torch.is_tensor(value):
+            return [value], ("tensor", tuple(value.shape), value.dtype, value.device)
+        if isinstance(value, (tuple, list, collections.abc.Mapping)):
+            mapping = isinstance(value, collections.abc.Mapping)
+            tensors, layouts = [], []
+            for item in (value.values() if mapping else value):
+                found, layout = _CgFullIterationGraph._flatten(item)
+                tensors += found
+                layouts.append(layout)
+            return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
+        return [], ("value", value)
+
+    def _on_cuda(self, tensors):
+        return any(t.is_cuda for t in self._params() + tensors)
+
+    @staticmethod
+    def _check_outputs(layout):
+        """A value the step hands back must be a tensor (or a structure of them) that each
+        replay rewrites in place; a float or another object would keep its capture-time value."""
+        if layout[0] == "value":
+            if layout[1] is not None and not isinstance(layout[1], (bool, int, str)):
+                raise TypeError(f"cg-advise: the captured step returns a {type(layout[1]).__name__}, which a "
+                                "CUDA graph cannot update on replay; compute it after the step")
+        elif layout[0] != "tensor":
+            for item in layout[2]:
+                _CgFullIterationGraph._check_outputs(item)
+
+    @staticmethod
+    def _unflatten(layout, tensors):
+        if layout[0] == "tensor":
+            return next(tensors)
+        if layout[0] == "value":
+            return layout[1]
+        kind, keys, layouts = layout
+        items = [_CgFullIterationGraph._unflatten(item, tensors) for item in layouts]
+        if keys is not None:
+            return kind(dict(zip(keys, items)))
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
+
+    def _make_capturable(self):
+        # an optimizer the patch could not rewrite (built by a caller, or outside the Adam
+        # family) must still step inside the graph: capturable, its step counts on the GPU
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                if group.get("capturable") is False:
+                    group["capturable"] = True
+                    for p in group["params"]:
+                        state = optimizer.state.get(p, {})
+                        if torch.is_tensor(state.get("step")):
+                            state["step"] = state["step"].to(p.device)
+
+    def _snapshot(self):
+        # the models' parameters and buffers, the optimized parameters, and the optimizer state
+        # that exists already (each tensor once)
+        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params()
+        tensors += [v for state in self._states() for v in state.values() if torch.is_tensor(v)]
+        unique = {id(t): t for t in tensors}
+        return [(t, t.detach().clone()) for t in unique.values()]
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
+        for state in self._states():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+device_type = "cuda" if device == "cuda" else "cpu"
+vocab, block, batch_size, gradient_accumulation_steps, grad_clip = 96, 32, 8, 4, 1.0
+max_iters, warmup_iters, learning_rate = int(os.environ.get("CG_STEPS", "200")), 20, 6e-4
+data = torch.randint(0, vocab, (50000,))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, 64)
+        self.mlp = nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+        self.lm_head = nn.Linear(64, vocab)
+
+    def forward(self, idx, targets=None):
+        x = self.wte(idx)
+        x = x + self.mlp(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+def get_batch(split):
+    ix = torch.randint(len(data) - block, (batch_size,))
+    x = torch.stack([data[i:i + block] for i in ix])
+    y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
+    return x.to(device), y.to(device)
+
+
+def get_lr(it):
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    ratio = (it - warmup_iters) / max(1, max_iters - warmup_iters)
+    return learning_rate * 0.1 + 0.5 * (1.0 + math.cos(math.pi * ratio)) * learning_rate * 0.9
+
+
+model = GPT().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.1)
+scaler = torch.amp.GradScaler(device_type, enabled=False)
+X, Y = get_batch("train")
+iter_num = 0
+
+def _cg_step(X, Y):
+    """One micro-step's forward, loss and backward, captured by cg-advise; the gradients add up over the replays."""
+    logits, loss = model(X, Y)
+    loss = loss / gradient_accumulation_steps
+    scaler.scale(loss).backward()
+    return logits, loss
+
+_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], accumulate=True)
+
+while True:
+    lr = get_lr(iter_num)
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = lr
+    for micro_step in range(gradient_accumulation_steps):
+        logits, loss = _cg_step_graph(X, Y)  # cg-advise: replays the captured step
+        X, Y = get_batch("train")
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    if iter_num % 50 == 0:
+        print(f"iter {iter_num}: loss {loss.item() * gradient_accumulation_steps:.4f}")
+    iter_num += 1
+    if iter_num >= max_iters:
+        break
+print(f"final loss {loss.item() * gradient_accumulation_steps:.6f}")
