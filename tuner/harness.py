@@ -68,6 +68,7 @@ class StepTimer:
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
         self.counted = None     # id of the optimizer whose steps count iterations
+        self.backward_seen = False   # without an optimizer: the first backward completes no step
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
 
@@ -138,15 +139,18 @@ class StepTimer:
         self._step()
 
     def _wrap_backward(self) -> None:
-        """A loop without an optimizer (``p.data.add_(p.grad, alpha=-lr)``): each backward() is a
-        step; the snapshot holds the parameters of the modules called before the first one."""
+        """A loop without an optimizer (``p.data.add_(p.grad, alpha=-lr)``): each backward() after
+        the first ends a step; the snapshot holds the parameters of the modules called before."""
         autograd = self.torch.autograd
         original = autograd.backward
 
         def backward(*args, **kwargs):
-            out = original(*args, **kwargs)
-            self._after_update()
-            return out
+            # the update of step n follows its backward: step n is complete when backward n + 1
+            # starts (the first one completes nothing), as a replay completes its step
+            if self._capturing() or self._on_side_stream() or self.backward_seen:
+                self._after_update()
+            self.backward_seen = self.backward_seen or not self._on_side_stream()
+            return original(*args, **kwargs)
 
         autograd.backward = backward
 

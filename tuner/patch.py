@@ -349,6 +349,20 @@ def _host_data_call(statements, functions: dict):
     return None
 
 
+def _is_loading(statement, before, functions) -> bool:
+    """A statement in the middle of the step that picks or builds an input (``noise =
+    noise_bank[i]``, ``b = x.size(0)``) from nothing the step computed, and binds nothing the
+    step read before it: it runs before the replay, and what it binds is an input. In the graph
+    it would make the iteration's counter an input that differs on every replay."""
+    if not isinstance(statement, cst.SimpleStatementLine) or not _names_assigned(statement):
+        return False
+    if not all(_is_loading_call(c, functions) for c in calls_in(statement, lambda c: True)):
+        return False
+    made_before = set().union(*map(_names_assigned, before))
+    read_before = set().union(*map(_names_read, before))
+    return not _reads(statement) & made_before and not _names_assigned(statement) & read_before
+
+
 def _is_prefetch(statement, before, after) -> bool:
     """A statement in the middle of the step that fetches what the next iteration reads
     (nanoGPT's ``X, Y = get_batch('train')`` after the forward): it binds a name the step read
@@ -684,7 +698,7 @@ class _Rewriter:
         is_zero_grad = lambda s: _is_zero_grad(s, (*optimizers, *spec.models, spec.model))  # noqa: E731
         functions = _functions(self.module)
         start = _step_start(body, end, is_zero_grad, functions)
-        core, moved, aliases = [], [], []
+        core, moved, hoisted, aliases = [], [], [], []
         window = body[start:end + 1]
         first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: _is_method(c, None, "backward"))),
                               len(window))
@@ -698,6 +712,9 @@ class _Rewriter:
                 continue
             if statement is not body[end] and _is_prefetch(statement, window[:i], window[i + 1:]):
                 moved.append(statement)  # the next batch, fetched on the host: after the replay, as an input
+                continue
+            if statement is not body[end] and _is_loading(statement, window[:i], functions):
+                hoisted.append(statement)  # `noise = noise_bank[i]`: before the replay, as an input
                 continue
             if _has_sync(statement):
                 # a host read (`train_loss += loss.item()` between backward and step) moves after the
@@ -753,7 +770,7 @@ class _Rewriter:
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
-        new_body = before + list(cst.parse_module(line).body) + moved + post
+        new_body = before + hoisted + list(cst.parse_module(line).body) + moved + post
         models = spec.models or ([spec.model] if spec.model else [])
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies

@@ -182,14 +182,13 @@ optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999), ca
 dataset = [torch.randn(32, 32) for _ in range(steps)]
 noise_bank = [torch.randn(32, nz, device=device) for _ in range(steps)]
 
-def _cg_step(i, b_size, real):
+def _cg_step(b_size, noise, real):
     """One training iteration, captured whole by cg-advise (scope full_iteration)."""
     label = torch.full((b_size,), real_label, dtype=torch.float, device=device)
     output = netD(real).view(-1)
     errD_real = criterion(output, label)
     errD_real.backward()
     _cg_output_31 = output
-    noise = noise_bank[i]
     fake = netG(noise)
     label.fill_(fake_label)
     output = netD(fake.detach()).view(-1)
@@ -211,7 +210,8 @@ _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizerD, optimizerG], [netD
 for i, data in enumerate(dataset):
     real = data.to(device)
     b_size = real.size(0)
-    _cg_output_31, _cg_output_38, errD_fake, errD_real, errG, output = _cg_step_graph(i, b_size, real)  # cg-advise: replays the captured step
+    noise = noise_bank[i]
+    _cg_output_31, _cg_output_38, errD_fake, errD_real, errG, output = _cg_step_graph(b_size, noise, real)  # cg-advise: replays the captured step
     D_x = _cg_output_31.mean().item()
     D_G_z1 = _cg_output_38.mean().item()
     errD = errD_real + errD_fake
