@@ -45,6 +45,12 @@ class Settings:
     to_end: bool = True         # after timing, let the script finish (its code after the loop runs too)
 
 
+def step_counter(step: dict) -> str:
+    """What counts a training step for the StepSpec ``step`` (as a dict): its optimizer's steps,
+    or backward() calls where a hand-written update has no optimizer."""
+    return "backward" if step.get("kind", "train") == "train" and not step.get("optimizer") else "optimizer"
+
+
 @dataclass
 class Measurement:
     steps: int = 0

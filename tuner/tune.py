@@ -17,7 +17,7 @@ from advisor.patching import file_digest, tune_result_path
 from advisor.sourcefile import write_text
 
 from .discover import discover
-from .harness import Settings
+from .harness import Settings, step_counter
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_repeated
 from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan, scopes_for
 
@@ -101,8 +101,7 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
     kind_scopes = scopes_for(spec.kind)
-    count = "optimizer" if spec.kind != "train" or spec.optimizer else "backward"   # a hand-written update
-    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": count})
+    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict())})
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None):
