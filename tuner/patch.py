@@ -333,20 +333,36 @@ HOST_DATA_MODULES = ("np.", "numpy.", "random.", "os.", "pd.", "pandas.")
 def _host_data_call(statements, functions: dict):
     """The first call in ``statements`` that reads data on the host whose value changes from
     one iteration to the next (``next(it)``, ``np.random...``, ``random...``, a file), also one
-    level into the script's own functions they call (``get_batch()``); inside a captured graph
-    it would run once, at capture, and every replay would reuse its first value."""
+    level into the script's own functions they call (``get_batch()``, where a ``.item()`` counts
+    too); inside a captured graph it would run once, at capture, and every replay would reuse
+    its first value (or the capture fails on the sync)."""
     def host(call):
         name = dotted(call.func)
         return name in HOST_DATA_FUNCTIONS or name.startswith(HOST_DATA_MODULES)
+
+    def host_or_sync(call):   # in a function the step calls, a sync cannot move out either
+        return host(call) or host_call(call) is not None
 
     for statement in statements:
         for call in calls_in(statement, lambda c: True):
             name = dotted(call.func)
             if host(call):
                 return call, name
-            if name in functions and calls_in(functions[name], host):
-                return call, f"{name}() (it calls {dotted(calls_in(functions[name], host)[0].func)})"
+            inner = [c for c in _calls_through(functions[name], functions) if host_or_sync(c)] if name in functions else []
+            if inner:
+                return call, f"{name}() (it calls {dotted(inner[0].func)})"
     return None
+
+
+def _calls_through(node, functions: dict, depth: int = 2) -> list:
+    """The calls inside ``node``, and inside the script's functions it calls, ``depth`` deep."""
+    found = []
+    for call in calls_in(node, lambda c: True):
+        found.append(call)
+        name = dotted(call.func)
+        if depth and name in functions and functions[name] is not node:
+            found += _calls_through(functions[name], functions, depth - 1)
+    return found
 
 
 def _is_loading(statement, before, functions) -> bool:
@@ -390,17 +406,19 @@ def _is_zero_grad(statement, receivers) -> bool:
 LOADING_FUNCTIONS = ("next", "iter", "dict", "list", "tuple", "zip", "len", "range", "enumerate", "min", "max", "int")
 LOADING_METHODS = ("to", "cuda", "items", "values", "keys", "get", "float", "half", "double", "long", "int",
                    "bfloat16", "pin_memory", "randn", "rand", "randint", "randperm", "zeros", "ones", "arange",
-                   "from_numpy", "as_tensor", "view", "reshape", "contiguous", "size")
+                   "from_numpy", "as_tensor", "view", "reshape", "contiguous", "size", "unsqueeze", "squeeze",
+                   "stack", "cat", "is_available", "device_count")
 
 
-def _is_loading_call(call: cst.Call, functions: Optional[dict] = None) -> bool:
+def _is_loading_call(call: cst.Call, functions: Optional[dict] = None, depth: int = 2) -> bool:
     """A call that fetches, builds, moves or reshapes a batch; with ``functions`` (the script's
     own), also a call of one whose calls all are (the word-language-model example's
-    ``get_batch(source, i)``, slicing one long tensor)."""
+    ``get_batch(source, i)``, slicing one long tensor), two calls deep."""
     if isinstance(call.func, cst.Name):
-        if functions and call.func.value in functions and call.func.value not in LOADING_FUNCTIONS:
-            return all(_is_loading_call(c) for c in calls_in(functions[call.func.value].body, lambda c: True))
-        return call.func.value in LOADING_FUNCTIONS
+        name = call.func.value
+        if functions and depth and name in functions and name not in LOADING_FUNCTIONS:
+            return all(_is_loading_call(c, functions, depth - 1) for c in calls_in(functions[name].body, lambda c: True))
+        return name in LOADING_FUNCTIONS
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in LOADING_METHODS
 
 
@@ -702,6 +720,9 @@ class _Rewriter:
         window = body[start:end + 1]
         first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: _is_method(c, None, "backward"))),
                               len(window))
+        # the batch and whatever the loops bind outside the step reach the graph as copies: the
+        # replay never changes them, so a host read of them (images.size(0)) can follow it
+        given = set(spec.batch) | _names_rebound(outer, skip=window)
         for i, statement in enumerate(window):
             if is_zero_grad(statement):
                 if i > first_backward:
@@ -719,11 +740,11 @@ class _Rewriter:
             if _has_sync(statement):
                 # a host read (`train_loss += loss.item()` between backward and step) moves after the
                 # replay when nothing later in the step reads what it binds, and what it reads is
-                # either made by the step (the replay hands it back) or left alone by it
+                # either made by the step (the replay hands it back), an input, or left alone by it
                 others = [s for s in window if s is not statement]
                 fed = _names_assigned(statement) & set().union(*map(_names_read, window[i + 1:]))
                 made = set().union(*map(_names_assigned, others))
-                touched = set().union(*map(_names_read, others)) - made
+                touched = set().union(*map(_names_read, others)) - made - given
                 sees = sorted(n for n in _names_read(statement) if n in touched)
                 if statement is body[end] or fed or sees:
                     why = (f"it binds {', '.join(sorted(fed))}, which the step reads" if fed else

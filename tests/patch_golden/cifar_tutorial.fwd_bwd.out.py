@@ -1,0 +1,88 @@
+"""The PyTorch CIFAR-10 tutorial: a running loss summed with loss.item() after the step and
+printed every 50 mini-batches, inside an epoch loop; inputs unpacked from `data`."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 5)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+torch.manual_seed(0)
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+net = Net().to(device)
+criterion = nn.CrossEntropyLoss()
+optimizer = optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
+trainloader = [(torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))) for _ in range(int(os.environ.get("CG_STEPS", "200")))]
+
+_cg_graph_forward(net)  # cg-advise: forward and backward as CUDA graphs
+
+for epoch in range(1):
+    running_loss = 0.0
+    for i, data in enumerate(trainloader, 0):
+        inputs, labels = data[0].to(device), data[1].to(device)
+        optimizer.zero_grad()
+        outputs = net(inputs)
+        loss = criterion(outputs, labels)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+        if i % 50 == 49:
+            print(f"[{epoch + 1}, {i + 1:5d}] loss: {running_loss / 50:.3f}")
+            running_loss = 0.0
+
+print("Finished Training")

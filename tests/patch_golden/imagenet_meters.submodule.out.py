@@ -1,0 +1,103 @@
+"""The PyTorch ImageNet example's train(): AverageMeters updated with loss.item() and a top-k
+accuracy computed by a function of the script, non_blocking copies under `if`, timing with
+time.time(), progress printed every print_freq batches."""
+import os
+import time
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count, self.avg = 0.0, 0, 0.0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+        self.avg = self.sum / self.count
+
+
+def accuracy(output, target, topk=(1,)):
+    with torch.no_grad():
+        maxk = max(topk)
+        _, pred = output.topk(maxk, 1, True, True)
+        correct = pred.t().eq(target.view(1, -1).expand_as(pred.t()))
+        return [correct[:k].reshape(-1).float().sum(0, keepdim=True).mul_(100.0 / target.size(0)) for k in topk]
+
+
+def train(train_loader, model, criterion, optimizer, device, print_freq=50):
+    batch_time, losses, top1 = AverageMeter(), AverageMeter(), AverageMeter()
+    model.train()
+    end = time.time()
+    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        if any(p.requires_grad for p in _cg_child.parameters()):
+            _cg_graph_forward(_cg_child)
+
+    for i, (images, target) in enumerate(train_loader):
+        if torch.cuda.is_available():
+            images = images.to(device, non_blocking=True)
+            target = target.to(device, non_blocking=True)
+        output = model(images)
+        loss = criterion(output, target)
+        acc1, acc5 = accuracy(output, target, topk=(1, 5))
+        losses.update(loss.item(), images.size(0))
+        top1.update(acc1[0].item(), images.size(0))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        batch_time.update(time.time() - end)
+        end = time.time()
+        if i % print_freq == 0:
+            print(f"[{i}] loss {losses.avg:.4f} acc@1 {top1.avg:.3f}")
+    return losses.avg
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
+                          nn.Flatten(), nn.Linear(256, 10)).to(device)
+    criterion = nn.CrossEntropyLoss().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), 0.1, momentum=0.9, weight_decay=1e-4)
+    n = int(os.environ.get("CG_STEPS", "200"))
+    loader = [(torch.randn(32, 3, 16, 16), torch.randint(0, 10, (32,))) for _ in range(n)]
+    print(f"final average loss {train(loader, model, criterion, optimizer, device):.6f}")

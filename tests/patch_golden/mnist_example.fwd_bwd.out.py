@@ -1,0 +1,98 @@
+"""The PyTorch MNIST example's train(): a CNN with dropout, Adadelta, a StepLR stepped once per
+epoch outside the training loop, logging every log_interval batches, dry_run's break; the data
+(random here) comes from a DataLoader whose last batch is smaller."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.optim.lr_scheduler import StepLR
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, 1)
+        self.conv2 = nn.Conv2d(8, 16, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.fc1 = nn.Linear(16 * 12 * 12, 32)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        return F.log_softmax(self.fc2(F.relu(self.fc1(x))), dim=1)
+
+
+def train(log_interval, dry_run, model, device, train_loader, optimizer, epoch):
+    model.train()
+    _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+    for batch_idx, (data, target) in enumerate(train_loader):
+        data, target = data.to(device), target.to(device)
+        optimizer.zero_grad()
+        output = model(data)
+        loss = F.nll_loss(output, target)
+        loss.backward()
+        optimizer.step()
+        if batch_idx % log_interval == 0:
+            print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_loader.dataset)}] Loss: {loss.item():.6f}")
+            if dry_run:
+                break
+
+
+def main():
+    torch.manual_seed(1)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    n = int(os.environ.get("CG_STEPS", "200")) * 32 + 16
+    dataset = torch.utils.data.TensorDataset(torch.randn(n, 1, 28, 28), torch.randint(0, 10, (n,)))
+    train_loader = torch.utils.data.DataLoader(dataset, batch_size=32)
+    model = Net().to(device)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+    for epoch in range(1, 2):
+        train(50, False, model, device, train_loader, optimizer, epoch)
+        scheduler.step()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The PyTorch regression example: fit a polynomial with one Linear layer, batches drawn on the
+host by get_batch(), a hand-written update, `while True` until the loss is small (or a step cap)."""
+import itertools
+import os
+
+import torch
+import torch.nn.functional as F
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+POLY_DEGREE = 4
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+W_target = torch.randn(POLY_DEGREE, 1) * 5
+b_target = torch.randn(1) * 5
+
+
+def make_features(x):
+    x = x.unsqueeze(1)
+    return torch.cat([x ** i for i in range(1, POLY_DEGREE + 1)], 1)
+
+
+def f(x):
+    return x.mm(W_target) + b_target.item()
+
+
+def get_batch(batch_size=32):
+    random = torch.randn(batch_size)
+    x = make_features(random)
+    return x.to(device), f(x).to(device)
+
+
+fc = torch.nn.Linear(W_target.size(0), 1).to(device)
+max_steps = int(os.environ.get("CG_STEPS", "200"))
+_cg_graph_forward(fc)  # cg-advise: forward and backward as CUDA graphs
+
+for batch_idx in itertools.count(1):
+    batch_x, batch_y = get_batch()
+    fc.zero_grad()
+    output = F.smooth_l1_loss(fc(batch_x), batch_y)
+    loss = output.item()
+    output.backward()
+    for param in fc.parameters():
+        param.data.add_(-0.01 * param.grad)
+    if loss < 1e-3 or batch_idx >= max_steps:
+        break
+
+print(f"Loss: {loss:.6f} after {batch_idx} batches")
