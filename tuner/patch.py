@@ -179,18 +179,22 @@ def _reads_before_binding(statements) -> list:
     return found
 
 
-def _names_assigned(statement) -> set:
+def _names_assigned(statement, paths: bool = False) -> set:
+    """Plain names the statement binds; with ``paths``, attribute paths too: ``logits,
+    self.loss = model(x, y)`` binds ``logits`` and ``self.loss`` (minGPT's Trainer keeps its
+    loss on itself)."""
     names = set()
+    targets = target_names if paths else _target_names
 
     class Writer(cst.CSTVisitor):
         def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
-            names.update(n for n in _target_names(target.target))
+            names.update(targets(target.target))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(_target_names(node.target))
+            names.update(targets(node.target))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(_target_names(node.target))
+            names.update(targets(node.target))
 
     statement.visit(Writer())
     return names
@@ -462,31 +466,12 @@ def _step_start(body, end: int, is_zero_grad, functions: Optional[dict] = None) 
         if is_zero_grad(statement):
             continue
         backward = calls_in(statement, lambda c: _is_method(c, None, "backward"))
-        if i == end or backward or _paths_bound(statement) & needed:
+        if i == end or backward or _names_assigned(statement, paths=True) & needed:
             if loading[i]:
                 continue
             needed |= _reads(statement) | _paths_read(statement)
             start = i
     return start
-
-
-def _paths_bound(statement) -> set:
-    """Names and attribute paths a statement binds: ``logits, self.loss = model(x, y)`` binds
-    ``logits`` and ``self.loss`` (minGPT's Trainer keeps its loss on itself)."""
-    paths = set()
-
-    class Binder(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            paths.update(target_names(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            paths.update(target_names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            paths.update(target_names(node.target))
-
-    statement.visit(Binder())
-    return paths
 
 
 def _paths_read(statement) -> set:
