@@ -114,3 +114,17 @@ def test_a_hand_written_update_is_the_step(tmp_path, update):
     spec = discover(script)
     assert (spec.optimizer, spec.manual_update, spec.models, spec.line) == ("", 11, ["model"], 6)
     assert "a hand-written update at line 11" in spec.describe()
+
+
+def test_a_loop_that_trains_through_a_closure_is_named_not_replaced(tmp_path):
+    """LBFGS: backward() inside `def closure()` passed to optimizer.step(closure); the test
+    loop under no_grad must not be tuned in its place."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\nopt = torch.optim.LBFGS(model.parameters())\n"
+        "x, y = torch.randn(2, 4), torch.randn(2, 1)\nfor i in range(3):\n    def closure():\n        opt.zero_grad()\n"
+        "        loss = nn.functional.mse_loss(model(x), y)\n        loss.backward()\n        return loss\n"
+        "    opt.step(closure)\n    with torch.no_grad():\n        for _ in range(2):\n            print(model(x))\n")
+    with pytest.raises(DiscoveryError) as error:
+        discover(script)
+    assert "the loop at line 7 trains through a closure (line 8" in str(error.value)

@@ -394,3 +394,37 @@ def test_compile_calls_an_alias_and_never_rebinds_the_model(tmp_path):
                              "        loss.backward()\n        opt.step()\n", scope="compile")
     assert "    _cg_compiled_model = torch.compile(model, mode=\"reduce-overhead\")" in out
     assert "loss = _cg_compiled_model(x).sum()" in out and "\n    model = " not in out
+
+
+def test_a_python_objects_method_call_in_the_step_runs_after_the_replay(tmp_path):
+    """The ImageNet example's `top1.update(acc1[0], n)` between forward and backward: in the
+    graph it would run once, at capture, and the meter would freeze."""
+    out = _patched(tmp_path, "class Meter:\n    def update(self, v, n):\n        self.v = v\n\n\nmeter = Meter()\n"
+                             "for x in data:\n    out = model(x)\n    meter.update(out.mean(), x.size(0))\n"
+                             "    out.sum().backward()\n    opt.step()\n")
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert "meter.update" not in step and "    out = _cg_step_graph(x)  # cg-advise: replays the captured step\n" \
+                                          "    meter.update(out.mean(), x.size(0))\n" in out
+
+
+def test_state_carried_but_bound_only_under_an_if_is_refused(tmp_path):
+    """The word-language-model example binds `hidden` only for RNN models: passing it to every
+    replay would raise UnboundLocalError for a Transformer."""
+    with pytest.raises(PatchRefused) as error:
+        _patched(tmp_path, "rnn = True\nif rnn:\n    h = torch.zeros(2, 1)\nfor x in data:\n    opt.zero_grad()\n"
+                           "    h = model(x) + h.detach()\n    h.sum().backward()\n    opt.step()\n")
+    assert "the step carries 'h' from one iteration to the next, but 'h' is not bound before the loop" in str(error.value)
+
+
+def test_an_attribute_the_step_sets_is_set_again_from_each_replay(tmp_path):
+    out = _patched(tmp_path, "class T:\n    pass\n\n\nt = T()\nfor x in data:\n    t.loss = model(x).sum()\n"
+                             "    t.loss.backward()\n    opt.step()\n")
+    assert "    return t.loss\n" in out and "    t.loss = _cg_step_graph(x)  # cg-advise" in out
+
+
+def test_an_autocast_context_built_before_the_loop_does_not_cache(tmp_path):
+    """nanoGPT's `ctx = torch.amp.autocast(...)` then `with ctx:`: make_graphed_callables
+    refuses an autocast that caches casts."""
+    out = _patched(tmp_path, "ctx = torch.autocast('cpu')\nfor x in data:\n    with ctx:\n        loss = model(x).sum()\n"
+                             "    loss.backward()\n    opt.step()\n", scope="fwd_bwd")
+    assert "ctx = torch.autocast('cpu', cache_enabled=False)" in out

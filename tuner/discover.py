@@ -158,6 +158,7 @@ def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definiti
             continue  # `x.view(...)`, `torch.randn(...)`: a method or a module's function
         constructed = assignments.constructed.get(name, "")
         if (root in definitions.names or name in body.bound or root in steppers or name in steppers
+                or ("." in name and name.rsplit(".", 1)[1] in definitions.names)   # self.trigger_callbacks()
                 or any(h in name.lower() for h in LOSS_HINTS) or "Loss" in constructed or constructed.endswith("partial")):
             continue
         counts[name] = counts.get(name, 0) + 1
@@ -206,6 +207,7 @@ class _LoopBody(cst.CSTVisitor):
         self._repeats = []
         self.bound = set()        # names the body binds: a callback of `for callback in ...` is no model
         self.manual_updates = []  # (line, model) of `for p in model.parameters(): p.data.add_(p.grad, ...)`
+        self.closures = []        # lines of functions defined in the body that call backward()
 
     # a call inside a loop in the body runs several times per iteration; a micro-step loop that
     # also runs backward consumes each call's activations before the next call, so it counts once
@@ -246,6 +248,9 @@ class _LoopBody(cst.CSTVisitor):
         self._loops -= 1
 
     def visit_FunctionDef(self, node) -> bool:
+        # a closure that runs backward (LBFGS's optimizer.step(closure)) makes this a training loop
+        if calls_in(node.body, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"):
+            self.closures.append(self.positions[node].start.line)
         return False
 
     def visit_ClassDef(self, node) -> bool:
@@ -454,6 +459,12 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
             candidates.append((node, function, body, optimizers))
     if not candidates:
         # a script that trains must get its training loop, never its validation loop in its place
+        closures = [(positions[n].start.line, bodies[n].closures[0]) for n, _ in loops.loops if bodies[n].closures]
+        if closures:
+            raise DiscoveryError(f"{path}: the loop at line {closures[0][0]} trains through a closure (line "
+                                 f"{closures[0][1]}: backward() inside a function passed to the optimizer's step, as "
+                                 "LBFGS needs); its steps call the model several times and cannot be captured, and "
+                                 "cg-advise does not tune another loop of a training script in its place")
         training = [positions[n].start.line for n, _ in loops.loops if bodies[n].backward]
         if training:
             raise DiscoveryError(f"{path}: the loop at line {training[0]} calls backward() but no <optimizer>.step() "

@@ -369,6 +369,26 @@ def _calls_through(node, functions: dict, depth: int = 2) -> list:
     return found
 
 
+GPU_METHODS = ("backward", "step", "zero_grad", "train", "eval", "requires_grad_", "register_hook")
+
+
+def _is_host_method_call(statement, protected: set) -> bool:
+    """``top1.update(acc1[0], n)``, ``pbar.set_postfix(...)``, ``progress.display(i)``: a call
+    of a method of a Python object, as a statement of its own. Inside a graph it would run once,
+    at capture (the ImageNet example's meters froze); after the replay it runs every time. Not
+    a tensor's in-place op (``label.fill_(...)``, a name ending in ``_``), nor a call on a
+    model, optimizer, scaler or scheduler, nor a torch function."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)):
+        return False
+    func = statement.body[0].value.func
+    if not isinstance(func, cst.Attribute) or func.attr.value.endswith("_") or func.attr.value in GPU_METHODS:
+        return False
+    receiver = dotted(func.value)
+    root = receiver.split(".")[0]
+    return bool(receiver) and receiver not in protected and root not in {"torch", "nn", "F", "self"} | protected
+
+
 def _is_loading(statement, before, functions) -> bool:
     """A statement in the middle of the step that picks or builds an input (``noise =
     noise_bank[i]``, ``b = x.size(0)``) from nothing the step computed, and binds nothing the
@@ -506,7 +526,7 @@ class _Rewriter:
         if loop is None:
             raise self.refuse("the training loop found by discovery is not in this file any more")
         parents = wrapper.resolve(ParentNodeProvider)
-        self.positions = positions
+        self.positions, self.parents = positions, parents
         outer = self._outermost_loop(parents, loop)
         allowed = scopes_for(self.spec.kind)
         if self.scope not in allowed:
@@ -524,6 +544,11 @@ class _Rewriter:
             raise self.refuse("could not place the setup code before the loop")
         if self.scope == "full_iteration" and not self.optimizer_outside:
             module = self._capturable_optimizer(module)
+        if self.scope != "compile":
+            # autocast inside a captured region must not cache casts, and neither must an
+            # autocast context built before the loop (nanoGPT's `ctx = torch.amp.autocast(...)`)
+            # must not cache casts either: make_graphed_callables refuses one that does
+            module = _autocast_without_cache(module)
         return _add_helper(module, self.scope) if self.scope in HELPERS else module
 
     def _outermost_loop(self, parents, loop):
@@ -614,7 +639,7 @@ class _Rewriter:
             code = "".join(f"for _cg_child in {m}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
-        return list(cst.parse_module(code).body), _autocast_without_cache(loop)
+        return list(cst.parse_module(code).body), loop
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
@@ -705,6 +730,7 @@ class _Rewriter:
         window = body[start:end + 1]
         first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: _is_method(c, None, "backward"))),
                               len(window))
+        protected = {*optimizers, *spec.models, spec.model, spec.scaler, spec.scheduler} - {None, ""}
         # the batch and whatever the loops bind outside the step reach the graph as copies: the
         # replay never changes them, so a host read of them (images.size(0)) can follow it
         given = set(spec.batch) | _names_rebound(outer, skip=window)
@@ -722,7 +748,7 @@ class _Rewriter:
             if statement is not body[end] and _is_loading(statement, window[:i], functions):
                 hoisted.append(statement)  # `noise = noise_bank[i]`: before the replay, as an input
                 continue
-            if _has_sync(statement):
+            if _has_sync(statement) or _is_host_method_call(statement, protected):
                 # a host read (`train_loss += loss.item()` between backward and step) moves after the
                 # replay when nothing later in the step reads what it binds, and what it reads is
                 # either made by the step (the replay hands it back), an input, or left alone by it
@@ -770,8 +796,17 @@ class _Rewriter:
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
-        inputs += [name for name in sorted(_read_first(core) & assigned) if name not in inputs]
+        carried = [name for name in sorted(_read_first(core) & assigned) if name not in inputs]
+        for name in carried:
+            if name not in self._bound_on_every_path_to(outer):
+                raise self.refuse(f"the step carries {name!r} from one iteration to the next, but {name!r} is not "
+                                  "bound before the loop on every path (it is bound under an if); a captured step "
+                                  "needs its first value")
+        inputs += carried
         returns = self._live_outs(core, inputs, scope, positions, aliases)
+        # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
+        # replay: after a batch of another shape ran eagerly it would otherwise keep that value
+        returns += sorted({p for statement in core for p in _names_assigned(statement, paths=True) if "." in p})
         step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)
@@ -786,6 +821,24 @@ class _Rewriter:
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _bound_on_every_path_to(self, node) -> set:
+        """Names bound before ``node`` runs whatever path is taken: simple statements before it in
+        its block and in each enclosing block up to the function (whose parameters count too) or
+        the module. The word-language-model example binds `hidden` only for RNNs, under an if."""
+        names = set()
+        while node in self.parents:
+            block = self.parents[node]
+            body = getattr(block, "body", ())
+            statements = list(body) if isinstance(body, (list, tuple)) else []   # a block, the module
+            if node in statements:
+                names |= set().union(*map(_names_assigned, [s for s in statements[:statements.index(node)]
+                                                           if isinstance(s, cst.SimpleStatementLine)]))
+            if isinstance(block, cst.FunctionDef):
+                names |= {p.name.value for p in block.params.params + block.params.kwonly_params}
+                break
+            node = block
+        return names
 
     def _live_outs(self, core, inputs, scope, positions, aliases=()) -> list:
         """Names the step binds that anything else in the enclosing function (or module) reads:
@@ -844,7 +897,6 @@ class _Rewriter:
         function = cst.parse_module(header).body[0]
         statements = list(function.body.body)
         docstring, tail = statements[0], statements[2:]
-        core = [_autocast_without_cache(s) for s in core]
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
 
 

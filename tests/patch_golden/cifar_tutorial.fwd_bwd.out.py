@@ -15,6 +15,9 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     graph's static buffer, which the next replay overwrites."""
     if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
         return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
     eager_forward = module.forward
     state = {}
 

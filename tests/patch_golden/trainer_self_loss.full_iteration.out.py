@@ -204,6 +204,7 @@ class Trainer:
             self.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             self.optimizer.step()
+            return self.loss
 
         _cg_step_graph = _CgFullIterationGraph(_cg_step, [self.optimizer], [model])
 
@@ -215,7 +216,7 @@ class Trainer:
                 batch = next(data_iter)
             batch = [t.to(self.device) for t in batch]
             x, y = batch
-            _cg_step_graph(x, y)
+            self.loss = _cg_step_graph(x, y)  # cg-advise: replays the captured step
             for callback in self.callbacks:
                 callback(self)
             self.iter_num += 1
