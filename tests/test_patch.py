@@ -428,3 +428,14 @@ def test_an_autocast_context_built_before_the_loop_does_not_cache(tmp_path):
     out = _patched(tmp_path, "ctx = torch.autocast('cpu')\nfor x in data:\n    with ctx:\n        loss = model(x).sum()\n"
                              "    loss.backward()\n    opt.step()\n", scope="fwd_bwd")
     assert "ctx = torch.autocast('cpu', cache_enabled=False)" in out
+
+
+def test_state_carried_and_bound_under_an_if_in_a_function_starts_as_none(tmp_path):
+    """In a function the name is bound to None at its start, so the replay's argument exists
+    on the path that never binds it, and the original binding still wins on the other."""
+    out = _patched(tmp_path, "def train(rnn):\n    if rnn:\n        h = torch.zeros(2, 1)\n    for x in data:\n"
+                             "        opt.zero_grad()\n        if rnn:\n            h = model(x) + h.detach()\n"
+                             "            h.sum().backward()\n        else:\n            model(x).sum().backward()\n"
+                             "        opt.step()\n")
+    assert out.index("    h = None  # cg-advise") < out.index("        h = torch.zeros(2, 1)")
+    assert "        h = _cg_step_graph(x, h)  # cg-advise" in out

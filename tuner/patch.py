@@ -527,6 +527,7 @@ class _Rewriter:
             raise self.refuse("the training loop found by discovery is not in this file any more")
         parents = wrapper.resolve(ParentNodeProvider)
         self.positions, self.parents = positions, parents
+        self.declared = (None, [])   # (function, names bound to None at its start)
         outer = self._outermost_loop(parents, loop)
         allowed = scopes_for(self.spec.kind)
         if self.scope not in allowed:
@@ -538,7 +539,7 @@ class _Rewriter:
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
         else:
             before, new_loop = self._module_scope(loop)
-        transformer = _Splice(loop, new_loop, outer, before)
+        transformer = _Splice(loop, new_loop, outer, before, self.declared)
         module = wrapper.module.visit(transformer)
         if not transformer.inserted:
             raise self.refuse("could not place the setup code before the loop")
@@ -797,11 +798,14 @@ class _Rewriter:
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(_read_first(core) & assigned) if name not in inputs]
-        for name in carried:
-            if name not in self._bound_on_every_path_to(outer):
-                raise self.refuse(f"the step carries {name!r} from one iteration to the next, but {name!r} is not "
-                                  "bound before the loop on every path (it is bound under an if); a captured step "
-                                  "needs its first value")
+        unbound = [name for name in carried if name not in self._bound_on_every_path_to(outer)]
+        if unbound and not isinstance(scope, cst.FunctionDef):
+            raise self.refuse(f"the step carries {unbound[0]!r} from one iteration to the next, but {unbound[0]!r} is "
+                              "not bound before the loop on every path (it is bound under an if); a captured step "
+                              "needs its first value")
+        # in a function: bound to None at its start, so that the replay's argument exists on the
+        # path that never binds it (the word-language-model example's Transformer has no `hidden`)
+        self.declared = (scope, unbound)
         inputs += carried
         returns = self._live_outs(core, inputs, scope, positions, aliases)
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
@@ -975,9 +979,21 @@ def _autocast_without_cache(statement):
 class _Splice(cst.CSTTransformer):
     """Swaps our loop for its rewrite and puts the setup statements right before the outer loop."""
 
-    def __init__(self, loop, new_loop, outer, before):
+    def __init__(self, loop, new_loop, outer, before, declared=(None, ())):
         self.loop, self.new_loop, self.outer, self.before = loop, new_loop, outer, before
+        self.function, self.declared = declared
         self.inserted = False
+
+    def leave_FunctionDef(self, original, updated):
+        if original is not self.function or not self.declared:
+            return updated
+        body = list(updated.body.body)
+        docstring = 1 if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(
+            body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString) else 0
+        lines = "".join(f"{name} = None  # cg-advise: the captured step takes it on every path\n"
+                        for name in self.declared)
+        body[docstring:docstring] = cst.parse_module(lines).body
+        return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def leave_For(self, original, updated):
         return self._swap(original, updated)
