@@ -22,7 +22,11 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .discover import StepSpec, _Assignments, calls_in, discover, dotted, host_call, target_names
+from .dataflow import (backward_passes, has_sync, host_data_call, host_value_binding, is_bookkeeping,
+                       is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
+                       names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
+                       zeroes_grads)
+from .discover import StepSpec, _Assignments, calls_in, discover, dotted
 from .search import scopes_for
 from .templates import HELPERS
 
@@ -121,393 +125,6 @@ def _unbound_names(text: str) -> list:
     except SyntaxError:
         return []
     return [(m.message_args[0], m.lineno) for m in found if type(m).__name__ in UNBOUND_MESSAGES]
-
-
-# -- the rewrite ------------------------------------------------------------------------
-def _is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
-    func = call.func
-    return (isinstance(func, cst.Attribute) and func.attr.value == method
-            and (receiver is None or dotted(func.value) == receiver))
-
-
-def _has_sync(node) -> bool:
-    return bool(calls_in(node, lambda c: host_call(c) is not None))
-
-
-def _names_read(node, skip=()) -> set:
-    """Names in ``node`` (targets included), not descending into the nodes in ``skip``."""
-    names = set()
-    skipped = {id(n) for n in skip}
-
-    class Reader(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)  # `opt.step`: `step` is an attribute, not a name read
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)  # `f(lr=x)`: `lr` is a keyword, not a name read
-            return False
-
-    node.visit(Reader())
-    return names
-
-
-def _reads_before_binding(statements) -> list:
-    """(name, statement) for names each simple statement reads, in source order, before it
-    binds them: ``h = rnn(x, h)`` reads ``h``; ``loss = f(out)`` does not read ``loss``."""
-    found = []
-
-    class Lines(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, line) -> bool:
-            for small in line.body:
-                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-                    read = _names_read(small.value)
-                else:
-                    read = _names_read(small)   # `n += 1` reads n
-                found.extend((name, small) for name in sorted(read))
-                found.extend((name, None) for name in sorted(_names_assigned(small)))
-            return False
-
-    for statement in statements:
-        statement.visit(Lines())
-    return found
-
-
-def _names_assigned(statement, paths: bool = False) -> set:
-    """Plain names the statement binds; with ``paths``, attribute paths too: ``logits,
-    self.loss = model(x, y)`` binds ``logits`` and ``self.loss`` (minGPT's Trainer keeps its
-    loss on itself)."""
-    names = set()
-    targets = target_names if paths else _target_names
-
-    class Writer(cst.CSTVisitor):
-        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
-            names.update(targets(target.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(targets(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(targets(node.target))
-
-    statement.visit(Writer())
-    return names
-
-
-def _names_rebound(node, skip=()) -> set:
-    """Names bound anywhere inside ``node`` (assignments, loop targets, ``with ... as``),
-    not descending into the nodes in ``skip``."""
-    names = set()
-    skipped = {id(n) for n in skip}
-
-    class Binder(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
-        def visit_SimpleStatementLine(self, line) -> bool:
-            names.update(_names_assigned(line))
-            return False
-
-        def visit_For(self, node: cst.For) -> None:
-            names.update(_target_names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            names.update(_target_names(node.name))
-
-    node.visit(Binder())
-    return names
-
-
-def _target_names(node) -> list:
-    """Plain names a target binds (``self.x = ...`` binds no local name)."""
-    return [name for name in target_names(node) if "." not in name]
-
-
-STORE_METHODS = ("append", "appendleft", "extend", "insert", "add", "put", "put_nowait")
-VIEW_METHODS = ("detach", "view", "view_as", "reshape", "squeeze", "flatten")
-
-
-def _keeps_reference(statements, names: set, skip=()) -> bool:
-    """Whether the statements keep one of ``names`` (or a view of it) beyond the statement:
-    ``losses.append(loss.detach())``, ``best = loss``, ``(step, loss)``. Reading a value
-    (``loss.item()``, ``total += loss``) makes a new one and keeps nothing."""
-
-    def aliased(expr) -> bool:
-        if isinstance(expr, cst.Name):
-            return expr.value in names
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
-            return aliased(expr.func.value)
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            return aliased(expr.value)
-        return False
-
-    found = []
-    skipped = {id(n) for n in skip}
-
-    class Keeper(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            found.append(aliased(node.value))
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in STORE_METHODS:
-                found.extend(aliased(arg.value) for arg in node.args)
-
-        def visit_Element(self, node) -> None:   # list, tuple and set items
-            found.append(aliased(node.value))
-
-        def visit_DictElement(self, node: cst.DictElement) -> None:
-            found.append(aliased(node.value))
-
-    for statement in statements:
-        statement.visit(Keeper())
-    return any(found)
-
-
-HOST_VALUE_CALLS = ("float", "str", "repr", "format", "time.time", "time.perf_counter", "time.monotonic")
-
-
-def _host_value_binding(statements, name: str):
-    """The assignment in ``statements`` that binds ``name`` to a plain Python value (a number
-    or string literal, an f-string, ``float(...)``, ``time.time()``), else None."""
-    found = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            value = node.value
-            host = (isinstance(value, (cst.Float, cst.Integer, cst.SimpleString, cst.FormattedString,
-                                       cst.ConcatenatedString))
-                    or isinstance(value, cst.Call) and dotted(value.func) in HOST_VALUE_CALLS)
-            if host and any(name in _target_names(t.target) for t in node.targets):
-                found.append(node)
-
-    for statement in statements:
-        statement.visit(Finder())
-    return found[0] if found else None
-
-
-def _is_bookkeeping(statement, later) -> bool:
-    """A statement that calls nothing and feeds nothing later in the step (``n += 1``)."""
-    if not isinstance(statement, cst.SimpleStatementLine) or calls_in(statement, lambda c: True):
-        return False
-    assigned = _names_assigned(statement)
-    read_later = set().union(*map(_names_read, later))
-    return bool(assigned) and not (assigned & read_later)
-
-
-def _functions(module) -> dict:
-    """name -> FunctionDef of every function the script defines (methods by their name too)."""
-    return {n.name.value: n for n in _nodes(module, (cst.FunctionDef,))}
-
-
-def _backward_passes(loop) -> int:
-    """How many backward() calls one iteration of ``loop`` makes, at least: a backward inside a
-    loop in the body (micro-steps) counts as two."""
-    count = len(calls_in(loop.body, lambda c: _is_method(c, None, "backward")))
-    inner = [n for n in _nodes(loop.body, (cst.For, cst.While))
-             if calls_in(n.body, lambda c: _is_method(c, None, "backward"))]
-    return count + len(inner)
-
-
-def _nodes(node, types) -> list:
-    found = []
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, n) -> bool:
-            if isinstance(n, types):
-                found.append(n)
-            return True
-
-    node.visit(Finder())
-    return found
-
-
-HOST_DATA_FUNCTIONS = ("next", "iter", "open", "input")
-HOST_DATA_MODULES = ("np.", "numpy.", "random.", "os.", "pd.", "pandas.")
-
-
-def _host_data_call(statements, functions: dict):
-    """The first call in ``statements`` that reads data on the host whose value changes from
-    one iteration to the next (``next(it)``, ``np.random...``, ``random...``, a file), also one
-    level into the script's own functions they call (``get_batch()``, where a ``.item()`` counts
-    too); inside a captured graph it would run once, at capture, and every replay would reuse
-    its first value (or the capture fails on the sync)."""
-    def host(call):
-        name = dotted(call.func)
-        return name in HOST_DATA_FUNCTIONS or name.startswith(HOST_DATA_MODULES)
-
-    def host_or_sync(call):   # in a function the step calls, a sync cannot move out either
-        return host(call) or host_call(call) is not None
-
-    for statement in statements:
-        for call in calls_in(statement, lambda c: True):
-            name = dotted(call.func)
-            if host(call):
-                return call, name
-            inner = [c for c in _calls_through(functions[name], functions) if host_or_sync(c)] if name in functions else []
-            if inner:
-                return call, f"{name}() (it calls {dotted(inner[0].func)})"
-    return None
-
-
-def _calls_through(node, functions: dict, depth: int = 2) -> list:
-    """The calls inside ``node``, and inside the script's functions it calls, ``depth`` deep."""
-    found = []
-    for call in calls_in(node, lambda c: True):
-        found.append(call)
-        name = dotted(call.func)
-        if depth and name in functions and functions[name] is not node:
-            found += _calls_through(functions[name], functions, depth - 1)
-    return found
-
-
-GPU_METHODS = ("backward", "step", "zero_grad", "train", "eval", "requires_grad_", "register_hook")
-
-
-def _is_host_method_call(statement, protected: set) -> bool:
-    """``top1.update(acc1[0], n)``, ``pbar.set_postfix(...)``, ``progress.display(i)``: a call
-    of a method of a Python object, as a statement of its own. Inside a graph it would run once,
-    at capture (the ImageNet example's meters froze); after the replay it runs every time. Not
-    a tensor's in-place op (``label.fill_(...)``, a name ending in ``_``), nor a call on a
-    model, optimizer, scaler or scheduler, nor a torch function."""
-    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)):
-        return False
-    func = statement.body[0].value.func
-    if not isinstance(func, cst.Attribute) or func.attr.value.endswith("_") or func.attr.value in GPU_METHODS:
-        return False
-    receiver = dotted(func.value)
-    root = receiver.split(".")[0]
-    return bool(receiver) and receiver not in protected and root not in {"torch", "nn", "F", "self"} | protected
-
-
-def _is_loading(statement, before, functions) -> bool:
-    """A statement in the middle of the step that picks or builds an input (``noise =
-    noise_bank[i]``, ``b = x.size(0)``) from nothing the step computed, and binds nothing the
-    step read before it: it runs before the replay, and what it binds is an input. In the graph
-    it would make the iteration's counter an input that differs on every replay."""
-    if not isinstance(statement, cst.SimpleStatementLine) or not _names_assigned(statement):
-        return False
-    if not all(_is_loading_call(c, functions) for c in calls_in(statement, lambda c: True)):
-        return False
-    made_before = set().union(*map(_names_assigned, before))
-    read_before = set().union(*map(_names_read, before))
-    return not _reads(statement) & made_before and not _names_assigned(statement) & read_before
-
-
-def _is_prefetch(statement, before, after) -> bool:
-    """A statement in the middle of the step that fetches what the next iteration reads
-    (nanoGPT's ``X, Y = get_batch('train')`` after the forward): it binds a name the step read
-    before it, reads nothing the step computed, and nothing after it in the step reads what it
-    binds. Inside a graph it would replay one batch forever; after the replay it does what it
-    did, and the names it binds are the next replay's inputs."""
-    if calls_in(statement, lambda c: _is_method(c, None, "backward") or _is_method(c, None, "step")):
-        return False
-    binds = _names_assigned(statement)
-    read_before = set().union(*map(_names_read, before))
-    made_before = set().union(*map(_names_assigned, before))
-    read_after = set().union(*map(_names_read, after))
-    return bool(binds & read_before) and not binds & read_after and not _reads(statement) & made_before
-
-
-def _is_zero_grad(statement, receivers) -> bool:
-    """``optimizer.zero_grad(...)`` or ``model.zero_grad()``: the helper clears gradients
-    itself (to None before capture, so the graph's backward writes rather than adds)."""
-    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)
-            and any(_is_method(statement.body[0].value, r, "zero_grad") for r in receivers if r))
-
-
-# calls that fetch, build or move a batch: a statement made only of these stays before the step
-LOADING_FUNCTIONS = ("next", "iter", "dict", "list", "tuple", "zip", "len", "range", "enumerate", "min", "max", "int")
-LOADING_METHODS = ("to", "cuda", "items", "values", "keys", "get", "float", "half", "double", "long", "int",
-                   "bfloat16", "pin_memory", "randn", "rand", "randint", "randperm", "zeros", "ones", "arange",
-                   "from_numpy", "as_tensor", "view", "reshape", "contiguous", "size", "unsqueeze", "squeeze",
-                   "stack", "cat", "is_available", "device_count")
-
-
-def _is_loading_call(call: cst.Call, functions: Optional[dict] = None, depth: int = 2) -> bool:
-    """A call that fetches, builds, moves or reshapes a batch; with ``functions`` (the script's
-    own), also a call of one whose calls all are (the word-language-model example's
-    ``get_batch(source, i)``, slicing one long tensor), two calls deep."""
-    if isinstance(call.func, cst.Name):
-        name = call.func.value
-        if functions and depth and name in functions and name not in LOADING_FUNCTIONS:
-            return all(_is_loading_call(c, functions, depth - 1) for c in calls_in(functions[name].body, lambda c: True))
-        return name in LOADING_FUNCTIONS
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in LOADING_METHODS
-
-
-def _read_first(statements) -> set:
-    """Names the statements read before they bind them."""
-    bound, found = set(), set()
-    for name, small in _reads_before_binding(statements):
-        if small is None:
-            bound.add(name)
-        elif name not in bound:
-            found.add(name)
-    return found
-
-
-def _reads(statement) -> set:
-    """Names a statement reads (``loss = f(out)`` reads ``out``, not ``loss``)."""
-    if isinstance(statement, cst.SimpleStatementLine):
-        return {name for name, small in _reads_before_binding([statement]) if small is not None}
-    return _names_read(statement)
-
-
-def _step_start(body, end: int, is_zero_grad, functions: Optional[dict] = None) -> int:
-    """The first statement of the step: the earliest one whose values flow into the
-    statement at ``end`` (the optimizer step, or the backward) or into a backward, whatever
-    the order of zero_grad, forward, loss and backward. Batch loading (``next(it)``,
-    ``x.to(device)``, a dict of moved tensors) is not the step: what it binds becomes the
-    step's inputs. A statement (simple, or a block such as ``try: batch = next(it) except
-    StopIteration: ...``) counts as loading when it calls only such functions and reads
-    nothing the step computed before it."""
-    computed, loading = set(), []
-    for statement in body[:end + 1]:
-        is_loading = (not is_zero_grad(statement)   # a `try: batch = next(it)` block is loading too
-                      and all(_is_loading_call(c, functions) for c in calls_in(statement, lambda c: True))
-                      and not _reads(statement) & computed)
-        loading.append(is_loading)
-        if not is_loading:
-            computed |= _names_assigned(statement)
-    needed, start = set(), end
-    for i in range(end, -1, -1):
-        statement = body[i]
-        if is_zero_grad(statement):
-            continue
-        backward = calls_in(statement, lambda c: _is_method(c, None, "backward"))
-        if i == end or backward or _names_assigned(statement, paths=True) & needed:
-            if loading[i]:
-                continue
-            needed |= _reads(statement) | _paths_read(statement)
-            start = i
-    return start
-
-
-def _paths_read(statement) -> set:
-    """Attribute paths a statement mentions, with their prefixes: ``self.loss.backward()``
-    gives ``self.loss`` and ``self.loss.backward``."""
-    paths = set()
-
-    class Reader(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            path = dotted(node)
-            while "." in path:
-                paths.add(path)
-                path = path.rpartition(".")[0]
-
-    statement.visit(Reader())
-    return paths
 
 
 class _Rewriter:
@@ -611,7 +228,7 @@ class _Rewriter:
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU); so
         # must gradients zeroed in place (set_to_none=False): .grad would be that very buffer,
         # and the next backward would add it to itself (doubled gradients, found on the GPU)
-        zeroed_in_place = calls_in(loop.body, lambda c: _is_method(c, None, "zero_grad")
+        zeroed_in_place = calls_in(loop.body, lambda c: is_method(c, None, "zero_grad")
                                    and any(dotted(a.value) == "False" for a in c.args))
         accumulates = bool(zeroed_in_place) or self._step_is_conditional(list(loop.body.body), self._step_flags(loop))
         if self.scope == "compile" and accumulates and self.spec.kind != "inference":
@@ -629,7 +246,7 @@ class _Rewriter:
                            for m in models)
             return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
         # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well
-        accumulate = ", accumulate=True" if accumulates or _backward_passes(loop) > 1 else ""
+        accumulate = ", accumulate=True" if accumulates or backward_passes(loop) > 1 else ""
         if self.scope == "forward":
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
                            "batch-size bucket\n" for m in models)
@@ -652,7 +269,7 @@ class _Rewriter:
             where = self.positions[statement]
             return bool(manual) and where.start.line <= manual <= where.end.line
 
-        return [bool(calls_in(s, lambda c: any(_is_method(c, r, "step") for r in steppers))) or updates(s)
+        return [bool(calls_in(s, lambda c: any(is_method(c, r, "step") for r in steppers))) or updates(s)
                 for s in loop.body.body]
 
     def _optimizers(self) -> list:
@@ -665,7 +282,7 @@ class _Rewriter:
             if isinstance(statement, cst.SimpleStatementLine):
                 return True
             return bool(self.spec.manual_update) and isinstance(statement, (cst.For, cst.With)) and not calls_in(
-                statement, lambda c: _is_method(c, None, "step"))
+                statement, lambda c: is_method(c, None, "step"))
 
         return not any(is_step) or not all(unconditional(body[i]) for i, s in enumerate(is_step) if s)
 
@@ -692,7 +309,7 @@ class _Rewriter:
                                   "or an optimizer that cannot be captured) between backward passes; one graph "
                                   "cannot hold the work around them")
             end = is_step.index(True)
-            is_backward = [bool(calls_in(s, lambda c: _is_method(c, None, "backward"))) for s in body[:end]]
+            is_backward = [bool(calls_in(s, lambda c: is_method(c, None, "backward"))) for s in body[:end]]
             if True not in is_backward:
                 raise self.refuse("no backward() before the optimizer step at the loop's top level")
             end = len(is_backward) - 1 - is_backward[::-1].index(True)
@@ -707,11 +324,11 @@ class _Rewriter:
         scaler and the user's zero_grad stay as they were."""
         micro = body[end]
         inner = list(micro.body.body)
-        is_backward = [bool(calls_in(s, lambda c: _is_method(c, None, "backward"))) for s in inner]
+        is_backward = [bool(calls_in(s, lambda c: is_method(c, None, "backward"))) for s in inner]
         if not any(is_backward) or not all(isinstance(s, cst.SimpleStatementLine) for s, b in zip(inner, is_backward) if b):
             raise self.refuse(f"line {positions[micro].start.line}: the loop of micro-steps runs backward() inside "
                               "a block; a captured micro-step needs it at the loop's top level")
-        if any(calls_in(s, lambda c: _is_method(c, None, "zero_grad")) for s in inner):
+        if any(calls_in(s, lambda c: is_method(c, None, "zero_grad")) for s in inner):
             raise self.refuse(f"line {positions[micro].start.line}: the loop of micro-steps zeroes gradients; "
                               "a captured micro-step adds into them")
         inner_end = len(is_backward) - 1 - is_backward[::-1].index(True)
@@ -724,40 +341,40 @@ class _Rewriter:
         function; ``loop`` (whose body is ``body``) calls its graph instead."""
         spec = self.spec
         optimizers = self._optimizers()
-        is_zero_grad = lambda s: _is_zero_grad(s, (*optimizers, *spec.models, spec.model))  # noqa: E731
-        functions = _functions(self.module)
-        start = _step_start(body, end, is_zero_grad, functions)
+        is_zero_grad = lambda s: zeroes_grads(s, (*optimizers, *spec.models, spec.model))  # noqa: E731
+        functions = script_functions(self.module)
+        start = step_start(body, end, is_zero_grad, functions)
         core, moved, hoisted, aliases = [], [], [], []
         window = body[start:end + 1]
-        first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: _is_method(c, None, "backward"))),
+        first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: is_method(c, None, "backward"))),
                               len(window))
         protected = {*optimizers, *spec.models, spec.model, spec.scaler, spec.scheduler} - {None, ""}
         # the batch and whatever the loops bind outside the step reach the graph as copies: the
         # replay never changes them, so a host read of them (images.size(0)) can follow it
-        given = set(spec.batch) | _names_rebound(outer, skip=window)
+        given = set(spec.batch) | names_rebound(outer, skip=window)
         for i, statement in enumerate(window):
             if is_zero_grad(statement):
                 if i > first_backward:
                     core.append(statement)  # between two backward passes (a GAN's generator step) it matters
                 continue
-            if statement is not body[end] and _is_bookkeeping(statement, window[i + 1:]):
+            if statement is not body[end] and is_bookkeeping(statement, window[i + 1:]):
                 moved.append(statement)  # Python-side state would run once, at capture: keep it live
                 continue
-            if statement is not body[end] and _is_prefetch(statement, window[:i], window[i + 1:]):
+            if statement is not body[end] and is_prefetch(statement, window[:i], window[i + 1:]):
                 moved.append(statement)  # the next batch, fetched on the host: after the replay, as an input
                 continue
-            if statement is not body[end] and _is_loading(statement, window[:i], functions):
+            if statement is not body[end] and is_loading(statement, window[:i], functions):
                 hoisted.append(statement)  # `noise = noise_bank[i]`: before the replay, as an input
                 continue
-            if _has_sync(statement) or _is_host_method_call(statement, protected):
+            if has_sync(statement) or is_host_method_call(statement, protected):
                 # a host read (`train_loss += loss.item()` between backward and step) moves after the
                 # replay when nothing later in the step reads what it binds, and what it reads is
                 # either made by the step (the replay hands it back), an input, or left alone by it
                 others = [s for s in window if s is not statement]
-                fed = _names_assigned(statement) & set().union(*map(_names_read, window[i + 1:]))
-                made = set().union(*map(_names_assigned, others))
-                touched = set().union(*map(_names_read, others)) - made - given
-                sees = sorted(n for n in _names_read(statement) if n in touched)
+                fed = names_assigned(statement) & set().union(*map(names_read, window[i + 1:]))
+                made = set().union(*map(names_assigned, others))
+                touched = set().union(*map(names_read, others)) - made - given
+                sees = sorted(n for n in names_read(statement) if n in touched)
                 if statement is body[end] or fed or sees:
                     why = (f"it binds {', '.join(sorted(fed))}, which the step reads" if fed else
                            f"it reads {', '.join(sorted(sees))}, which the step changes" if sees else "it is the step")
@@ -765,7 +382,7 @@ class _Rewriter:
                                       f"the replay: {why}; read values after the step")
                 # a name the rest of the step binds again (a GAN's `output`) is read through an alias
                 # bound here, so that the moved read sees this statement's value, not the last one
-                rebound = sorted(_names_read(statement) & set().union(*map(_names_assigned, window[i + 1:])))
+                rebound = sorted(names_read(statement) & set().union(*map(names_assigned, window[i + 1:])))
                 renames = {name: f"_cg_{name}_{positions[statement].start.line}" for name in rebound}
                 if renames:
                     core += cst.parse_module("".join(f"{a} = {n}\n" for n, a in renames.items())).body
@@ -774,7 +391,7 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
-        found = _host_data_call(core, functions)
+        found = host_data_call(core, functions)
         if found:
             call, what = found
             raise self.refuse(f"line {positions[call].start.line}: {what} reads host data inside the step; a graph "
@@ -785,19 +402,19 @@ class _Rewriter:
         # everything the step reads that changes from one iteration to the next is an input:
         # the batch, the loop's own targets, names the body assigns before the step
         # (a name the step binds before reading it is its own, whatever discovery guessed)
-        read = set().union(*map(_names_read, core))
-        assigned = set().union(*map(_names_assigned, core))
-        read = {name for name in read if name not in assigned or name in _read_first(core)}
+        read = set().union(*map(names_read, core))
+        assigned = set().union(*map(names_assigned, core))
+        read = {name for name in read if name not in assigned or name in read_first(core)}
         # any name bound anywhere in the loops around the step, outside it, may differ from one
         # iteration to the next: the batch fetched after the step (`X, Y = get_batch()` at the end
         # of the body, for the next iteration) is an input too, never a value the capture bakes in
-        rebound = _names_rebound(outer, skip=core)
-        variant = list(dict.fromkeys([*spec.batch, *_target_names(loop.target)] if isinstance(loop, cst.For) else
+        rebound = names_rebound(outer, skip=core)
+        variant = list(dict.fromkeys([*spec.batch, *plain_target_names(loop.target)] if isinstance(loop, cst.For) else
                                      spec.batch)) + sorted(rebound)
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
-        carried = [name for name in sorted(_read_first(core) & assigned) if name not in inputs]
+        carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
         unbound = [name for name in carried if name not in self._bound_on_every_path_to(outer)]
         if unbound and not isinstance(scope, cst.FunctionDef):
             raise self.refuse(f"the step carries {unbound[0]!r} from one iteration to the next, but {unbound[0]!r} is "
@@ -810,7 +427,7 @@ class _Rewriter:
         returns = self._live_outs(core, inputs, scope, positions, aliases)
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
-        returns += sorted({p for statement in core for p in _names_assigned(statement, paths=True) if "." in p})
+        returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
         step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
         target = ", ".join(returns)
@@ -819,7 +436,7 @@ class _Rewriter:
         models = spec.models or ([spec.model] if spec.model else [])
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
-        clone = ", clone_outputs=True" if _keeps_reference([outer], set(returns), skip=core) else ""
+        clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=core) else ""
         clone += ", accumulate=True" if accumulate else ""
         setup = [step_def] + list(cst.parse_module(
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
@@ -836,7 +453,7 @@ class _Rewriter:
             body = getattr(block, "body", ())
             statements = list(body) if isinstance(body, (list, tuple)) else []   # a block, the module
             if node in statements:
-                names |= set().union(*map(_names_assigned, [s for s in statements[:statements.index(node)]
+                names |= set().union(*map(names_assigned, [s for s in statements[:statements.index(node)]
                                                            if isinstance(s, cst.SimpleStatementLine)]))
             if isinstance(block, cst.FunctionDef):
                 names |= {p.name.value for p in block.params.params + block.params.kwonly_params}
@@ -852,10 +469,10 @@ class _Rewriter:
         the loop; inside the captured function alone they would vanish with it. Conservative:
         a read anywhere outside the step counts, even one after a re-binding. State the step
         carries to its next run (an RNN's hidden state) is an input and comes back too."""
-        assigned = set().union(*map(_names_assigned, core))
-        returns = sorted(assigned & (_names_read(scope, skip=core) | set(aliases) | set(inputs)))
+        assigned = set().union(*map(names_assigned, core))
+        returns = sorted(assigned & (names_read(scope, skip=core) | set(aliases) | set(inputs)))
         for name in returns:
-            value = _host_value_binding(core, name)
+            value = host_value_binding(core, name)
             if value is not None:
                 line = positions[value].start.line
                 raise self.refuse(f"line {line}: {name!r} is read after the step but holds a Python value "

@@ -1,0 +1,399 @@
+"""The step as data flow: which names and attribute paths a statement binds and reads, which
+statements of a loop body make the training step (from the first one whose values reach the
+backward or the update), and which must stay out of a captured graph: batch loading, a fetch
+of the next batch, host reads, Python-side state, host data. The rewriter (patch.py) builds
+on these; they read source only, never run it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from .discover import calls_in, dotted, host_call, target_names
+
+
+def is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == method
+            and (receiver is None or dotted(func.value) == receiver))
+
+
+def has_sync(node) -> bool:
+    return bool(calls_in(node, lambda c: host_call(c) is not None))
+
+
+def names_read(node, skip=()) -> set:
+    """Names in ``node`` (targets included), not descending into the nodes in ``skip``."""
+    names = set()
+    skipped = {id(n) for n in skip}
+
+    class Reader(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `opt.step`: `step` is an attribute, not a name read
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)  # `f(lr=x)`: `lr` is a keyword, not a name read
+            return False
+
+    node.visit(Reader())
+    return names
+
+
+def reads_before_binding(statements) -> list:
+    """(name, statement) for names each simple statement reads, in source order, before it
+    binds them: ``h = rnn(x, h)`` reads ``h``; ``loss = f(out)`` does not read ``loss``."""
+    found = []
+
+    class Lines(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, line) -> bool:
+            for small in line.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    read = names_read(small.value)
+                else:
+                    read = names_read(small)   # `n += 1` reads n
+                found.extend((name, small) for name in sorted(read))
+                found.extend((name, None) for name in sorted(names_assigned(small)))
+            return False
+
+    for statement in statements:
+        statement.visit(Lines())
+    return found
+
+
+def names_assigned(statement, paths: bool = False) -> set:
+    """Plain names the statement binds; with ``paths``, attribute paths too: ``logits,
+    self.loss = model(x, y)`` binds ``logits`` and ``self.loss`` (minGPT's Trainer keeps its
+    loss on itself)."""
+    names = set()
+    targets = target_names if paths else plain_target_names
+
+    class Writer(cst.CSTVisitor):
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
+            names.update(targets(target.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(targets(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(targets(node.target))
+
+    statement.visit(Writer())
+    return names
+
+
+def names_rebound(node, skip=()) -> set:
+    """Names bound anywhere inside ``node`` (assignments, loop targets, ``with ... as``),
+    not descending into the nodes in ``skip``."""
+    names = set()
+    skipped = {id(n) for n in skip}
+
+    class Binder(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
+        def visit_SimpleStatementLine(self, line) -> bool:
+            names.update(names_assigned(line))
+            return False
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(plain_target_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            names.update(plain_target_names(node.name))
+
+    node.visit(Binder())
+    return names
+
+
+def plain_target_names(node) -> list:
+    """Plain names a target binds (``self.x = ...`` binds no local name)."""
+    return [name for name in target_names(node) if "." not in name]
+
+
+STORE_METHODS = ("append", "appendleft", "extend", "insert", "add", "put", "put_nowait")
+VIEW_METHODS = ("detach", "view", "view_as", "reshape", "squeeze", "flatten")
+
+
+def keeps_reference(statements, names: set, skip=()) -> bool:
+    """Whether the statements keep one of ``names`` (or a view of it) beyond the statement:
+    ``losses.append(loss.detach())``, ``best = loss``, ``(step, loss)``. Reading a value
+    (``loss.item()``, ``total += loss``) makes a new one and keeps nothing."""
+
+    def aliased(expr) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in names
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
+            return aliased(expr.func.value)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            return aliased(expr.value)
+        return False
+
+    found = []
+    skipped = {id(n) for n in skip}
+
+    class Keeper(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(aliased(node.value))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in STORE_METHODS:
+                found.extend(aliased(arg.value) for arg in node.args)
+
+        def visit_Element(self, node) -> None:   # list, tuple and set items
+            found.append(aliased(node.value))
+
+        def visit_DictElement(self, node: cst.DictElement) -> None:
+            found.append(aliased(node.value))
+
+    for statement in statements:
+        statement.visit(Keeper())
+    return any(found)
+
+
+HOST_VALUE_CALLS = ("float", "str", "repr", "format", "time.time", "time.perf_counter", "time.monotonic")
+
+
+def host_value_binding(statements, name: str):
+    """The assignment in ``statements`` that binds ``name`` to a plain Python value (a number
+    or string literal, an f-string, ``float(...)``, ``time.time()``), else None."""
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            value = node.value
+            host = (isinstance(value, (cst.Float, cst.Integer, cst.SimpleString, cst.FormattedString,
+                                       cst.ConcatenatedString))
+                    or isinstance(value, cst.Call) and dotted(value.func) in HOST_VALUE_CALLS)
+            if host and any(name in plain_target_names(t.target) for t in node.targets):
+                found.append(node)
+
+    for statement in statements:
+        statement.visit(Finder())
+    return found[0] if found else None
+
+
+def is_bookkeeping(statement, later) -> bool:
+    """A statement that calls nothing and feeds nothing later in the step (``n += 1``)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or calls_in(statement, lambda c: True):
+        return False
+    assigned = names_assigned(statement)
+    read_later = set().union(*map(names_read, later))
+    return bool(assigned) and not (assigned & read_later)
+
+
+def script_functions(module) -> dict:
+    """name -> FunctionDef of every function the script defines (methods by their name too)."""
+    return {n.name.value: n for n in nodes(module, (cst.FunctionDef,))}
+
+
+def backward_passes(loop) -> int:
+    """How many backward() calls one iteration of ``loop`` makes, at least: a backward inside a
+    loop in the body (micro-steps) counts as two."""
+    count = len(calls_in(loop.body, lambda c: is_method(c, None, "backward")))
+    inner = [n for n in nodes(loop.body, (cst.For, cst.While))
+             if calls_in(n.body, lambda c: is_method(c, None, "backward"))]
+    return count + len(inner)
+
+
+def nodes(node, types) -> list:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, n) -> bool:
+            if isinstance(n, types):
+                found.append(n)
+            return True
+
+    node.visit(Finder())
+    return found
+
+
+HOST_DATA_FUNCTIONS = ("next", "iter", "open", "input")
+HOST_DATA_MODULES = ("np.", "numpy.", "random.", "os.", "pd.", "pandas.")
+
+
+def host_data_call(statements, functions: dict):
+    """The first call in ``statements`` that reads data on the host whose value changes from
+    one iteration to the next (``next(it)``, ``np.random...``, ``random...``, a file), also one
+    level into the script's own functions they call (``get_batch()``, where a ``.item()`` counts
+    too); inside a captured graph it would run once, at capture, and every replay would reuse
+    its first value (or the capture fails on the sync)."""
+    def host(call):
+        name = dotted(call.func)
+        return name in HOST_DATA_FUNCTIONS or name.startswith(HOST_DATA_MODULES)
+
+    def host_or_sync(call):   # in a function the step calls, a sync cannot move out either
+        return host(call) or host_call(call) is not None
+
+    for statement in statements:
+        for call in calls_in(statement, lambda c: True):
+            name = dotted(call.func)
+            if host(call):
+                return call, name
+            inner = [c for c in calls_through(functions[name], functions) if host_or_sync(c)] if name in functions else []
+            if inner:
+                return call, f"{name}() (it calls {dotted(inner[0].func)})"
+    return None
+
+
+def calls_through(node, functions: dict, depth: int = 2) -> list:
+    """The calls inside ``node``, and inside the script's functions it calls, ``depth`` deep."""
+    found = []
+    for call in calls_in(node, lambda c: True):
+        found.append(call)
+        name = dotted(call.func)
+        if depth and name in functions and functions[name] is not node:
+            found += calls_through(functions[name], functions, depth - 1)
+    return found
+
+
+GPU_METHODS = ("backward", "step", "zero_grad", "train", "eval", "requires_grad_", "register_hook")
+
+
+def is_host_method_call(statement, protected: set) -> bool:
+    """``top1.update(acc1[0], n)``, ``pbar.set_postfix(...)``, ``progress.display(i)``: a call
+    of a method of a Python object, as a statement of its own. Inside a graph it would run once,
+    at capture (the ImageNet example's meters froze); after the replay it runs every time. Not
+    a tensor's in-place op (``label.fill_(...)``, a name ending in ``_``), nor a call on a
+    model, optimizer, scaler or scheduler, nor a torch function."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)):
+        return False
+    func = statement.body[0].value.func
+    if not isinstance(func, cst.Attribute) or func.attr.value.endswith("_") or func.attr.value in GPU_METHODS:
+        return False
+    receiver = dotted(func.value)
+    root = receiver.split(".")[0]
+    return bool(receiver) and receiver not in protected and root not in {"torch", "nn", "F", "self"} | protected
+
+
+def is_loading(statement, before, functions) -> bool:
+    """A statement in the middle of the step that picks or builds an input (``noise =
+    noise_bank[i]``, ``b = x.size(0)``) from nothing the step computed, and binds nothing the
+    step read before it: it runs before the replay, and what it binds is an input. In the graph
+    it would make the iteration's counter an input that differs on every replay."""
+    if not isinstance(statement, cst.SimpleStatementLine) or not names_assigned(statement):
+        return False
+    if not all(is_loading_call(c, functions) for c in calls_in(statement, lambda c: True)):
+        return False
+    made_before = set().union(*map(names_assigned, before))
+    read_before = set().union(*map(names_read, before))
+    return not statement_reads(statement) & made_before and not names_assigned(statement) & read_before
+
+
+def is_prefetch(statement, before, after) -> bool:
+    """A statement in the middle of the step that fetches what the next iteration reads
+    (nanoGPT's ``X, Y = get_batch('train')`` after the forward): it binds a name the step read
+    before it, reads nothing the step computed, and nothing after it in the step reads what it
+    binds. Inside a graph it would replay one batch forever; after the replay it does what it
+    did, and the names it binds are the next replay's inputs."""
+    if calls_in(statement, lambda c: is_method(c, None, "backward") or is_method(c, None, "step")):
+        return False
+    binds = names_assigned(statement)
+    read_before = set().union(*map(names_read, before))
+    made_before = set().union(*map(names_assigned, before))
+    read_after = set().union(*map(names_read, after))
+    return bool(binds & read_before) and not binds & read_after and not statement_reads(statement) & made_before
+
+
+def zeroes_grads(statement, receivers) -> bool:
+    """``optimizer.zero_grad(...)`` or ``model.zero_grad()``: the helper clears gradients
+    itself (to None before capture, so the graph's backward writes rather than adds)."""
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)
+            and any(is_method(statement.body[0].value, r, "zero_grad") for r in receivers if r))
+
+
+# calls that fetch, build or move a batch: a statement made only of these stays before the step
+LOADING_FUNCTIONS = ("next", "iter", "dict", "list", "tuple", "zip", "len", "range", "enumerate", "min", "max", "int")
+LOADING_METHODS = ("to", "cuda", "items", "values", "keys", "get", "float", "half", "double", "long", "int",
+                   "bfloat16", "pin_memory", "randn", "rand", "randint", "randperm", "zeros", "ones", "arange",
+                   "from_numpy", "as_tensor", "view", "reshape", "contiguous", "size", "unsqueeze", "squeeze",
+                   "stack", "cat", "is_available", "device_count")
+
+
+def is_loading_call(call: cst.Call, functions: Optional[dict] = None, depth: int = 2) -> bool:
+    """A call that fetches, builds, moves or reshapes a batch; with ``functions`` (the script's
+    own), also a call of one whose calls all are (the word-language-model example's
+    ``get_batch(source, i)``, slicing one long tensor), two calls deep."""
+    if isinstance(call.func, cst.Name):
+        name = call.func.value
+        if functions and depth and name in functions and name not in LOADING_FUNCTIONS:
+            return all(is_loading_call(c, functions, depth - 1) for c in calls_in(functions[name].body, lambda c: True))
+        return name in LOADING_FUNCTIONS
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in LOADING_METHODS
+
+
+def read_first(statements) -> set:
+    """Names the statements read before they bind them."""
+    bound, found = set(), set()
+    for name, small in reads_before_binding(statements):
+        if small is None:
+            bound.add(name)
+        elif name not in bound:
+            found.add(name)
+    return found
+
+
+def statement_reads(statement) -> set:
+    """Names a statement reads (``loss = f(out)`` reads ``out``, not ``loss``)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return {name for name, small in reads_before_binding([statement]) if small is not None}
+    return names_read(statement)
+
+
+def step_start(body, end: int, is_zero_grad, functions: Optional[dict] = None) -> int:
+    """The first statement of the step: the earliest one whose values flow into the
+    statement at ``end`` (the optimizer step, or the backward) or into a backward, whatever
+    the order of zero_grad, forward, loss and backward. Batch loading (``next(it)``,
+    ``x.to(device)``, a dict of moved tensors) is not the step: what it binds becomes the
+    step's inputs. A statement (simple, or a block such as ``try: batch = next(it) except
+    StopIteration: ...``) counts as loading when it calls only such functions and reads
+    nothing the step computed before it."""
+    computed, loading = set(), []
+    for statement in body[:end + 1]:
+        is_loading = (not is_zero_grad(statement)   # a `try: batch = next(it)` block is loading too
+                      and all(is_loading_call(c, functions) for c in calls_in(statement, lambda c: True))
+                      and not statement_reads(statement) & computed)
+        loading.append(is_loading)
+        if not is_loading:
+            computed |= names_assigned(statement)
+    needed, start = set(), end
+    for i in range(end, -1, -1):
+        statement = body[i]
+        if is_zero_grad(statement):
+            continue
+        backward = calls_in(statement, lambda c: is_method(c, None, "backward"))
+        if i == end or backward or names_assigned(statement, paths=True) & needed:
+            if loading[i]:
+                continue
+            needed |= statement_reads(statement) | paths_read(statement)
+            start = i
+    return start
+
+
+def paths_read(statement) -> set:
+    """Attribute paths a statement mentions, with their prefixes: ``self.loss.backward()``
+    gives ``self.loss`` and ``self.loss.backward``."""
+    paths = set()
+
+    class Reader(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            path = dotted(node)
+            while "." in path:
+                paths.add(path)
+                path = path.rpartition(".")[0]
+
+    statement.visit(Reader())
+    return paths
