@@ -10,7 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .discover import calls_in, dotted, host_call, target_names
+from .discover import calls_backward, calls_in, dotted, host_call, target_names
 
 
 def is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
@@ -200,9 +200,9 @@ def script_functions(module) -> dict:
 def backward_passes(loop) -> int:
     """How many backward() calls one iteration of ``loop`` makes, at least: a backward inside a
     loop in the body (micro-steps) counts as two."""
-    count = len(calls_in(loop.body, lambda c: is_method(c, None, "backward")))
+    count = len(calls_in(loop.body, lambda c: is_method(c, None, "backward")))   # each call counts
     inner = [n for n in nodes(loop.body, (cst.For, cst.While))
-             if calls_in(n.body, lambda c: is_method(c, None, "backward"))]
+             if calls_backward(n.body)]
     return count + len(inner)
 
 
@@ -374,7 +374,7 @@ def step_start(body, end: int, is_zero_grad, functions: Optional[dict] = None) -
         statement = body[i]
         if is_zero_grad(statement):
             continue
-        backward = calls_in(statement, lambda c: is_method(c, None, "backward"))
+        backward = calls_backward(statement)
         if i == end or backward or names_assigned(statement, paths=True) & needed:
             if loading[i]:
                 continue

@@ -181,6 +181,11 @@ def calls_in(node, predicate) -> list:
     return found
 
 
+def calls_backward(node) -> bool:
+    """Whether ``node`` calls ``<something>.backward()`` anywhere inside it."""
+    return bool(calls_in(node, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"))
+
+
 def _parameters_owner(call: cst.Call) -> Optional[str]:
     """``model`` in ``AdamW(model.parameters(), ...)`` (also inside lists and dicts)."""
     found = [c for arg in call.args for c in calls_in(arg.value, lambda c: isinstance(c.func, cst.Attribute)
@@ -212,7 +217,7 @@ class _LoopBody(cst.CSTVisitor):
     # a call inside a loop in the body runs several times per iteration; a micro-step loop that
     # also runs backward consumes each call's activations before the next call, so it counts once
     def _enter_loop(self, node) -> None:
-        repeats = not calls_in(node.body, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward")
+        repeats = not calls_backward(node.body)
         self._repeats.append(repeats)
         self._loops += repeats
 
@@ -249,7 +254,7 @@ class _LoopBody(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node) -> bool:
         # a closure that runs backward (LBFGS's optimizer.step(closure)) makes this a training loop
-        if calls_in(node.body, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"):
+        if calls_backward(node.body):
             self.closures.append(self.positions[node].start.line)
         return False
 

@@ -84,7 +84,7 @@ class StepTimer:
 
         from torch.nn.modules import module
 
-        self._dropout_hook = module.register_module_forward_pre_hook(self._note_dropout)
+        self._first_step_hook = module.register_module_forward_pre_hook(self._before_first_step)
         if self.settings.kind == "inference":
             self._global = [module.register_module_forward_pre_hook(self._enter),
                             module.register_module_forward_hook(self._leave)]
@@ -107,7 +107,7 @@ class StepTimer:
         atexit.register(self.write)
         return self
 
-    def _note_dropout(self, module, args) -> None:
+    def _before_first_step(self, module, args) -> None:
         """Until the first step: is a dropout module active (stochastic training)? Without an
         optimizer, the modules called are where the parameters are (in call order: the same
         order whatever the scope, since the model is called before its graphed children)."""
@@ -186,7 +186,7 @@ class StepTimer:
 
     def _step(self) -> None:
         if self.m.steps == 0:
-            self._dropout_hook.remove()  # global hooks slow every module call
+            self._first_step_hook.remove()  # global hooks slow every module call
         self.m.steps += 1
         s, n = self.settings, self.m.steps
         if n == s.check_steps and s.snapshot:

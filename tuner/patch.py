@@ -26,7 +26,7 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .discover import StepSpec, _Assignments, calls_in, discover, dotted
+from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import scopes_for
 from .templates import HELPERS
 
@@ -163,9 +163,9 @@ class _Rewriter:
         if self.scope == "full_iteration" and not self.optimizer_outside:
             module = self._capturable_optimizer(module)
         if self.scope != "compile":
-            # autocast inside a captured region must not cache casts, and neither must an
-            # autocast context built before the loop (nanoGPT's `ctx = torch.amp.autocast(...)`)
-            # must not cache casts either: make_graphed_callables refuses one that does
+            # autocast must not cache casts inside a captured region, wherever it is built: in the
+            # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
+            # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
         return _add_helper(module, self.scope) if self.scope in HELPERS else module
 
@@ -309,7 +309,7 @@ class _Rewriter:
                                   "or an optimizer that cannot be captured) between backward passes; one graph "
                                   "cannot hold the work around them")
             end = is_step.index(True)
-            is_backward = [bool(calls_in(s, lambda c: is_method(c, None, "backward"))) for s in body[:end]]
+            is_backward = [calls_backward(s) for s in body[:end]]
             if True not in is_backward:
                 raise self.refuse("no backward() before the optimizer step at the loop's top level")
             end = len(is_backward) - 1 - is_backward[::-1].index(True)
@@ -324,7 +324,7 @@ class _Rewriter:
         scaler and the user's zero_grad stay as they were."""
         micro = body[end]
         inner = list(micro.body.body)
-        is_backward = [bool(calls_in(s, lambda c: is_method(c, None, "backward"))) for s in inner]
+        is_backward = [calls_backward(s) for s in inner]
         if not any(is_backward) or not all(isinstance(s, cst.SimpleStatementLine) for s, b in zip(inner, is_backward) if b):
             raise self.refuse(f"line {positions[micro].start.line}: the loop of micro-steps runs backward() inside "
                               "a block; a captured micro-step needs it at the loop's top level")
@@ -346,8 +346,7 @@ class _Rewriter:
         start = step_start(body, end, is_zero_grad, functions)
         core, moved, hoisted, aliases = [], [], [], []
         window = body[start:end + 1]
-        first_backward = next((i for i, s in enumerate(window) if calls_in(s, lambda c: is_method(c, None, "backward"))),
-                              len(window))
+        first_backward = next((i for i, s in enumerate(window) if calls_backward(s)), len(window))
         protected = {*optimizers, *spec.models, spec.model, spec.scaler, spec.scheduler} - {None, ""}
         # the batch and whatever the loops bind outside the step reach the graph as copies: the
         # replay never changes them, so a host read of them (images.size(0)) can follow it
