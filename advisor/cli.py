@@ -119,9 +119,12 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
     from .report import console, render, to_json
     from .trace import open_trace
 
+    from . import runrecord
+    from .profile import run_record_path
+
     model = load_model(model_path)
     analysis = analyse(open_trace(sqlite_for(report, nsys_path, reexport)), pattern)
-    analysis.predictions = predictions_for(analysis, model)
+    analysis.predictions = predictions_for(analysis, model, runrecord.read(run_record_path(report)))
     if as_json:
         click.echo(to_json(analysis))
     else:
@@ -134,9 +137,13 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=str), default=".", show_default=True,
               help="Folder of the report.")
 @click.option("--force", is_flag=True, help="Replace an existing report (the old one is kept as .bak).")
-@click.option("--warmup", type=click.IntRange(min=0), help="Iterations to run before recording starts.")
-@click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then stop the script.")
-@click.option("--run-to-end", is_flag=True, help="With --iterations: let the script finish after the window.")
+@click.option("--warmup", type=click.IntRange(min=0), help="Iterations run untraced before recording starts; the "
+              "second half of them is timed as the eager baseline.  [default: 20]")
+@click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then stop the script.  "
+              "[default: 20]")
+@click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
+@click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline: the "
+              "prediction then estimates the eager time).")
 @click.option("-t", "--trace", default="cuda,nvtx", show_default=True, help="nsys -t list (cuda and nvtx are always added).")
 @click.option("--cuda-graph-trace", type=click.Choice(["graph", "node"]), default="graph", show_default=True,
               help="One range per graph replay, or every graph node (slower).")
@@ -147,8 +154,8 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cuda_graph_trace, sample_cpu,
-            nsys_path, pattern, as_json, model_path, command):
+def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run, trace, cuda_graph_trace,
+            sample_cpu, nsys_path, pattern, as_json, model_path, command):
     """Run a script under Nsight Systems with NVTX ranges around its iterations and submodules,
     then analyse the report.
 
@@ -156,12 +163,18 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     cg-advise profile [OPTIONS] train.py [SCRIPT_ARGS]...
     cg-advise profile [OPTIONS] -- python -m package [ARGS]...
 
+    By default the first --warmup iterations run untraced (the second half of them timed:
+    the eager baseline of the prediction), the next --iterations are recorded, and the
+    script is stopped. Beside the report, NAME.cg-advise-run.json keeps that baseline, a
+    few seconds' calibration of this GPU, and the capture scopes as `patch` would apply them.
+
     Exit codes: 0/1 as analyze, 2 bad input, 3 nsys missing/too old/failing,
     4 no CUDA device, 5 the script failed (its partial report is analysed), 130 interrupted.
     """
     from pathlib import Path
 
     from . import profile as prof
+    from . import runrecord
     from .analysis import analyse
     from .nsys import find_nsys
     from .predict import load_model, predictions_for
@@ -169,10 +182,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     from .trace import open_trace
 
     model = load_model(model_path)
-    if warmup is not None and iterations is None:
-        raise CgAdviseError("--warmup needs --iterations (the window to record)")
-    if run_to_end and iterations is None:
-        raise CgAdviseError("--run-to-end needs --iterations")
+    warmup, iterations = prof.window(warmup, iterations, run_to_end, whole_run)
     target = prof.parse_target(list(command))
     name = output or f"cg-advise-{Path(target.script).stem if target.script.endswith('.py') else target.script}"
     options = prof.ProfileOptions(Path(output_dir) / name, trace, cuda_graph_trace, sample_cpu, warmup, iterations,
@@ -185,9 +195,17 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, trace, cu
     _note(f"nsys {nsys.version}: {' '.join(run.command)}")
     with _progress(f"profiling {target.label} under nsys") as echo:
         run = prof.run(run, nsys, echo)
-    _note(f"report: {run.report}  export: {run.sqlite}")
+        echo("cg-advise: calibrating this GPU (a few seconds)")
+        calibrated = runrecord.calibration(target.python, runrecord.child_env())
+    applied = None
+    if target.argv[0] != "-m":
+        applied = runrecord.applied_scopes(target.script)
+    record = runrecord.build(target, run.injected, run.window, calibrated, applied)
+    record_path = prof.run_record_path(run.report)
+    runrecord.write(record_path, record)
+    _note(f"report: {run.report}  export: {run.sqlite}  run record: {record_path.name}")
     analysis = analyse(open_trace(run.sqlite), pattern)
-    analysis.predictions = predictions_for(analysis, model)
+    analysis.predictions = predictions_for(analysis, model, record)
     if as_json:
         click.echo(to_json(analysis))
     else:
@@ -298,8 +316,11 @@ def _predictions_from(report, model_path):
     from .predict import load_model, predictions_for
     from .trace import open_trace
 
+    from . import runrecord
+    from .profile import run_record_path
+
     analysis = analyse(open_trace(sqlite_for(report)))
-    predictions = predictions_for(analysis, load_model(model_path))
+    predictions = predictions_for(analysis, load_model(model_path), runrecord.read(run_record_path(report)))
     return (predictions if "note" not in predictions else None), analysis.main.summary.gpu_busy_ms_per_iteration
 
 

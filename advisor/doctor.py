@@ -160,7 +160,7 @@ def check_nsys_report(nsys: Nsys | None, python: str, cuda_ok: bool) -> Check:
         script = Path(folder) / "one_kernel.py"
         script.write_text(ONE_KERNEL + "\n")
         options = prof.ProfileOptions(Path(folder) / "doctor", force=True)
-        report, sqlite = prof.report_files(options.output)
+        report, sqlite = prof.report_files(options.output)[:2]
         command = prof.nsys_command(nsys, options, prof.Target(python, [], [str(script)]))
         try:
             ran = run_bounded(command, NSYS_TIMEOUT_S, prof.child_env(options, Path(folder) / "summary.json"))

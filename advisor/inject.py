@@ -8,7 +8,15 @@ script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hook
   also covers the backward kernels launched from autograd's own thread);
 - one ``cg-advise:forward`` range per call of a top-level module (a module with
   parameters called outside any other module): the iteration of an inference loop;
-- one ``cg-advise:module:<name>`` range per call of each child of that top-level module.
+- one ``cg-advise:module:<name>`` range per call of each child of that top-level module;
+- one ``cg-advise:backward`` range per ``torch.autograd.backward`` call and one
+  ``cg-advise:optimizer`` range per optimizer step: the phases of the step, so that the
+  analyser can tell the host time that a capture scope leaves eager.
+
+With a window, the warm-up iterations run untraced: the second half of them is timed here
+(CUDA events on the current stream, and the host clock), and the figures go into the summary
+file as ``untraced``: the eager baseline every prediction is measured against, taken without
+the tracer's own cost.
 
 Options come through the environment, so the script's own argv stays untouched:
 ``CG_ADVISE_WARMUP`` / ``CG_ADVISE_ITERATIONS`` bound a window (cudaProfilerStart/Stop
@@ -22,6 +30,7 @@ import json
 import os
 import runpy
 import sys
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -112,6 +121,8 @@ class Injector:
     module_ranges: int = 0
     graph_replays: int = 0
     recording: bool = False
+    untraced: dict = field(default_factory=dict)   # the timed warm-up iterations, see _time_warmup
+    _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
     _depth: int = 0
     _pushed: list = field(default_factory=list)
     _iteration: object = None
@@ -128,10 +139,12 @@ class Injector:
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._before_forward),
             nn_module.register_module_forward_hook(self._after_forward),
+            optim.register_optimizer_step_pre_hook(lambda *_: self.sink.push(ranges.OPTIMIZER)),
             optim.register_optimizer_step_post_hook(self._after_step),
         ]
         self._torch = torch
         self._wrap_graph_replay(getattr(torch.cuda, "CUDAGraph", None))
+        self._wrap_backward(torch.autograd)
         if self.window.bounded and self.window.warmup == 0:
             self._begin_window()
         return self
@@ -163,6 +176,22 @@ class Injector:
 
         graph_class.replay = replay
         self._unwraps.append(lambda: setattr(graph_class, "replay", original))
+
+    def _wrap_backward(self, autograd) -> None:
+        """``loss.backward()`` calls ``torch.autograd.backward`` by name: one start/end range
+        per call (autograd's device thread launches the kernels, so not a push/pop range)."""
+        original = autograd.backward
+        sink = self.sink
+
+        def backward(*args, **kwargs):
+            handle = sink.start(ranges.BACKWARD)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                sink.end(handle)
+
+        autograd.backward = backward
+        self._unwraps.append(lambda: setattr(autograd, "backward", original))
 
     # -- module hooks ---------------------------------------------------------------
     def _has_parameters(self, module) -> bool:
@@ -263,6 +292,7 @@ class Injector:
 
     # -- optimizer hook -------------------------------------------------------------
     def _after_step(self, optimizer, args, kwargs) -> None:
+        self.sink.pop()   # the optimizer range
         if self._iteration is None:  # a second optimizer in the same iteration
             return
         self.sink.end(self._iteration[0])
@@ -276,13 +306,40 @@ class Injector:
         window = self.window
         if not window.bounded:
             return
+        if not self.recording and self.iterations_done >= timed_from(window.warmup):
+            self._mark()
         if self.iterations_done == window.warmup and not self.recording:
+            self.untraced = self._time_warmup()
             self._begin_window()
         elif self.recording and self.iterations_done == window.warmup + window.iterations:
             self.recording = False
             window.on_stop()
             if not window.run_to_end:
                 window.on_exit()
+
+    def _mark(self) -> None:
+        try:
+            event = self._torch.cuda.Event(enable_timing=True)
+            event.record()
+        except Exception:  # noqa: BLE001 - no CUDA (a CPU run): the host clock alone
+            event = None
+        self._marks.append((time.perf_counter(), event))
+
+    def _time_warmup(self) -> dict:
+        """ms per iteration over the timed warm-up iterations: the GPU timeline between CUDA
+        events at iteration ends (what the GPU sees, gaps included), and the host clock."""
+        marks, self._marks = self._marks, []
+        if len(marks) < 2:
+            return {}
+        count = len(marks) - 1
+        out = {"iterations": count, "host_ms_per_iteration": (marks[-1][0] - marks[0][0]) * 1e3 / count}
+        if marks[0][1] is not None and marks[-1][1] is not None:
+            try:
+                marks[-1][1].synchronize()
+                out["gpu_ms_per_iteration"] = marks[0][1].elapsed_time(marks[-1][1]) / count
+            except Exception:  # noqa: BLE001 - a device error leaves the host figure
+                pass
+        return out
 
     def _begin_window(self) -> None:
         self.recording = True
@@ -295,7 +352,14 @@ class Injector:
             "inference_calls": self.inference_calls,
             "module_ranges": self.module_ranges,
             "graph_replays": self.graph_replays,
+            "untraced": self.untraced,
         }
+
+
+def timed_from(warmup: int) -> int:
+    """The first warm-up iteration whose end is timed: the first half warms up (allocator,
+    cuDNN autotuning, lazy initialisation), the second half is the untraced baseline."""
+    return max(1, warmup // 2)
 
 
 def window_from_env(environ=os.environ) -> Window:

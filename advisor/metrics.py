@@ -12,6 +12,7 @@ import numpy as np
 
 from .intervals import Union, assign, count_within
 from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows
+from .phases import Phases, measure, small_kernel_share
 from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, NVTX_PUSH_POP, OP_GRAPH, OP_KERNEL,
                     PID_MASK, Trace, pid_of)
 
@@ -92,6 +93,9 @@ class Summary:
     sync_calls: dict                 # call name -> count inside the iterations
     graph_launches_per_iteration: float
     graphed_share: float             # share of GPU busy time spent in graph replays / graph nodes
+    iteration_busy_share: float      # share of the run's GPU busy time inside the iterations
+    small_kernel_share: float        # share of kernel time in kernels under 20 us (what fusion merges)
+    phases: Phases                   # host time per phase of the iteration (traced clock)
     verdict: str
     reasons: list = field(default_factory=list)
 
@@ -173,7 +177,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     found = find_iterations(trace, global_pid, pattern)
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
-    windows, cpu_windows, source = _windows(trace, ops, launches, found, in_process)
+    windows, cpu_windows, source, iteration_ends = _windows(trace, ops, launches, found, in_process)
     a, b = windows
     n = len(a)
     period = (b - a).astype(float)
@@ -198,7 +202,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & in_process
     graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
 
-    durations_us = (ops["end"] - ops["start"])[is_kernel] / 1e3
+    durations_ns = (ops["end"] - ops["start"])[is_kernel]
+    durations_us = durations_ns / 1e3
     delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
     api_us = api_ns[matched_kernel] / 1e3
     graphed = ops["in_graph"] | (ops["kind"] == OP_GRAPH)
@@ -234,6 +239,10 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         sync_calls=_sync_names(trace, sync_rows),
         graph_launches_per_iteration=_median(graph_launches),
         graphed_share=graphed_share,
+        iteration_busy_share=float(busy_ns.sum() / busy.total) if busy.total else 0.0,
+        small_kernel_share=small_kernel_share(durations_ns),
+        phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
+                       launches.api_tid),
         verdict=verdict(utilization, sync_share, graphed_share),
     )
     summary.reasons = _reasons(summary, sync_share)
@@ -273,16 +282,16 @@ def _windows(trace, ops, launches, found: IterationRanges | None, in_process):
             b = np.append(a[1:], last_end[used[-1]])
             cpu_a = rows["start"][used]
             cpu_b = np.append(cpu_a[1:], rows["end"][used[-1]])
-            return (a, b), (cpu_a, cpu_b), found.source
+            return (a, b), (cpu_a, cpu_b), found.source, rows["end"][used]
     # the whole run is one window
     if len(ops) == 0:
         empty = np.empty(0, np.int64)
-        return (empty, empty), (empty, empty), "none (no GPU work)"
+        return (empty, empty), (empty, empty), "none (no GPU work)", empty
     a, b = ops["start"][:1], np.array([ops["end"].max()])
     rt_in_pid = trace.runtime[in_process]
     cpu = (rt_in_pid["start"][:1], rt_in_pid["end"].max(keepdims=True)) if len(rt_in_pid) else (a, b)
     why = "no iteration ranges found" if found is None else f"the {found.source} launched no GPU work"
-    return (a, b), cpu, f"whole run ({why})"
+    return (a, b), cpu, f"whole run ({why})", cpu[1]
 
 
 def _syncs(trace, in_process, cpu_windows):

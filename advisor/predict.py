@@ -1,19 +1,23 @@
-"""The benefit model: from a traced eager run's metrics to each capture scope's untraced speedup.
+"""The benefit model: from a profile to each capture scope's untraced speedup, as patch applies it.
 
-Two parts, both fitted on measurements (``advisor/data/zoo_h200.csv``: 31 zoo workloads on
-an H200, features from their traces, untraced ms/iteration of every scope):
+A prediction is physics first, regression second:
 
-1. Untraced eager time. Tracing adds a roughly constant cost per GPU operation (about 7 us
-   on the H200), so ``eager ~ max(GPU busy, traced period - c * operations)``, c fitted as the
-   median over launch-bound workloads. The physical bound of a graph is eager / GPU busy.
-2. Per graph scope, the share of launch overhead it recovers, r = (eager - scope) /
-   (eager - busy), by ridge regression on trace features; speedup = B / (B - r (B - 1)),
-   which never exceeds the bound B. ``compile`` changes the kernels themselves (fusion can
-   beat the bound), so its log speedup is regressed directly and not capped.
+1. **Eager time** P: measured untraced by `cg-advise profile` (the run record's baseline);
+   for a trace without one, estimated as ``max(GPU busy, traced period - tracing cost x GPU
+   operations)`` and said to be.
+2. **Scope time**, per scope as it will run: ``max(GPU side, host side)`` where
+   GPU side = GPU busy + per-node replay cost x the operations in graphs (the node cost scaled
+   from this GPU's calibration), host side = the host work the scope leaves eager (the phases
+   the trace marks: between iterations, the optimizer under a GradScaler, everything but the
+   model for fwd_bwd) on the untraced clock, plus the graph launches. compile also removes
+   part of the small-kernel time (fusion), and nothing more: a GPU-bound trace with few small
+   kernels gets no large compile speedup.
+3. **What remains**: a ridge regression of log(measured / physical speedup) on three
+   features, fitted on measurements (``advisor/data/dataset_<gpu>.csv``).
 
-Intervals come from the residuals of leave-one-family-out cross-validation (10th and 90th
-percentiles of log error). The model ships as JSON coefficients; ``fit`` rebuilds it from a
-dataset CSV with scikit-learn, ``predict`` needs numpy only.
+Graph scopes never exceed the bound P / GPU busy. Intervals are the 10th and 90th
+percentiles of leave-one-family-out residuals. The model ships as JSON coefficients;
+``fit`` rebuilds it from a dataset CSV with scikit-learn, ``predict`` needs numpy only.
 """
 
 from __future__ import annotations
@@ -28,36 +32,136 @@ import numpy as np
 
 from .errors import CgAdviseError
 
-MODEL_VERSION = "cg-advise.model/1"
+MODEL_VERSION = "cg-advise.model/2"
 GRAPH_SCOPES = ("submodule", "fwd_bwd", "full_iteration")
 SCOPES = GRAPH_SCOPES + ("compile",)
-FEATURE_NAMES = ("log_bound", "log_busy_ms", "log1p_kernels", "gpu_utilization", "log1p_launch_api_over_busy",
-                 "kernel_share_under_10us", "adamw")
-COMPILE_FEATURES = FEATURE_NAMES[:3]
-RIDGE_ALPHA = {"submodule": 1.0, "fwd_bwd": 1.0, "full_iteration": 1.0, "compile": 10.0}
-GO_THRESHOLD = 1.05          # a scope "helps" when it is at least this much faster
-GO_DECISION = 1.06           # predicted speedup needed to say so: a margin for the model's error near
-                             # the bar (with it, cross-validation calls every graph-scope no-go no-go)
-LAUNCH_BOUND_UTILIZATION = 0.5
-RECOVERED_RANGE = (-0.2, 1.0)
-DATASET = "zoo_h200.csv"
-SHIPPED = "model_h200.json"
+RESIDUAL_FEATURES = ("log_bound", "log_physical", "busy_share", "log_ops")
+RIDGE_ALPHA = 3.0
+FUSION_SHARE = 0.5         # share of small-kernel time compile's fusion removes (no measurements of our own yet)
+GO_THRESHOLD = 1.05        # a scope "helps" when it is at least this much faster
+GO_DECISION = 1.06         # predicted speedup needed to say so: a margin for the model's error near the bar
+MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
+DATASET = "dataset_h100.csv"
+SHIPPED = "model_h100.json"
+# the calibration of the GPU the shipped constants hold for, when a trace comes without one
+DEFAULT_CALIBRATION = {"graph_node_us": 1.2, "graph_launch_us": 7.0}
+
+# dataset columns: trace features, the run record's baseline and calibration, the applied
+# scope, then tune's measurements
+FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "small_kernel_share",
+                   "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
+                   "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
+                   "graph_launch_us", "eager_launch_us", "optimizer_eager")
+REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
 class ModelError(CgAdviseError):
     pass
 
 
-# -- data -------------------------------------------------------------------------------
+# -- features -----------------------------------------------------------------------------
+def features_of(summary, record: dict | None = None) -> dict:
+    """The model's inputs from an analysis summary (a Summary or its dict) and the run record."""
+    get = (lambda k: summary[k]) if isinstance(summary, dict) else (lambda k: getattr(summary, k))
+    phases = get("phases")
+    phase = (lambda k: phases[k]) if isinstance(phases, dict) else (lambda k: getattr(phases, k))
+    record = record or {}
+    untraced = record.get("untraced") or {}
+    calibration = record.get("calibration") or {}
+    full = ((record.get("applied") or {}).get("scopes") or {}).get("full_iteration") or {}
+    return {
+        "busy_ms": get("gpu_busy_ms_per_iteration"), "period_ms": get("gpu_period_ms"),
+        "ops": get("gpu_ops_per_iteration"), "kernels": get("kernels_per_iteration"),
+        "utilization": get("gpu_utilization"), "small_kernel_share": get("small_kernel_share"),
+        "iteration_busy_share": get("iteration_busy_share"),
+        "between_ms": phase("between_iterations_ms"), "forward_ms": phase("forward_ms"),
+        "backward_ms": phase("backward_ms"), "optimizer_ms": phase("optimizer_ms"),
+        "after_backward_ms": phase("after_backward_ms"), "syncs": get("syncs_per_iteration"),
+        "submodules_ms": phase("submodules_ms"), "optimizer_ops": phase("optimizer_ops"),
+        "phases_marked": 1.0 if phase("marked") else 0.0,
+        "baseline_ms": untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration") or math.nan,
+        "graph_node_us": calibration.get("graph_node_us", math.nan),
+        "graph_launch_us": calibration.get("graph_launch_us", math.nan),
+        "eager_launch_us": calibration.get("eager_launch_us", math.nan),
+        "optimizer_eager": 1.0 if full.get("optimizer_eager") else 0.0,
+    }
+
+
+def _value(f: dict, key: str, default=math.nan) -> float:
+    value = f.get(key)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return default
+    return value if math.isfinite(value) else default
+
+
+def eager_ms(f: dict, model: dict) -> tuple:
+    """(untraced eager ms/iteration, how it was obtained)."""
+    measured = _value(f, "baseline_ms")
+    if measured > 0:
+        return measured, "measured"
+    busy, period, ops = _value(f, "busy_ms", 0.0), _value(f, "period_ms", 0.0), _value(f, "ops", 0.0)
+    return max(busy, period - model["tracing_ms_per_op"] * ops), "estimated"
+
+
+def physical(f: dict, scope: str, model: dict) -> dict:
+    """The scope's untraced ms/iteration from what the trace shows it keeps and leaves eager."""
+    eager, _ = eager_ms(f, model)
+    busy, period, ops = _value(f, "busy_ms"), _value(f, "period_ms"), _value(f, "ops", 0.0)
+    scale = min(1.0, eager / period) if period > 0 else 1.0   # traced host time -> untraced
+    calibration = model["calibration"]
+    node_ms = model["node_factor"] * _value(f, "graph_node_us", calibration["graph_node_us"]) / 1e3
+    launch_ms = _value(f, "graph_launch_us", calibration["graph_launch_us"]) / 1e3
+    between = _value(f, "between_ms", 0.0)
+    forward, backward = _value(f, "forward_ms", 0.0), _value(f, "backward_ms", 0.0)
+    optimizer_ms, optimizer_ops = _value(f, "optimizer_ms", 0.0), _value(f, "optimizer_ops", 0.0)
+    marked = _value(f, "phases_marked", 0.0) > 0
+    if scope == "full_iteration":
+        kept_eager = _value(f, "optimizer_eager", 0.0) > 0
+        # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
+        after = _value(f, "after_backward_ms", 0.0) if marked else optimizer_ms
+        outside = between + (after if kept_eager else 0.0)
+        eager_ops, replays = (optimizer_ops if kept_eager else 0.0), 1
+    elif scope == "submodule":
+        share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
+        outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between
+        eager_ops, replays = optimizer_ops, 2
+    else:   # fwd_bwd, compile: the model's forward and backward; loss, zero_grad and optimizer eager
+        outside = period - forward - backward if marked else between
+        eager_ops, replays = optimizer_ops, 2
+    host = scale * max(outside, between) + replays * launch_ms
+    gpu = busy + node_ms * max(ops - eager_ops, 0.0)
+    if scope == "compile":
+        gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
+    # a host sync left eager (a GradScaler's inf check, .item()) makes the host wait for the
+    # graph: then the two sides add up instead of overlapping
+    synced = _value(f, "syncs", 0.0) >= 1 and not (scope == "full_iteration" and not kept_eager_of(f, scope))
+    ms = max(gpu + host if synced else max(gpu, host), 1e-9)
+    return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def kept_eager_of(f: dict, scope: str) -> bool:
+    return scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0
+
+
+def residual_features(f: dict, scope: str, model: dict) -> list:
+    eager, _ = eager_ms(f, model)
+    busy = max(_value(f, "busy_ms"), 1e-9)
+    return [math.log(max(eager / busy, 1.0)), math.log(max(physical(f, scope, model)["speedup"], 1e-9)),
+            min(busy / eager, 1.0), math.log1p(_value(f, "ops", 0.0))]
+
+
+# -- data -----------------------------------------------------------------------------------
 def read_dataset(path) -> list:
     try:
         with open(path, newline="") as handle:
             rows = list(csv.DictReader(handle))
     except OSError as error:
         raise ModelError(f"{path}: {error.strerror}") from None
-    needed = {"workload", "family", "gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "eager_ms"}
-    if not rows or not needed <= set(rows[0]):
-        raise ModelError(f"{path}: not a cg-advise dataset (needs columns {', '.join(sorted(needed))})")
+    if not rows or not set(REQUIRED_COLUMNS) <= set(rows[0]):
+        raise ModelError(f"{path}: not a cg-advise dataset (needs columns {', '.join(REQUIRED_COLUMNS)}; "
+                         "bench/build_dataset.py writes one)")
     return rows
 
 
@@ -66,56 +170,12 @@ def shipped_dataset() -> list:
         return read_dataset(path)
 
 
-def _number(row, key):
-    value = row.get(key)
-    return float(value) if value not in (None, "") else math.nan
+def measured_speedup(row: dict, scope: str) -> float:
+    eager, ms = _value(row, "eager_ms"), _value(row, f"{scope}_ms")
+    return eager / ms if eager > 0 and ms > 0 else math.nan
 
 
-def eager_estimate(summary: dict, per_op_ms: float) -> float:
-    """Untraced eager ms/iteration from the traced run: tracing's per-operation cost removed."""
-    busy = summary["gpu_busy_ms_per_iteration"]
-    return max(busy, summary["gpu_period_ms"] - per_op_ms * summary["gpu_ops_per_iteration"])
-
-
-def features(summary: dict, per_op_ms: float, optimizer: str = "") -> list:
-    busy = max(summary["gpu_busy_ms_per_iteration"], 1e-6)
-    bound = eager_estimate(summary, per_op_ms) / busy
-    return [math.log(bound), math.log(busy), math.log1p(summary["kernels_per_iteration"]), summary["gpu_utilization"],
-            math.log1p(summary["launch_api_ms_per_iteration"] / busy), summary["kernel_share_under_10us"],
-            1.0 if optimizer == "adamw" else 0.0]
-
-
-FEATURE_KEYS = ("gpu_busy_ms_per_iteration", "gpu_period_ms", "gpu_ops_per_iteration", "kernels_per_iteration",
-                "gpu_utilization", "launch_api_ms_per_iteration", "kernel_share_under_10us")
-
-
-def _summaries(rows):
-    return [{k: _number(r, k) for k in FEATURE_KEYS} for r in rows]
-
-
-# -- fitting ----------------------------------------------------------------------------
-def fit_per_op_cost(rows) -> float:
-    s = _summaries(rows)
-    eager = np.array([_number(r, "eager_ms") for r in rows])
-    period = np.array([x["gpu_period_ms"] for x in s])
-    ops = np.array([x["gpu_ops_per_iteration"] for x in s])
-    util = np.array([x["gpu_utilization"] for x in s])
-    launch_bound = (util < LAUNCH_BOUND_UTILIZATION) & (ops > 0) & np.isfinite(eager)
-    if not launch_bound.any():
-        return 0.0
-    return float(np.median((period - eager)[launch_bound] / ops[launch_bound]))
-
-
-def _targets(rows, scope):
-    eager = np.array([_number(r, "eager_ms") for r in rows])
-    busy = np.array([_number(r, "gpu_busy_ms_per_iteration") for r in rows])
-    ms = np.array([_number(r, f"{scope}_ms") for r in rows])
-    if scope == "compile":
-        return np.log(eager / ms)
-    recovered = (eager - ms) / np.maximum(eager - busy, 1e-9)
-    return np.clip(recovered, *RECOVERED_RANGE)
-
-
+# -- fitting --------------------------------------------------------------------------------
 def _model_packages():
     """scikit-learn and scipy fit and evaluate the model; predicting needs numpy alone, so they
     are the optional extra ``cg-advise[model]`` and an analysis-only install goes without."""
@@ -127,121 +187,157 @@ def _model_packages():
                          "pip install 'cg-advise[model]'") from None
 
 
-def _ridge(X, y, alpha):
+def _median(values, default: float) -> float:
+    values = [v for v in values if math.isfinite(v)]
+    return float(np.median(values)) if values else default
+
+
+def fit_constants(rows) -> dict:
+    """The physical constants: tracing cost per GPU operation (traced period - measured eager,
+    over launch-bound rows), the calibration the rows were taken with, and the per-node replay
+    cost as a multiple of the calibrated one (full-iteration graphs with nothing left eager)."""
+    calibration = {key: _median([_value(r, key) for r in rows], DEFAULT_CALIBRATION[key])
+                   for key in DEFAULT_CALIBRATION}
+    tracing = _median([(_value(r, "period_ms") - _value(r, "baseline_ms")) / _value(r, "ops")
+                       for r in rows if _value(r, "utilization") < 0.5 and _value(r, "ops", 0) > 0], 0.0)
+    node = []
+    for r in rows:
+        ms, ops = _value(r, "full_iteration_ms"), _value(r, "ops", 0.0)
+        if ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") == "plain":
+            cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
+            node.append((ms - _value(r, "busy_ms")) / ops / cal)
+    return {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
+            "node_factor": max(_median(node, 1.0), 0.0)}
+
+
+def _ridge(X, y):
     _model_packages()
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(X, y)
-
-
-def _linear(pipeline) -> dict:
-    """The pipeline as one linear function of the raw features (for JSON)."""
+    pipeline = make_pipeline(StandardScaler(), Ridge(alpha=RIDGE_ALPHA)).fit(X, y)
     scaler, ridge = pipeline.named_steps["standardscaler"], pipeline.named_steps["ridge"]
     coef = ridge.coef_ / scaler.scale_
     return {"coef": [float(c) for c in coef], "intercept": float(ridge.intercept_ - np.dot(coef, scaler.mean_))}
 
 
-def _design(rows, per_op_ms, names):
-    idx = [FEATURE_NAMES.index(n) for n in names]
-    full = np.array([features(s, per_op_ms, r.get("optimizer", "")) for s, r in zip(_summaries(rows), rows)])
-    return full[:, idx]
-
-
-def replay_cost_per_op(rows) -> float:
-    """What a full-iteration graph still costs per GPU operation over the busy time (node
-    launch latency inside the graph, input copies): median of (graphed - busy) / operations."""
-    busy = np.array([_number(r, "gpu_busy_ms_per_iteration") for r in rows])
-    ops = np.array([_number(r, "gpu_ops_per_iteration") for r in rows])
-    graphed = np.array([_number(r, "full_iteration_ms") for r in rows])
-    ok = np.isfinite(graphed) & (ops > 0)
-    return float(np.median((graphed - busy)[ok] / ops[ok]))
-
-
-def fit_scope(rows, scope: str, per_op: float) -> dict | None:
-    """One scope's parameters: a physical replay cost for full_iteration, ridge regressions
-    for the rest (share of overhead recovered; log speedup for compile)."""
-    y = _targets(rows, scope)
-    ok = np.isfinite(y)
-    if ok.sum() < 4:
+def fit_residual(rows, scope: str, constants: dict):
+    """log(measured / physical speedup) as a linear function of RESIDUAL_FEATURES."""
+    X, y = [], []
+    for r in rows:
+        measured = measured_speedup(r, scope)
+        if math.isfinite(measured):
+            X.append(residual_features(r, scope, constants))
+            y.append(math.log(measured) - X[-1][1])
+    if len(y) < 4:
         return None
-    if scope == "full_iteration":
-        return {"kind": "replay_cost", "replay_ms_per_op": replay_cost_per_op([r for r, k in zip(rows, ok) if k]),
-                "samples": int(ok.sum())}
-    names = COMPILE_FEATURES if scope == "compile" else FEATURE_NAMES
-    pipeline = _ridge(_design(rows, per_op, names)[ok], y[ok], RIDGE_ALPHA[scope])
-    kind = "log_speedup" if scope == "compile" else "recovered"
-    return {"kind": kind, "features": list(names), **_linear(pipeline), "alpha": RIDGE_ALPHA[scope],
-            "samples": int(ok.sum())}
+    return {"features": list(RESIDUAL_FEATURES), **_ridge(np.array(X), np.array(y)), "samples": len(y)}
+
+
+def fit_params(rows) -> dict:
+    constants = fit_constants(rows)
+    constants["residuals"] = {scope: fit_residual(rows, scope, constants) for scope in SCOPES}
+    return constants
 
 
 def fit(rows, provenance: str = "") -> dict:
     """A model (JSON-ready dict) from dataset rows; intervals from grouped cross-validation."""
-    per_op = fit_per_op_cost(rows)
-    model = {"version": MODEL_VERSION, "per_op_ms": per_op, "features": list(FEATURE_NAMES),
-             "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION, "trained_on": len(rows),
-             "provenance": provenance, "scopes": {}}
+    model = {"version": MODEL_VERSION, "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION,
+             "trained_on": len(rows), "provenance": provenance, **fit_params(rows)}
     cv = cross_validate(rows)
-    for scope in SCOPES:
-        params = fit_scope(rows, scope, per_op)
-        if params is None:
-            continue
-        residual = cv[scope]["log_residuals"]
-        params["log_interval"] = [float(np.percentile(residual, 10)), float(np.percentile(residual, 90))]
-        model["scopes"][scope] = params
+    model["log_interval"] = {scope: ([float(np.percentile(cv[scope]["log_residuals"], 10)),
+                                      float(np.percentile(cv[scope]["log_residuals"], 90))]
+                                     if cv[scope]["log_residuals"] else [0.0, 0.0]) for scope in SCOPES}
     return model
 
 
-# -- prediction -------------------------------------------------------------------------
-def predict(model: dict, summary: dict, optimizer: str = "") -> dict:
-    """Per scope: speedup with an interval; graph scopes never above the bound."""
-    busy = summary["gpu_busy_ms_per_iteration"]
-    if not busy or busy <= 0:
+# -- prediction -----------------------------------------------------------------------------
+def predict_scope(model: dict, f: dict, scope: str) -> float:
+    base = physical(f, scope, model)["speedup"]
+    residual = (model.get("residuals") or {}).get(scope)
+    if residual:
+        x = residual_features(f, scope, model)
+        base *= math.exp(residual["intercept"] + sum(c * v for c, v in zip(residual["coef"], x)))
+    return base
+
+
+def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
+    """Per scope: speedup with an interval; graph scopes never above the bound; a scope that
+    patch refuses for this script gets the reason instead of a number."""
+    busy = _value(f, "busy_ms", 0.0)
+    if busy <= 0:
         raise ModelError("no GPU busy time in this run: nothing to predict")
-    eager = eager_estimate(summary, model["per_op_ms"])
+    eager, how = eager_ms(f, model)
     bound = eager / busy
-    x = dict(zip(FEATURE_NAMES, features(summary, model["per_op_ms"], optimizer)))
-    out = {"eager_ms_estimate": eager, "bound": bound}
-    for scope, params in model["scopes"].items():
-        speedup = _speedup(params, x, summary, eager, bound)
-        low, high = (speedup * math.exp(q) for q in params.get("log_interval", (0.0, 0.0)))
+    out = {"eager_ms": eager, "eager_source": how, "bound": bound}
+    refused = {s: v.get("why", "") for s, v in ((applied or {}).get("scopes") or {}).items() if not v.get("applies")}
+    for scope in SCOPES:
+        if scope in refused:
+            out[scope] = {"refused": refused[scope]}
+            continue
+        speedup = predict_scope(model, f, scope)
+        low, high = (speedup * math.exp(q) for q in model.get("log_interval", {}).get(scope, (0.0, 0.0)))
         if scope != "compile":
             speedup, high = min(speedup, bound), min(high, bound)
-        out[scope] = {"speedup": speedup, "low": min(low, speedup), "high": max(high, speedup),
-                      "ms": eager / speedup}
-    # the verdict rests on the graph scopes; compile (fusion, fewer measurements) is a reference
-    best = max((s for s in GRAPH_SCOPES if s in out), key=lambda s: out[s]["speedup"], default=None)
+        out[scope] = {"speedup": speedup, "low": min(low, speedup), "high": max(high, speedup), "ms": eager / speedup}
+        if scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
+            out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
+    return _advice(out, model, GRAPH_SCOPES)
+
+
+def _advice(out: dict, model: dict, scopes) -> dict:
+    """The verdict rests on the graph scopes; compile (fusion, no measurements of ours) is a reference."""
     decision = model.get("go_decision", GO_DECISION)
+    numbered = [s for s in scopes if "speedup" in out.get(s, {})]
+    best = max(numbered, key=lambda s: out[s]["speedup"], default=None)
     out["best"] = best
     out["graphs_help"] = bool(best and out[best]["speedup"] >= decision)
-    out["advice"] = (f"best scope {best}: {out[best]['speedup']:.2f}x predicted" if out["graphs_help"]
-                     else f"graphs will not help (best predicted speedup under {decision:.2f}x)")
-    if "compile" in out and best and out["compile"]["speedup"] > max(out[best]["speedup"], decision):
-        out["advice"] += (f"; torch.compile predicted {out['compile']['speedup']:.2f}x "
-                          "(kernel fusion, lower confidence)")
+    if best is None:
+        out["advice"] = "no capture scope applies to this script (see each scope's reason)"
+    elif out["graphs_help"]:
+        out["advice"] = f"best scope {best}: {out[best]['speedup']:.2f}x predicted"
+    else:
+        out["advice"] = f"graphs will not help (best predicted speedup under {decision:.2f}x)"
+    compile_ = out.get("compile", {})
+    if best and "speedup" in compile_ and compile_["speedup"] > max(out[best]["speedup"], decision):
+        out["advice"] += f"; torch.compile predicted {compile_['speedup']:.2f}x (kernel fusion, lower confidence)"
+    if out.get("eager_source") == "estimated":
+        out["advice"] += ("; eager time estimated from the traced run (no measured baseline beside this export: "
+                          "`cg-advise profile` records one)")
     return out
 
 
-def _speedup(params: dict, x: dict, summary: dict, eager: float, bound: float) -> float:
-    kind = params["kind"]
-    if kind == "replay_cost":
-        busy = summary["gpu_busy_ms_per_iteration"]
-        return eager / (busy + max(params["replay_ms_per_op"], 0.0) * summary["gpu_ops_per_iteration"])
-    value = params["intercept"] + sum(c * x[n] for c, n in zip(params["coef"], params["features"]))
-    if kind == "log_speedup":
-        return math.exp(value)
-    recovered = min(max(value, RECOVERED_RANGE[0]), RECOVERED_RANGE[1])
-    return bound / (bound - recovered * (bound - 1))
+def withheld(summary) -> str | None:
+    """Why no prediction can be made from this trace's iterations, or None."""
+    if summary.iteration_source.startswith(("whole run", "none")):
+        return (f"no iterations found ({summary.iteration_source}): a prediction from a window that mixes "
+                "start-up, compilation and the loop would be meaningless; profile with `cg-advise profile` or "
+                "name the iteration range with --iteration-range")
+    if summary.iteration_busy_share < MIN_ITERATION_SHARE:
+        return (f"the iterations hold {summary.iteration_busy_share:.0%} of the GPU work (under "
+                f"{MIN_ITERATION_SHARE:.0%}): the ranges taken as iterations are not the loop's steps; name them "
+                "with --iteration-range")
+    return None
 
 
-def predictions_for(analysis, model: dict) -> dict:
-    """Predictions for an analysis's reported process; none for a run already in graphs
-    (the model reads eager traces)."""
+def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
+    """Predictions for an analysis's reported process, with its run record when there is one;
+    none for a run already in graphs (the model reads eager traces) or without real iterations."""
     summary = analysis.main.summary
     if summary.verdict == "graphed":
         return {"note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
-    predicted = predict(model, {k: getattr(summary, k) for k in FEATURE_KEYS})
+    why = withheld(summary)
+    if why:
+        return {"note": f"predictions withheld: {why}"}
+    f = features_of(summary, record)
+    applied = (record or {}).get("applied") if isinstance((record or {}).get("applied"), dict) else None
+    predicted = predict(model, f, applied)
+    calibration = (record or {}).get("calibration") or {}
+    if calibration.get("gpu"):
+        predicted["calibration"] = {k: calibration.get(k) for k in ("gpu", "driver", "torch", "graph_node_us",
+                                                                   "graph_launch_us", "eager_launch_us")}
+    predicted["model"] = model.get("provenance", "")
     return for_inference(predicted, model) if is_inference(summary.iteration_source) else predicted
 
 
@@ -259,12 +355,7 @@ def for_inference(predicted: dict, model: dict) -> dict:
     out["forward"] = predicted["full_iteration"]
     if "compile" in predicted:
         out["compile"] = predicted["compile"]
-    decision = model.get("go_decision", GO_DECISION)
-    out["best"] = "forward"
-    out["graphs_help"] = out["forward"]["speedup"] >= decision
-    out["advice"] = (f"best scope forward: {out['forward']['speedup']:.2f}x predicted" if out["graphs_help"]
-                     else f"graphs will not help (best predicted speedup under {decision:.2f}x)")
-    return out
+    return _advice(out, model, ("forward",))
 
 
 def load_model(path=None) -> dict:
@@ -278,49 +369,65 @@ def load_model(path=None) -> dict:
         raise ModelError(f"{path}: {error.strerror}") from None
     except ValueError:
         raise ModelError(f"{path}: not a JSON model") from None
-    if model.get("version") != MODEL_VERSION:
-        raise ModelError(f"{path or SHIPPED}: not a {MODEL_VERSION} model")
+    if not isinstance(model, dict) or model.get("version") != MODEL_VERSION:
+        raise ModelError(f"{path or SHIPPED}: not a {MODEL_VERSION} model (refit it with `cg-advise model fit`)")
     return model
 
 
-# -- evaluation -------------------------------------------------------------------------
+# -- evaluation -----------------------------------------------------------------------------
 def cross_validate(rows) -> dict:
-    """Leave-one-family-out: each family is predicted by a model that never saw it."""
+    """Leave-one-family-out: each family is predicted by a model that never saw it; also how
+    far the measured baseline was from tune's own eager timing."""
     _model_packages()
     from scipy.stats import spearmanr
 
     families = np.array([r["family"] for r in rows])
-    eager = np.array([_number(r, "eager_ms") for r in rows])
-    summaries = _summaries(rows)
+    predicted = {scope: np.full(len(rows), np.nan) for scope in SCOPES}
+    for family in np.unique(families):
+        train = [r for r, fam in zip(rows, families) if fam != family]
+        if len(train) < 4:
+            continue
+        model = fit_params(train)
+        for i in np.flatnonzero(families == family):
+            for scope in SCOPES:
+                speedup = predict_scope(model, rows[i], scope)
+                if scope != "compile":
+                    eager, _ = eager_ms(rows[i], model)
+                    speedup = min(speedup, eager / _value(rows[i], "busy_ms"))
+                predicted[scope][i] = speedup
     results = {}
     for scope in SCOPES:
-        measured = eager / np.array([_number(r, f"{scope}_ms") for r in rows])
-        ok = np.isfinite(measured)
-        predicted = np.full(len(rows), np.nan)
-        for family in np.unique(families[ok]):
-            train = [r for r, keep in zip(rows, ok & (families != family)) if keep]
-            if len(train) < 4:
-                continue
-            per_op = fit_per_op_cost(train)
-            model = {"per_op_ms": per_op, "scopes": {scope: fit_scope(train, scope, per_op)}}
-            for i in np.flatnonzero(ok & (families == family)):
-                predicted[i] = predict(model, summaries[i], rows[i].get("optimizer", ""))[scope]["speedup"]
-        done = ok & np.isfinite(predicted)
-        residual = np.log(measured[done]) - np.log(predicted[done])
-        nogo = measured[done] < GO_THRESHOLD
+        measured = np.array([measured_speedup(r, scope) for r in rows])
+        done = np.isfinite(measured) & np.isfinite(predicted[scope])
+        p, m = predicted[scope][done], measured[done]
+        residual = np.log(m) - np.log(p)
+        nogo = m < GO_THRESHOLD
         results[scope] = {
             "workloads": int(done.sum()),
             "median_abs_log_error": float(np.median(np.abs(residual))) if done.any() else math.nan,
-            "within_20_percent": float(np.mean(np.abs(predicted[done] / measured[done] - 1) <= 0.2)) if done.any() else math.nan,
-            "spearman": float(spearmanr(predicted[done], measured[done])[0]) if done.sum() > 2 else math.nan,
-            "go_nogo_accuracy": float(np.mean((predicted[done] >= GO_DECISION) == ~nogo)) if done.any() else math.nan,
+            "within_20_percent": float(np.mean(np.abs(p / m - 1) <= 0.2)) if done.any() else math.nan,
+            "spearman": float(spearmanr(p, m)[0]) if done.sum() > 2 else math.nan,
+            "go_nogo_accuracy": float(np.mean((p >= GO_DECISION) == ~nogo)) if done.any() else math.nan,
             "nogo_workloads": int(nogo.sum()),
-            "nogo_called_nogo": int(np.sum(predicted[done][nogo] < GO_DECISION)),
+            "nogo_called_nogo": int(np.sum(p[nogo] < GO_DECISION)),
             "log_residuals": residual.tolist(),
-            "predicted": {rows[i]["workload"]: float(predicted[i]) for i in np.flatnonzero(done)},
+            "predicted": {rows[i]["workload"]: float(predicted[scope][i]) for i in np.flatnonzero(done)},
+            "measured": {rows[i]["workload"]: float(measured[i]) for i in np.flatnonzero(done)},
         }
     results["verdict"] = _verdict_accuracy(rows, results)
+    results["baseline"] = _baseline_accuracy(rows)
     return results
+
+
+def _baseline_accuracy(rows) -> dict:
+    """The profile's untraced baseline against tune's eager timing of the same script."""
+    pairs = [(_value(r, "baseline_ms"), _value(r, "eager_ms")) for r in rows]
+    pairs = [(b, e) for b, e in pairs if b > 0 and e > 0]
+    if not pairs:
+        return {"workloads": 0}
+    ratio = np.array([b / e for b, e in pairs])
+    return {"workloads": len(pairs), "median_abs_log_error": float(np.median(np.abs(np.log(ratio)))),
+            "within_10_percent": float(np.mean(np.abs(ratio - 1) <= 0.1))}
 
 
 def _verdict_accuracy(rows, results) -> dict:
@@ -328,12 +435,13 @@ def _verdict_accuracy(rows, results) -> dict:
     and did the model say so (best predicted graph scope >= the decision threshold)?"""
     measured_go, called_go = [], []
     for row in rows:
-        eager = _number(row, "eager_ms")
-        speedups = [eager / _number(row, f"{s}_ms") for s in GRAPH_SCOPES]
+        speedups = [measured_speedup(row, s) for s in GRAPH_SCOPES]
         predicted = [results[s]["predicted"].get(row["workload"], math.nan) for s in GRAPH_SCOPES]
+        if not any(math.isfinite(s) for s in speedups):
+            continue
         measured_go.append(np.nanmax(speedups) >= GO_THRESHOLD)
-        called_go.append(np.nanmax(predicted) >= GO_DECISION)
-    measured_go, called_go = np.array(measured_go), np.array(called_go)
-    return {"workloads": len(rows), "accuracy": float(np.mean(measured_go == called_go)),
+        called_go.append(np.nanmax(predicted) >= GO_DECISION if any(math.isfinite(p) for p in predicted) else False)
+    measured_go, called_go = np.array(measured_go, bool), np.array(called_go, bool)
+    return {"workloads": len(measured_go), "accuracy": float(np.mean(measured_go == called_go)) if len(measured_go) else math.nan,
             "nogo_workloads": int((~measured_go).sum()), "nogo_called_nogo": int((~measured_go & ~called_go).sum()),
             "go_workloads": int(measured_go.sum()), "go_called_go": int((measured_go & called_go).sum())}

@@ -30,6 +30,11 @@ NSYS_LINE = re.compile(r"^(Collecting data\.\.\.|Generating '|\[\d+/\d+\]|Genera
                        r"Stopping data collection|Signal \d+ received)")
 
 
+DEFAULT_WARMUP = 20       # untraced iterations before recording; the second half is the timed baseline
+DEFAULT_ITERATIONS = 20   # iterations recorded
+RUN_RECORD = ".cg-advise-run.json"   # beside the report: what profile measured outside the trace
+
+
 class NoCudaError(CgAdviseError):
     exit_code = 4
 
@@ -93,6 +98,18 @@ def inject_workers(argv: list) -> tuple:
     if not module:
         check_script(Path(rest[0]))
     return options + ["-m", "advisor.inject"] + (["-m"] if module else []) + rest, rest[0]
+
+
+def window(warmup: Optional[int], iterations: Optional[int], run_to_end: bool, whole_run: bool) -> tuple:
+    """(warmup, iterations) for the profile options: a window by default, so that every
+    profile carries an untraced baseline timed in its warm-up; ``--whole-run`` records all."""
+    if whole_run:
+        given = [flag for flag, value in (("--warmup", warmup), ("--iterations", iterations),
+                                          ("--run-to-end", run_to_end or None)) if value is not None]
+        if given:
+            raise CgAdviseError(f"--whole-run records every iteration: it takes no {given[0]}")
+        return None, None
+    return (DEFAULT_WARMUP if warmup is None else warmup), (DEFAULT_ITERATIONS if iterations is None else iterations)
 
 
 @dataclass
@@ -192,7 +209,15 @@ def check_output(options: ProfileOptions) -> list:
 
 
 def report_files(output: Path) -> list:
-    return [output.with_name(output.name + ".nsys-rep"), output.with_name(output.name + ".sqlite")]
+    return [output.with_name(output.name + ".nsys-rep"), output.with_name(output.name + ".sqlite"),
+            output.with_name(output.name + RUN_RECORD)]
+
+
+def run_record_path(report) -> Path:
+    """The run record beside a report or its export (``name.sqlite`` -> ``name.cg-advise-run.json``)."""
+    report = Path(report)
+    stem = report.name[:-len(report.suffix)] if report.suffix in (".sqlite", ".nsys-rep") else report.name
+    return report.with_name(stem + RUN_RECORD)
 
 
 def trace_list(trace: str) -> str:
@@ -244,7 +269,7 @@ def check_cuda(python: str, command_name: str = "profile") -> None:
 
 def prepare(nsys: Nsys, options: ProfileOptions, target: Target) -> ProfileRun:
     summary_file = Path(tempfile.mkstemp(prefix="cg-advise-", suffix=".json")[1])
-    report, sqlite = report_files(options.output)
+    report, sqlite = report_files(options.output)[:2]
     window = (options.warmup or 0, options.iterations) if options.windowed else ()
     return ProfileRun(nsys_command(nsys, options, target), child_env(options, summary_file), report, sqlite,
                       summary_file, target, window=window)
@@ -296,7 +321,8 @@ def _no_report(profile: ProfileRun) -> CgAdviseError:
     done = profile.injected.get("iterations")
     if profile.window and done is not None and done <= profile.window[0]:
         return CgAdviseError(f"{profile.target.label} ran {done} iterations, not more than --warmup "
-                             f"{profile.window[0]}: the recording window never opened")
+                             f"{profile.window[0]}: the recording window never opened (give a smaller --warmup, "
+                             "or --whole-run to record the whole script)")
     if qdstrm:
         return NsysError(f"nsys left only {qdstrm[0].name}: its importer failed (on Linux it needs libdw.so.1 "
                          "from elfutils on LD_LIBRARY_PATH)")

@@ -117,24 +117,37 @@ def _render_predictions(predictions: dict, out: Console) -> None:
     if "note" in predictions:
         out.print(f"predictions: {predictions['note']}")
         return
-    out.print(f"predicted untraced eager iteration {predictions['eager_ms_estimate']:.3f} ms; "
-              f"bound for any graph {predictions['bound']:.2f}x")
-    table = Table(title="Predicted speedup (untraced, 10-90 % interval)", title_justify="left")
-    for column, justify in (("scope", "left"), ("speedup", "right"), ("interval", "right"), ("ms/iter", "right")):
+    how = ("measured untraced in the profile's warm-up" if predictions["eager_source"] == "measured"
+           else "estimated from the traced run")
+    out.print(f"eager iteration {predictions['eager_ms']:.3f} ms ({how}); bound for any graph "
+              f"{predictions['bound']:.2f}x")
+    calibration = predictions.get("calibration")
+    if calibration:
+        out.print(f"calibrated on {calibration['gpu']} (driver {calibration.get('driver') or '?'}, torch "
+                  f"{calibration.get('torch')}): eager launch {calibration['eager_launch_us']:.1f} us, graph node "
+                  f"{calibration['graph_node_us']:.2f} us, graph launch {calibration['graph_launch_us']:.1f} us")
+    table = Table(title="Predicted speedup (untraced, 10-90 % interval), each scope as patch applies it",
+                  title_justify="left")
+    for column, justify in (("scope", "left"), ("speedup", "right"), ("interval", "right"), ("ms/iter", "right"),
+                            ("note", "left")):
         table.add_column(column, justify=justify)
     for scope, p in predictions.items():
         if isinstance(p, dict) and "speedup" in p:
-            table.add_row(scope, f"{p['speedup']:.2f}x", f"{p['low']:.2f}-{p['high']:.2f}x", f"{p['ms']:.3f}")
+            table.add_row(scope, f"{p['speedup']:.2f}x", f"{p['low']:.2f}-{p['high']:.2f}x", f"{p['ms']:.3f}",
+                          p.get("as_applied", ""))
+        elif isinstance(p, dict) and "refused" in p:
+            table.add_row(scope, "-", "-", "-", f"patch refuses it: {p['refused']}")
     out.print(table)
     out.print(f"advice: [bold]{predictions['advice']}[/]")
 
 
 def render_evaluation(results: dict, out: Console) -> None:
-    table = Table(title="Leave-one-family-out cross-validation", title_justify="left")
+    table = Table(title="Leave-one-family-out cross-validation (predicted vs tune's measured speedup)",
+                  title_justify="left")
     for column in ("scope", "workloads", "median |log err|", "within 20 %", "Spearman", "go/no-go", "no-go called"):
         table.add_column(column, justify="right")
     for scope, r in results.items():
-        if scope == "verdict":
+        if scope in ("verdict", "baseline") or not r["workloads"]:
             continue
         table.add_row(scope, str(r["workloads"]), f"{r['median_abs_log_error']:.3f}", f"{r['within_20_percent']:.0%}",
                       f"{r['spearman']:.3f}", f"{r['go_nogo_accuracy']:.0%}",
@@ -143,6 +156,11 @@ def render_evaluation(results: dict, out: Console) -> None:
     v = results["verdict"]
     out.print(f"'graphs help' per workload (best graph scope): {v['accuracy']:.0%} right; no-go called no-go "
               f"{v['nogo_called_nogo']}/{v['nogo_workloads']}, go called go {v['go_called_go']}/{v['go_workloads']}")
+    b = results.get("baseline") or {}
+    if b.get("workloads"):
+        out.print(f"profile's untraced baseline vs tune's eager timing: median |log err| "
+                  f"{b['median_abs_log_error']:.3f}, within 10 % for {b['within_10_percent']:.0%} of "
+                  f"{b['workloads']} workloads")
 
 
 def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:

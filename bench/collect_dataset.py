@@ -1,115 +1,116 @@
-"""Collects the benefit model's dataset on a GPU: for each zoo workload, the eager trace's
-features (nsys with cg-advise's options and NVTX bootstrap, then the analyser) and the
-untraced ms/iteration of every capture scope.
+"""Collects the benefit model's dataset on a GPU the way a user meets it: each workload is a
+training script (bench/workloads/zoo_scripts: the zoo's models as a plain loop, fed by a
+DataLoader in a function, or with AMP + GradScaler + scheduler) that is profiled with
+`cg-advise profile` (default window: untraced baseline, calibration, scopes as applied) and
+then tuned with `cg-advise tune` (each scope as patch applies it, timed against eager).
 
     source .devkit/nsys-env.sh
-    python bench/collect_dataset.py --out OUT [--part 1/2] [--with-compile]
+    python bench/collect_dataset.py --out OUT [--part 1/3] [--only NAME,...] [--scopes S,...]
+        [--deadline SECONDS]
 
-Appends one row per workload to OUT/dataset.csv (a run cut short keeps what it finished).
+Appends one JSON line per workload to OUT/rows.jsonl (the profile's analysis, its run record
+and the tune result); traces go to OUT/traces. ``python bench/build_dataset.py`` turns the
+rows and traces into the model's CSV. A run cut short keeps what it finished.
 """
 
 import argparse
-import csv
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+SCRIPTS = ROOT / "bench" / "workloads" / "zoo_scripts"
 sys.path.insert(0, str(ROOT / "bench"))
 
-from advisor.analysis import analyse  # noqa: E402
-from advisor.nsys import export_sqlite, find_nsys  # noqa: E402
-from advisor.trace import open_trace  # noqa: E402
-from tuner.scopes import SCOPES  # noqa: E402
 from zoo import ZOO  # noqa: E402
 
-FEATURES = ("iterations", "kernels_per_iteration", "gpu_ops_per_iteration", "gpu_busy_ms_per_iteration",
-            "gpu_period_ms", "gpu_utilization", "gaps_per_iteration", "gap_ms_per_iteration", "kernel_median_us",
-            "kernel_share_under_10us", "kernel_share_under_50us", "launch_api_median_us",
-            "launch_api_ms_per_iteration", "launch_to_start_median_us", "launch_to_start_p90_us",
-            "syncs_per_iteration", "sync_ms_per_iteration")
-RUN = [sys.executable, str(ROOT / "bench" / "zoo_run.py")]
+CG = [sys.executable, "-m", "advisor.cli"]
+# the script-shaped variants: a DataLoader (host work between steps), AMP with a scaler and a
+# scheduler (the optimizer stays eager), on models from launch-bound to compute-bound
+SHAPED = {
+    "loader": ["mlp_w256_d8_b64", "mlp_w1024_d8_b1024", "cnn_c32_k8_b64_s32", "gpt_d128_l2_b8_t64",
+               "emb_v10000_d32_n8_b256"],
+    "amp": ["mlp_w256_d16_b64", "cnn_c16_k4_b32_s32", "gpt_d256_l4_b8_t128", "gpt_d768_l6_b16_t512",
+            "rnn_h256_t32_b64"],
+}
 
 
-def trace_features(nsys, name: str, folder: Path) -> dict:
-    report = folder / name
-    command = [nsys.path, "profile", "-t", "cuda,nvtx", "--cuda-graph-trace=graph", "-s", "none", "--cpuctxsw=none",
-               "-o", str(report), "--force-overwrite", "true", sys.executable, "-m", "advisor.inject", *RUN[1:],
-               name, "--steps", "30"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    subprocess.run(command, check=True, capture_output=True, env=env)
-    sqlite = export_sqlite(nsys, report.with_suffix(".nsys-rep"), report.with_suffix(".sqlite"))
-    summary = analyse(open_trace(sqlite)).main.summary
-    return {key: getattr(summary, key) for key in FEATURES}
-
-
-def timings(name: str, scopes: list) -> dict:
-    rows = {}
-    pending = list(scopes)
-    while pending:  # a failed capture can poison the process: later scopes retry in a fresh one
-        out = subprocess.run([*RUN, name, "--time", "--scopes", ",".join(pending)], capture_output=True, text=True)
-        got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-        for row in got:
-            rows[row["scope"]] = row
-        first_failure = next((i for i, r in enumerate(got) if r["status"] != "ok"), None)
-        if not got:
-            for scope in pending:
-                rows[scope] = {"scope": scope, "ms_per_iter": None, "status": "crashed: " +
-                               (out.stderr.strip().splitlines() or ["?"])[-1][:200], "peak_mb": None}
-            break
-        done = len(got) if first_failure is None else first_failure + 1
-        retry = [r["scope"] for r in got[done:] if r["status"] != "ok"]
-        pending = retry + pending[len(got):]
-        if retry == pending and all(rows[s]["status"] != "ok" for s in retry) and len(retry) == len(got[done:]):
-            pending = retry[1:] if len(retry) > 1 else []
+def workloads() -> list:
+    """(name, shape, zoo workload) for every plain zoo workload and the shaped variants."""
+    rows = [(name, "plain", name) for name in ZOO]
+    for shape, names in SHAPED.items():
+        rows += [(f"{name}+{shape}", shape, name) for name in names]
     return rows
+
+
+def run_json(command, timeout):
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    start = out.stdout.find("{")
+    if start < 0:
+        return None, (out.stderr.strip().splitlines() or ["no output"])[-1]
+    try:
+        return json.loads(out.stdout[start:]), None
+    except ValueError:
+        return None, "no JSON on stdout"
+
+
+def collect(name, shape, workload, out: Path, scopes: str) -> dict:
+    script = SCRIPTS / f"zoo_{shape}.py"
+    row = {"workload": name, "family": ZOO[workload].family, "shape": shape, "optimizer": ZOO[workload].optimizer}
+    safe = name.replace("+", "_")
+    started = time.monotonic()
+    analysis, error = run_json([*CG, "profile", "--json", "--force", "--output-dir", str(out / "traces"), "-o", safe,
+                                str(script), workload, "--steps", "200"], 300)
+    row["profile_s"] = round(time.monotonic() - started, 1)
+    row["profile_error"] = error
+    if analysis:
+        row["summary"] = analysis["summary"]
+        row["predictions"] = analysis["predictions"]
+    record = out / "traces" / f"{safe}.cg-advise-run.json"
+    row["record"] = json.loads(record.read_text()) if record.exists() else None
+    started = time.monotonic()
+    tuned, error = run_json([*CG, "tune", "--json", "--scopes", scopes, "--warmup", "10", "--iterations", "40",
+                             "--repeats", "3", "--budget", "400", str(script), workload, "--steps", "200"], 450)
+    row["tune_s"] = round(time.monotonic() - started, 1)
+    row["tune_error"] = error
+    if tuned:
+        row["eager_ms"] = tuned["eager_ms"]
+        row["scopes"] = {r["scope"]: {"ms": r["ms_per_iter"], "status": r["status"], "correct": r["correct"],
+                                      "failure": (r.get("failure") or {}).get("kind")} for r in tuned["rows"]}
+    return row
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--part", default="1/1", help="K/N: the K-th of N slices of the zoo")
+    parser.add_argument("--part", default="1/1", help="K/N: the K-th of N slices of the workloads")
     parser.add_argument("--only", default="", help="comma-separated workload names")
-    parser.add_argument("--with-compile", action="store_true")
-    parser.add_argument("--traces", type=Path, help="folder for the eager traces (default: OUT/traces)")
+    parser.add_argument("--scopes", default="full_iteration,fwd_bwd")
+    parser.add_argument("--deadline", type=float, default=0, help="start no workload after this many seconds")
     args = parser.parse_args()
     k, n = (int(v) for v in args.part.split("/"))
-    names = args.only.split(",") if args.only else list(ZOO)[k - 1::n]
-    scopes = [s for s in SCOPES if s != "compile" or args.with_compile]
-    args.out.mkdir(parents=True, exist_ok=True)
-    traces = args.traces or args.out / "traces"
-    traces.mkdir(parents=True, exist_ok=True)
-    nsys = find_nsys()
-    path = args.out / "dataset.csv"
-    columns = (["workload", "family", "optimizer", *FEATURES] +
-               [f"{s}_{field}" for s in SCOPES for field in ("ms", "peak_mb", "status")])
-    new = not path.exists()
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, columns)
-        if new:
-            writer.writeheader()
-        for name in names:
-            started = time.time()
-            workload = ZOO[name]
-            row = {"workload": name, "family": workload.family, "optimizer": workload.optimizer}
-            try:
-                row.update(trace_features(nsys, name, traces))
-            except Exception as error:
-                print(f"{name}: trace failed: {error}", file=sys.stderr)
-                continue
-            for scope, result in timings(name, scopes).items():
-                row[f"{scope}_ms"] = result["ms_per_iter"]
-                row[f"{scope}_peak_mb"] = result["peak_mb"]
-                row[f"{scope}_status"] = result["status"]
-            writer.writerow(row)
-            handle.flush()
-            ms = {s: row.get(f"{s}_ms") for s in scopes}
-            print(f"{name}: busy {row['gpu_busy_ms_per_iteration']:.3f} ms, traced period {row['gpu_period_ms']:.3f} ms, "
-                  f"untraced {ms} ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
+    chosen = workloads()[k - 1::n]
+    if args.only:
+        wanted = set(args.only.split(","))
+        chosen = [w for w in workloads() if w[0] in wanted]
+    (args.out / "traces").mkdir(parents=True, exist_ok=True)
+    begun = time.monotonic()
+    for name, shape, workload in chosen:
+        if args.deadline and time.monotonic() - begun > args.deadline:
+            print(f"deadline: stopped before {name}", flush=True)
+            break
+        row = collect(name, shape, workload, args.out, args.scopes)
+        with open(args.out / "rows.jsonl", "a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        measured = {s: (v["ms"] and row["eager_ms"] / v["ms"]) for s, v in row.get("scopes", {}).items()}
+        print(f"{name}: profile {row['profile_s']} s, tune {row['tune_s']} s, eager {row.get('eager_ms')}, "
+              f"baseline {(row.get('record') or {}).get('untraced')}, measured {measured} "
+              f"{row['profile_error'] or ''} {row['tune_error'] or ''}", flush=True)
 
 
 if __name__ == "__main__":

@@ -64,23 +64,37 @@ def run_script(*args, window=None):
 
 def test_training_iterations_and_submodules(capsys):
     sink, injector = run_script("--steps", "6")
-    assert sink.count("start", ranges.ITERATION) == 6 and sink.count("end") == 6
-    assert sink.count("push", ranges.FORWARD) == 6
+    assert sink.count("start", ranges.ITERATION) == 6 and sink.count("start", ranges.BACKWARD) == 6
+    assert sink.count("end") == 12
+    assert sink.count("push", ranges.FORWARD) == 6 and sink.count("push", ranges.OPTIMIZER) == 6
     for child in CHILDREN:
         assert sink.count("push", ranges.MODULE + child) == 6
     assert sink.depth == 0 and not sink.open_ranges
+    # without a window nothing is timed: the baseline comes from a profile's untraced warm-up
     assert injector.summary() == {"iterations": 6, "training_steps": 6, "inference_calls": 0,
-                                  "module_ranges": 18, "graph_replays": 0}
+                                  "module_ranges": 18, "graph_replays": 0, "untraced": {}}
     # the script saw its own argv
     assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
 
 
 def test_ranges_nest_inside_each_iteration():
+    """forward (with its children), backward, then the optimizer step, inside the iteration."""
     sink, _ = run_script("--steps", "2")
     first = sink.events[: sink.events.index(("end", 0)) + 1]
     assert first == [("start", ranges.ITERATION), ("push", ranges.FORWARD),
                      ("push", "cg-advise:module:encoder"), ("pop",), ("push", "cg-advise:module:middle"), ("pop",),
-                     ("push", "cg-advise:module:decoder"), ("pop",), ("pop",), ("end", 0)]
+                     ("push", "cg-advise:module:decoder"), ("pop",), ("pop",),
+                     ("start", ranges.BACKWARD), ("end", 9), ("push", ranges.OPTIMIZER), ("pop",), ("end", 0)]
+
+
+def test_warmup_iterations_are_timed_before_the_window_opens():
+    """The second half of the warm-up is timed (host clock on a CPU run) and kept in the summary."""
+    calls = []
+    window = Window(warmup=8, iterations=2, run_to_end=True, on_start=lambda: calls.append("start"))
+    _, injector = run_script("--steps", "12", window=window)
+    untraced = injector.summary()["untraced"]
+    assert calls == ["start"] and untraced["iterations"] == 8 - 4   # iteration ends 4..8 timed
+    assert untraced["host_ms_per_iteration"] > 0 and "gpu_ms_per_iteration" not in untraced
 
 
 def test_inference_iterations_are_forward_calls():

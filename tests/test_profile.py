@@ -107,8 +107,8 @@ def run_cli(*args, env=None):
     ([NOT_PYTHON], 2, f"{NOT_PYTHON}: not a Python script (SyntaxError at line 1)"),
     (["--", "python3", "-c", "print(1)"], 2, "python -c is not supported: put the code in a script"),
     (["--", "python3"], 2, "nothing to run after python3: give a script or -m module"),
-    (["--warmup", "3", SCRIPT], 2, "--warmup needs --iterations (the window to record)"),
-    (["--run-to-end", SCRIPT], 2, "--run-to-end needs --iterations"),
+    (["--whole-run", "--warmup", "3", SCRIPT], 2, "--whole-run records every iteration: it takes no --warmup"),
+    (["--whole-run", "--run-to-end", SCRIPT], 2, "--whole-run records every iteration: it takes no --run-to-end"),
     (["--nsys", "/nowhere/nsys", SCRIPT], 3, "nsys not found at /nowhere/nsys: install Nsight Systems "
      "(https://developer.nvidia.com/nsight-systems, or the `nsight-systems` package of the CUDA apt repository), "
      "or pass --nsys PATH / set $NSYS"),
@@ -116,6 +116,19 @@ def run_cli(*args, env=None):
 def test_refusals_are_one_line(args, code, message):
     exit_code, out, err = run_cli(*args)
     assert (exit_code, out, err) == (code, "", f"cg-advise: error: {message}\n")
+
+
+def test_a_window_is_the_default():
+    """Every profile carries an untraced baseline unless --whole-run: warm-up 20, record 20."""
+    assert prof.window(None, None, False, False) == (prof.DEFAULT_WARMUP, prof.DEFAULT_ITERATIONS) == (20, 20)
+    assert prof.window(4, None, True, False) == (4, 20)
+    assert prof.window(None, None, False, True) == (None, None)
+
+
+def test_run_record_sits_beside_the_report_and_its_export():
+    for name in ("out/r.sqlite", "out/r.nsys-rep", "out/r"):
+        assert prof.run_record_path(name) == Path("out/r.cg-advise-run.json")
+    assert prof.report_files(Path("out/r"))[2] == Path("out/r.cg-advise-run.json")
 
 
 def test_script_help_is_the_scripts_not_ours():

@@ -45,6 +45,7 @@ class Patch:
     original: str
     patched: str
     source: Optional[SourceFile] = None   # how the file was read: encoding, BOM, bytes
+    optimizer_eager: bool = False         # full_iteration with the optimizer step left out of the graph
 
     @property
     def patched_bytes(self) -> bytes:
@@ -77,9 +78,10 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     module = _parse(path, original)
     if module.code != original:
         raise PatchRefused(f"{path}: libcst does not round-trip this file exactly; refusing to rewrite it")
-    patched = _same_line_endings(original, _Rewriter(spec, scope, path).apply(module).code)
+    rewriter = _Rewriter(spec, scope, path)
+    patched = _same_line_endings(original, rewriter.apply(module).code)
     check(path, original, patched)
-    return Patch(str(path), scope, original, patched, source)
+    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
@@ -167,7 +169,7 @@ class _Rewriter:
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
-        return _add_helper(module, self.scope) if self.scope in HELPERS else module
+        return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
 
     def _outermost_loop(self, parents, loop):
         """The loop to put setup before: the outermost loop around ours in the same block."""
@@ -632,13 +634,31 @@ class _Splice(cst.CSTTransformer):
         return updated
 
 
+def _last_import(body) -> int:
+    return max((i for i, s in enumerate(body) if isinstance(s, cst.SimpleStatementLine)
+                and isinstance(s.body[0], (cst.Import, cst.ImportFrom))), default=-1)
+
+
+def _imports_torch(body) -> bool:
+    return any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
+               and any(dotted(a.name) == "torch" for a in s.body[0].names) for s in body)
+
+
+def _with_torch_import(module: cst.Module) -> cst.Module:
+    """``import torch`` after the last top-level import, for a rewrite that names torch in a
+    script that only imports it indirectly (its model and data come from a module of its own)."""
+    body = list(module.body)
+    if _imports_torch(body):
+        return module
+    at = _last_import(body) + 1
+    return module.with_changes(body=body[:at] + list(cst.parse_module("import torch\n").body) + body[at:])
+
+
 def _add_helper(module: cst.Module, scope: str) -> cst.Module:
     """The helper goes after the last top-level import (``import torch`` added if missing)."""
     body = list(module.body)
-    last_import = max((i for i, s in enumerate(body) if isinstance(s, cst.SimpleStatementLine)
-                       and isinstance(s.body[0], (cst.Import, cst.ImportFrom))), default=-1)
-    has_torch = any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
-                    and any(dotted(a.name) == "torch" for a in s.body[0].names) for s in body)
+    last_import = _last_import(body)
+    has_torch = _imports_torch(body)
     helper = list(cst.parse_module(HELPERS[scope]).body)
     imports = [s for s in helper if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)]
     helper = helper[len(imports):]  # the helper's own imports join the file's

@@ -1,0 +1,109 @@
+"""A few seconds of micro-benchmark that tell how this GPU, driver and torch launch work.
+
+Run as ``python -m advisor.calibrate`` with the user's interpreter (its torch, its GPU): one
+JSON object on stdout. The benefit model was fitted on other machines; these figures let it
+scale what a graph costs to the one at hand instead of assuming the fitting GPU's constants:
+
+- ``eager_launch_us``: host time of one small PyTorch op launched eagerly (dispatch plus
+  ``cudaLaunchKernel``), the cost a graph removes;
+- ``graph_node_us``: GPU time per node when a graph of such ops replays (the kernel and the
+  gap between nodes), the cost a graph keeps;
+- ``graph_launch_us``: host time of one ``replay()`` of a graph of that many nodes;
+- the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+OPS = 400        # ops per timed batch: long enough to swamp timer cost, short enough for seconds
+REPEATS = 7      # timed batches; the median is reported
+
+
+def _median(values) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def driver_version() -> str:
+    """The NVIDIA driver, from nvidia-smi when it is there ('' otherwise)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else ""
+
+
+def calibrate(torch) -> dict:
+    device = torch.device("cuda", torch.cuda.current_device())
+    x = torch.zeros(1, device=device)
+
+    def launch_ops():
+        for _ in range(OPS):
+            x.add_(1.0)
+
+    for _ in range(3):             # warm the dispatcher, the allocator and the caching of the kernel
+        launch_ops()
+    torch.cuda.synchronize()
+    eager = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        launch_ops()
+        eager.append((time.perf_counter() - start) / OPS * 1e6)
+        torch.cuda.synchronize()
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        launch_ops()               # warm-up on the side stream, as torch.cuda.graph wants
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch_ops()
+    graph.replay()
+    torch.cuda.synchronize()
+    node, launch = [], []
+    for _ in range(REPEATS):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        start = time.perf_counter()
+        graph.replay()
+        launch.append((time.perf_counter() - start) * 1e6)
+        end.record()
+        end.synchronize()
+        node.append(begin.elapsed_time(end) * 1e3 / OPS)
+    properties = torch.cuda.get_device_properties(device)
+    return {
+        "schema": "cg-advise.calibration/1",
+        "gpu": properties.name,
+        "compute_capability": f"{properties.major}.{properties.minor}",
+        "driver": driver_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "",
+        "eager_launch_us": _median(eager),
+        "graph_node_us": _median(node),
+        "graph_launch_us": _median(launch),
+        "ops_per_sample": OPS,
+    }
+
+
+def main() -> int:
+    try:
+        import torch
+    except ImportError:
+        print(json.dumps({"error": "torch is not installed"}))
+        return 1
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "no CUDA device"}))
+        return 1
+    print(json.dumps(calibrate(torch)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Where the host time of each iteration goes: the phases a capture scope keeps or leaves eager.
+
+A graph removes the launch cost of what it captures and nothing else: the host work between
+iterations (the next batch, logging), and the phases a scope leaves out (the optimizer step
+under a GradScaler, everything but the model for fwd_bwd) still run on the CPU after capture.
+The bootstrap marks the phases (``cg-advise:forward``, ``:backward``, ``:optimizer``,
+``:module:<child>``); this module measures them per iteration, on the traced run's clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ranges
+from .intervals import assign, count_within
+from .iterations import outermost, process_rows
+
+SMALL_KERNEL_US = 20   # kernels this short are what fusion (torch.compile) can merge away
+
+
+@dataclass
+class Phases:
+    """Medians per iteration, milliseconds of CPU time on the traced run's clock."""
+
+    between_iterations_ms: float   # iteration end to the next one's start, host syncs left out
+    forward_ms: float              # top-level module calls
+    backward_ms: float             # torch.autograd.backward calls
+    optimizer_ms: float            # optimizer.step calls
+    after_backward_ms: float       # from the end of the last backward to the iteration's end (the
+                                   # optimizer step with its GradScaler, scheduler and the like)
+    submodules_ms: float           # calls of the top-level module's children
+    optimizer_ops: float           # GPU operations launched inside optimizer steps
+    marked: bool                   # the trace holds the bootstrap's phase ranges
+
+
+def _median(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.median(values)) if len(values) else 0.0
+
+
+def _named(trace, rows, names) -> np.ndarray:
+    codes = [i for i, name in enumerate(trace.nvtx_names) if name in names]
+    return outermost(rows[np.isin(rows["name"], codes)]) if codes else rows[:0]
+
+
+def _time_in(rows, cpu_a, cpu_b) -> np.ndarray:
+    """CPU time of the ranges (outermost) that start in each window."""
+    if len(rows) == 0 or len(cpu_a) == 0:
+        return np.zeros(len(cpu_a))
+    return count_within(rows["start"], cpu_a, cpu_b, rows["end"] - rows["start"]).astype(float)
+
+
+def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_starts, launch_tids) -> Phases:
+    """Per-iteration phase times; ``iteration_ends`` is where each iteration's range ends
+    (the window's end for a whole run), ``launch_*`` the launching calls of the GPU ops."""
+    cpu_a, cpu_b = cpu_windows
+    rows = process_rows(trace, global_pid)
+    names = trace.nvtx_names
+    children = {n for n in names if n.startswith(ranges.MODULE)}
+    phase_rows = {key: _named(trace, rows, wanted) for key, wanted in (
+        ("forward", {ranges.FORWARD}), ("backward", {ranges.BACKWARD}), ("optimizer", {ranges.OPTIMIZER}),
+        ("submodules", children))}
+    per_iteration = {key: _time_in(r, cpu_a, cpu_b) for key, r in phase_rows.items()}
+
+    # between iterations: the gap after each range but the last, less the time blocked in syncs
+    gap = (cpu_b - iteration_ends).astype(float)
+    syncs = sync_rows[np.argsort(sync_rows["start"], kind="stable")] if len(sync_rows) else sync_rows
+    blocked = (count_within(syncs["start"], iteration_ends, cpu_b, syncs["end"] - syncs["start"]).astype(float)
+               if len(syncs) and len(cpu_a) else np.zeros(len(cpu_a)))
+    between = np.maximum(gap - blocked, 0.0)[:-1] if len(gap) > 1 else np.zeros(0)
+
+    backward = phase_rows["backward"]
+    if len(backward) and len(cpu_a):
+        last = np.searchsorted(backward["end"], cpu_b, side="left") - 1   # last backward ending in the window
+        ok = (last >= 0) & (backward["end"][np.maximum(last, 0)] >= cpu_a)
+        after = np.where(ok, iteration_ends - backward["end"][np.maximum(last, 0)], 0).astype(float)
+        after_backward = np.maximum(after, 0.0)
+    else:
+        after_backward = np.zeros(len(cpu_a))
+
+    optimizer = phase_rows["optimizer"]
+    in_optimizer = assign(launch_starts, optimizer["start"], optimizer["end"]) if len(optimizer) else None
+    if in_optimizer is not None:
+        same_thread = optimizer["tid"][np.maximum(in_optimizer, 0)] == launch_tids
+        inside = (in_optimizer >= 0) & same_thread
+        optimizer_ops = count_within(np.sort(launch_starts[inside]), cpu_a, cpu_b).astype(float)
+    else:
+        optimizer_ops = np.zeros(len(cpu_a))
+    return Phases(
+        between_iterations_ms=_median(between) / 1e6,
+        forward_ms=_median(per_iteration["forward"]) / 1e6,
+        backward_ms=_median(per_iteration["backward"]) / 1e6,
+        optimizer_ms=_median(per_iteration["optimizer"]) / 1e6,
+        after_backward_ms=_median(after_backward) / 1e6,
+        submodules_ms=_median(per_iteration["submodules"]) / 1e6,
+        optimizer_ops=_median(optimizer_ops),
+        marked=bool(len(phase_rows["backward"]) or len(phase_rows["optimizer"])),
+    )
+
+
+def small_kernel_share(durations_ns: np.ndarray) -> float:
+    """Share of kernel time in kernels under SMALL_KERNEL_US: the elementwise and small
+    reductions that fusion merges; what compile can win beyond removing launch gaps."""
+    total = float(durations_ns.sum())
+    return float(durations_ns[durations_ns < SMALL_KERNEL_US * 1e3].sum()) / total if total else 0.0

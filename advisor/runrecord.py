@@ -1,0 +1,106 @@
+"""The run record: what `cg-advise profile` measured outside the trace, kept beside the report.
+
+A trace shows the run as traced; the prediction needs three things it cannot show: the
+eager iteration time without the tracer's cost (timed by the bootstrap in the untraced
+warm-up), how this GPU launches and replays work (advisor.calibrate), and the capture
+scopes as `patch` would apply them to the script (the optimizer kept eager under a
+GradScaler, a scope refused). ``analyze`` reads it when it lies beside the export; an export
+without one is analysed as before, with the eager time estimated and said to be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from .errors import CgAdviseError
+from .sourcefile import atomic_write
+
+SCHEMA = "cg-advise.run/1"
+
+
+def calibration(python: str, env: Optional[dict] = None) -> dict:
+    """The micro-benchmark in the user's interpreter; {"error": why} when it cannot run."""
+    try:
+        out = subprocess.run([python, "-m", "advisor.calibrate"], capture_output=True, text=True, timeout=300,
+                             env=env)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return {"error": f"calibration did not run: {error}"}
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    try:
+        return json.loads(lines[-1]) if lines else {"error": (out.stderr.strip().splitlines() or ["no output"])[-1]}
+    except ValueError:
+        return {"error": "calibration printed no JSON"}
+
+
+def applied_scopes(script, step: Optional[str] = None) -> dict:
+    """Each scope of the script's loop as `patch` would apply it: refused (and why), or
+    applied, with the optimizer step kept eager or not. Static: nothing runs."""
+    from tuner.discover import discover
+    from tuner.patch import make_patch
+    from tuner.search import scopes_for
+
+    try:
+        spec = discover(Path(script), step=step)
+    except CgAdviseError as error:
+        return {"error": str(error)}
+    scopes = {}
+    for scope in scopes_for(spec.kind):
+        try:
+            patch = make_patch(script, scope, spec=spec)
+        except CgAdviseError as error:
+            scopes[scope] = {"applies": False, "why": str(error)}
+            continue
+        scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager}
+    return {"kind": spec.kind, "step": spec.describe(), "scopes": scopes}
+
+
+def build(target, injected: dict, window: tuple, calibrated: dict, applied: Optional[dict]) -> dict:
+    counts = {k: v for k, v in injected.items() if k != "untraced"}
+    return {
+        "schema": SCHEMA,
+        "script": target.label,
+        "argv": list(target.argv),
+        "window": {"warmup": window[0], "iterations": window[1]} if window else None,
+        "untraced": injected.get("untraced") or {},
+        "calibration": calibrated,
+        "applied": applied,
+        "bootstrap": counts,
+    }
+
+
+def write(path: Path, record: dict) -> None:
+    atomic_write(Path(path), (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+
+
+def read(path) -> Optional[dict]:
+    """The record at ``path``; None when there is none; a damaged one is one clear line."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise CgAdviseError(f"{path}: not a cg-advise run record (damaged JSON): move it away or profile again") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise CgAdviseError(f"{path}: not a {SCHEMA} run record: move it away or profile again")
+    return record
+
+
+def measured_eager_ms(record: Optional[dict]) -> Optional[float]:
+    """The untraced eager ms/iteration the bootstrap timed (the GPU timeline), if any."""
+    untraced = (record or {}).get("untraced") or {}
+    value = untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration")
+    return float(value) if value and value > 0 else None
+
+
+def child_env() -> dict:
+    """The environment in which the user's interpreter finds this package (advisor.calibrate)."""
+    from .profile import PACKAGE_PARENT
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env

@@ -1,0 +1,64 @@
+"""Builds the benefit model's dataset CSV from what bench/collect_dataset.py brought back.
+
+Trace features are recomputed here from the exports with the current analyser (so a change
+to the analyser reaches the dataset without the GPU); the run record gives the measured
+baseline, the calibration and the scopes as applied; tune's rows give the measured times.
+
+    python bench/build_dataset.py COLLECTED_DIR [COLLECTED_DIR ...] -o advisor/data/dataset_h100.csv
+
+Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's tarball).
+"""
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor.analysis import analyse  # noqa: E402
+from advisor.predict import FEATURE_COLUMNS, SCOPES, features_of  # noqa: E402
+from advisor.trace import open_trace  # noqa: E402
+
+COLUMNS = ("workload", "family", "shape", "optimizer", "gpu", *FEATURE_COLUMNS, "eager_ms",
+           *(f"{scope}_{what}" for scope in SCOPES for what in ("ms", "status")))
+
+
+def rows_of(folder: Path):
+    for line in (folder / "rows.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        trace = folder / "traces" / (row["workload"].replace("+", "_") + ".sqlite")
+        if not trace.exists() or not row.get("eager_ms"):
+            print(f"{row['workload']}: skipped ({'no trace' if not trace.exists() else 'no tune result'})",
+                  file=sys.stderr)
+            continue
+        summary = analyse(open_trace(trace)).main.summary
+        record = row.get("record") or {}
+        out = {"workload": row["workload"], "family": row["family"], "shape": row["shape"],
+               "optimizer": row["optimizer"], "gpu": (record.get("calibration") or {}).get("gpu", ""),
+               **features_of(summary, record), "eager_ms": row["eager_ms"]}
+        for scope in SCOPES:
+            measured = (row.get("scopes") or {}).get(scope) or {}
+            out[f"{scope}_ms"] = measured.get("ms") or ""
+            out[f"{scope}_status"] = measured.get("status", "not measured")
+        yield out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("-o", "--output", type=Path, required=True)
+    args = parser.parse_args()
+    rows = [row for folder in args.folders for row in rows_of(folder)]
+    with open(args.output, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if isinstance(v, float) and v != v else v) for k, v in row.items()})
+    print(f"{args.output}: {len(rows)} workloads", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Phases of the iteration on real `cg-advise profile` exports, against plain SQL written here."""
+
+import statistics
+
+import pytest
+
+from advisor.analysis import analyse
+from advisor.trace import open_trace
+from conftest import sample, sql
+
+PROFILED = ["zoo_mlp_profiled", "zoo_cnn_amp_profiled"]
+
+# each iteration range with the next one's start (the CPU window), in the order they ran
+ITERATIONS = """
+SELECT n.start, n.end, LEAD(n.start) OVER (ORDER BY n.start)
+FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId WHERE s.value = 'cg-advise:iteration' ORDER BY n.start
+"""
+RANGES = """
+SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId
+WHERE s.value = ? ORDER BY n.start
+"""
+SYNCS = """
+SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+WHERE s.value GLOB 'cudaStreamSynchronize*' OR s.value GLOB 'cudaDeviceSynchronize*'
+   OR s.value GLOB 'cudaEventSynchronize*' OR s.value GLOB 'cudaMemcpy_v*' OR s.value = 'cudaMemcpy'
+"""
+# GPU operations launched by a runtime call inside an optimizer range of the same thread
+OPTIMIZER_OPS = """
+WITH opt AS (
+  SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId
+  WHERE s.value = 'cg-advise:optimizer'
+), ops AS ({ops})
+SELECT r.start FROM ops JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+  ON r.correlationId = ops.correlationId AND (r.globalTid & -16777216) = ops.globalPid
+JOIN opt ON r.start >= opt.start AND r.start <= opt.end AND r.globalTid = opt.globalTid
+"""
+
+
+def optimizer_ops_sql(path):
+    tables = {name for (name,) in sql(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    kinds = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+             if t in tables]
+    return OPTIMIZER_OPS.format(ops=" UNION ALL ".join(f"SELECT correlationId, globalPid FROM {t}" for t in kinds))
+
+
+def windows(path):
+    rows = sql(path, ITERATIONS)
+    return [(start, end, following if following is not None else end) for start, end, following in rows]
+
+
+def per_window(path, times_and_weights, wins):
+    return [sum(w for t, w in times_and_weights if a <= t < b) for a, _, b in wins]
+
+
+@pytest.fixture(scope="module", params=PROFILED)
+def traced(request):
+    path = sample(request.param)
+    return path, analyse(open_trace(path)).main.summary.phases
+
+
+def test_phase_times_match_sql(traced):
+    path, phases = traced
+    wins = windows(path)
+    assert phases.marked
+    for name, measured in (("cg-advise:optimizer", phases.optimizer_ms), ("cg-advise:backward", phases.backward_ms),
+                           ("cg-advise:forward", phases.forward_ms)):
+        ranges = [(s, e - s) for s, e, _ in sql(path, RANGES, name)]
+        assert measured == pytest.approx(statistics.median(per_window(path, ranges, wins)) / 1e6, rel=1e-9), name
+
+
+def test_time_between_iterations_leaves_out_syncs(traced):
+    path, phases = traced
+    wins = windows(path)
+    syncs = sql(path, SYNCS)
+    gaps = [following - end - sum(e - s for s, e in syncs if end <= s < following)
+            for _, end, following in wins[:-1]]
+    assert phases.between_iterations_ms == pytest.approx(statistics.median(max(g, 0) for g in gaps) / 1e6, rel=1e-9)
+
+
+def test_after_backward_is_iteration_end_minus_last_backward_end(traced):
+    path, phases = traced
+    backward = sql(path, RANGES, "cg-advise:backward")
+    after = [end - max(e for s, e, _ in backward if a <= e < b) for a, end, b in windows(path)]
+    assert phases.after_backward_ms == pytest.approx(statistics.median(after) / 1e6, rel=1e-9)
+    assert 0 < phases.after_backward_ms < phases.backward_ms + phases.optimizer_ms + 5
+
+
+def test_optimizer_operations_per_iteration(traced):
+    path, phases = traced
+    launches = [(t, 1) for (t,) in sql(path, optimizer_ops_sql(path))]
+    counts = per_window(path, launches, windows(path))
+    assert phases.optimizer_ops == statistics.median(counts) and phases.optimizer_ops > 0
+
+
+def test_an_export_without_the_phase_ranges_is_marked_so():
+    phases = analyse(open_trace(sample("launch_eager"))).main.summary.phases
+    assert not phases.marked and phases.backward_ms == 0 and phases.optimizer_ops == 0
