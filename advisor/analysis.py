@@ -9,9 +9,9 @@ import numpy as np
 from .errors import TraceError
 from .iterations import check_pattern
 from .metrics import GroupMetrics, analyse_group
-from .trace import Trace
+from .trace import OP_GRAPH, OP_KERNEL, Trace
 
-SCHEMA = "cg-advise.analysis/1"
+SCHEMA = "cg-advise.analysis/2"
 
 
 @dataclass
@@ -49,10 +49,13 @@ def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
     if iteration_pattern is not None:
         check_pattern(trace, iteration_pattern)
     ops = trace.ops
+    computes = (ops["kind"] == OP_KERNEL) | (ops["kind"] == OP_GRAPH) | ops["in_graph"]
+    if not computes.any():
+        # the one rule for "nothing to analyse": no kernel ran (copies and memsets alone are no loop)
+        raise TraceError(f"{trace.path.name}: nothing to analyse: no kernel ran in this export "
+                         f"({len(ops)} memory copies and sets, {len(trace.runtime)} CUDA calls)")
     pairs = [(pid, dev) for pid in np.unique(ops["pid"]) for dev in np.unique(ops["device"][ops["pid"] == pid])]
     groups = [analyse_group(trace, int(pid), int(dev), iteration_pattern) for pid, dev in pairs]
-    if not groups:
-        raise TraceError(f"{trace.path.name}: CUDA calls were traced but no GPU operation ran")
     busiest = max(range(len(groups)), key=lambda i: groups[i].summary.gpu_busy_ms_per_iteration
                   * max(groups[i].summary.iterations, 1))
     info = {
@@ -63,5 +66,6 @@ def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
         "processes": len({g.pid for g in groups}),
         "devices": len({g.device for g in groups}),
         "iteration_pattern": iteration_pattern,
+        "pytorch": trace.pytorch,
     }
     return Analysis(trace=info, groups=groups, reported=busiest)

@@ -102,7 +102,7 @@ def cli():
 @click.argument("report", type=click.Path(path_type=str))
 @click.option("--iteration-range", "pattern", metavar="REGEX",
               help="NVTX ranges that mark one iteration (default: cg-advise's own, else any repeated top-level range).")
-@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (schema cg-advise.analysis/1).")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (schema cg-advise.analysis/2).")
 @click.option("--ranges", "max_ranges", default=12, show_default=True, type=click.IntRange(min=0),
               help="NVTX ranges shown in the table.")
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys used to export a .nsys-rep (default: $NSYS, PATH, /opt/nvidia).")
@@ -358,8 +358,8 @@ def model():
 @click.option("--provenance", default="", help="Where the measurements come from (GPU, driver, torch).")
 @one_line_errors
 def model_fit(dataset, output, force, provenance):
-    """Fit a model on DATASET.csv (the columns of advisor/data/zoo_h200.csv, e.g. from
-    bench/collect_dataset.py on your GPU); use it with --model."""
+    """Fit a model on DATASET.csv (the columns of advisor/data/dataset_h100.csv, from
+    bench/collect_dataset.py and bench/build_dataset.py on your GPU); use it with --model."""
     import json
     from pathlib import Path
 
@@ -377,7 +377,8 @@ def model_fit(dataset, output, force, provenance):
     if target.exists():
         atomic_write(target.with_name(target.name + ".bak"), target.read_bytes())
     atomic_write(target, text.encode("utf-8"))
-    _note(f"wrote {target}: {len(rows)} workloads, scopes {', '.join(fitted['scopes'])}")
+    fitted_scopes = [scope for scope, residual in fitted["residuals"].items() if residual]
+    _note(f"wrote {target}: {len(rows)} workloads; residual fitted for {', '.join(fitted_scopes) or 'no scope'}")
 
 
 @model.command("eval")
@@ -394,8 +395,8 @@ def model_eval(dataset, as_json):
     rows = read_dataset(dataset) if dataset else shipped_dataset()
     results = cross_validate(rows)
     if as_json:
-        click.echo(json.dumps({s: {k: v for k, v in r.items() if k != "log_residuals"} for s, r in results.items()},
-                              indent=2, allow_nan=False, default=str))
+        click.echo(json.dumps(_finite({s: {k: v for k, v in r.items() if k != "log_residuals"}
+                                       for s, r in results.items()}), indent=2, allow_nan=False, default=str))
     else:
         render_evaluation(results, console())
 
@@ -434,6 +435,15 @@ def doctor(python, nsys_path, as_json):
         for name, (ok, reason) in commands.items():
             click.echo(f"  {'yes' if ok else 'no':<5} {name:<{width}}  {reason}")
     sys.exit(0 if all(ok for ok, _ in commands.values()) else 1)
+
+
+def _finite(value):
+    """NaN (a scope nobody measured) as JSON null, in nested dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and value != value else value
 
 
 def _progress(title: str):

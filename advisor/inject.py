@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import statistics
 import sys
 import time
 import weakref
@@ -327,16 +328,19 @@ class Injector:
 
     def _time_warmup(self) -> dict:
         """ms per iteration over the timed warm-up iterations: the GPU timeline between CUDA
-        events at iteration ends (what the GPU sees, gaps included), and the host clock."""
+        events at iteration ends (what the GPU sees, gaps included), and the host clock; the
+        median of the iterations, so that one slow iteration (a collection, a checkpoint) does
+        not move it, with every iteration kept for inspection."""
         marks, self._marks = self._marks, []
         if len(marks) < 2:
             return {}
-        count = len(marks) - 1
-        out = {"iterations": count, "host_ms_per_iteration": (marks[-1][0] - marks[0][0]) * 1e3 / count}
-        if marks[0][1] is not None and marks[-1][1] is not None:
+        host = [(b[0] - a[0]) * 1e3 for a, b in zip(marks, marks[1:])]
+        out = {"iterations": len(host), "host_ms_per_iteration": statistics.median(host), "host_ms": host}
+        if all(event is not None for _, event in marks):
             try:
                 marks[-1][1].synchronize()
-                out["gpu_ms_per_iteration"] = marks[0][1].elapsed_time(marks[-1][1]) / count
+                gpu = [a[1].elapsed_time(b[1]) for a, b in zip(marks, marks[1:])]
+                out.update(gpu_ms_per_iteration=statistics.median(gpu), gpu_ms=gpu)
             except Exception:  # noqa: BLE001 - a device error leaves the host figure
                 pass
         return out

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -20,6 +21,9 @@ def masked_labels(trace: Trace) -> np.ndarray:
     return np.array([DIGITS.sub("#", name) for name in trace.nvtx_names], dtype=object)
 
 
+MIN_GPU_SHARE = 0.5   # a repeated range is taken as the iterations only if it launches this share of GPU time
+
+
 @dataclass
 class IterationRanges:
     """The CPU-side ranges of one process chosen as its iterations (outermost, sorted)."""
@@ -27,6 +31,7 @@ class IterationRanges:
     source: str            # how they were chosen, for the report
     names: list            # NVTX names that matched
     rows: np.ndarray       # NVTX_DTYPE rows, sorted by start, none nested in another
+    considered: list = field(default_factory=list)   # [{"range", "gpu_share"}] of the candidates looked at
 
 
 def outermost(rows: np.ndarray) -> np.ndarray:
@@ -55,9 +60,12 @@ def process_rows(trace: Trace, global_pid: int) -> np.ndarray:
     return trace.nvtx[(trace.nvtx["tid"] & PID_MASK) == global_pid]
 
 
-def find_iterations(trace: Trace, global_pid: int, pattern: str | None) -> IterationRanges | None:
-    """Iteration ranges of one process: by ``pattern``, else cg-advise's, else any repeated
-    top-level range; None means the whole run is one window."""
+def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
+                    gpu_share: Optional[Callable[[np.ndarray], float]] = None) -> IterationRanges | None:
+    """Iteration ranges of one process: by ``pattern``, else cg-advise's, else the repeated
+    top-level range that covers the most time among those that launch most of the GPU work
+    (``gpu_share(rows)``: a range of parameter copies at start-up covers time but no kernel);
+    None means the whole run is one window."""
     rows = process_rows(trace, global_pid)
     names = trace.nvtx_names
     if pattern is not None:
@@ -78,15 +86,21 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None) -> Itera
     top = rows[top_level_mask(rows)]
     labels = masked_labels(trace)[top["name"]]
     unique, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    if not (counts >= 2).any():
-        return None
-    # the repeated top-level range (numbers masked) that covers the most time
     totals = np.bincount(inverse, weights=top["end"] - top["start"], minlength=len(unique))
-    totals[counts < 2] = -1
-    group = int(np.argmax(totals))
-    chosen = top[inverse == group]
-    return IterationRanges(f"repeated top-level range {unique[group]!r}", sorted({names[c] for c in chosen["name"]}),
-                           outermost(chosen))
+    considered = []
+    for group in np.argsort(-totals, kind="stable")[:MAX_CANDIDATES]:
+        if counts[group] < 2:
+            continue
+        chosen = outermost(top[inverse == group])
+        share = gpu_share(chosen) if gpu_share is not None else 1.0
+        considered.append({"range": str(unique[group]), "gpu_share": float(share)})
+        if share >= MIN_GPU_SHARE:
+            return IterationRanges(f"repeated top-level range {unique[group]!r}",
+                                   sorted({names[c] for c in chosen["name"]}), chosen, considered)
+    return IterationRanges("", [], rows[:0], considered) if considered else None
+
+
+MAX_CANDIDATES = 20   # repeated ranges tried, by time covered
 
 
 def check_pattern(trace: Trace, pattern: str) -> None:

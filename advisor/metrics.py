@@ -23,18 +23,21 @@ GAP_LABELS = ("<5us", "5-50us", "50us-1ms", ">=1ms")
 GRAPHED_SHARE = 0.5           # share of GPU busy time in graphs above which a run counts as graphed
 MAX_RANGE_GROUPS = 50         # NVTX range names analysed per process, by CPU time
 QUEUE_AHEAD_US = 50           # launch-to-start delay above which the launch queue runs ahead
+QUEUED_SYNC_SHARE = 0.02      # with the queue ahead, syncs this large explain the gaps
 
 
-def verdict(utilization: float, sync_share: float, graphed_share: float = 0.0) -> str:
+def verdict(utilization: float, sync_share: float, graphed_share: float = 0.0, queue_ahead: bool = False) -> str:
     """launch-bound, gpu-bound or sync-bound: what limits this span of work; graphed when
-    most of it already runs in CUDA graphs."""
+    most of it already runs in CUDA graphs. Launch-bound needs a GPU that waits on the CPU:
+    when kernels wait in the queue (``queue_ahead``), the gaps are not launch cost, and the
+    verdict is the syncs' (copies, waits) or the GPU's."""
     if graphed_share >= GRAPHED_SHARE:
         return "graphed"
     if utilization >= GPU_BOUND_UTILIZATION:
         return "gpu-bound"
-    if sync_share >= SYNC_BOUND_SHARE:
+    if sync_share >= SYNC_BOUND_SHARE or (queue_ahead and sync_share > QUEUED_SYNC_SHARE):
         return "sync-bound"
-    return "launch-bound"
+    return "gpu-bound" if queue_ahead else "launch-bound"
 
 
 def _median(values) -> float:
@@ -71,6 +74,7 @@ class Summary:
 
     iterations: int
     iteration_source: str
+    iteration_candidates: list       # repeated ranges considered, with the share of GPU time each launches
     kernels_per_iteration: float
     gpu_ops_per_iteration: float
     gpu_busy_ms_per_iteration: float
@@ -174,7 +178,16 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     ops = trace.ops[in_group]
     launches = match_launches(trace, ops)
     busy = Union.of(ops["start"], ops["end"])
-    found = find_iterations(trace, global_pid, pattern)
+    durations = (ops["end"] - ops["start"]).astype(float)
+
+    def gpu_share(rows) -> float:
+        """Share of the group's GPU time launched from inside these ranges."""
+        owner = project(rows, launches.api_start, launches.api_tid)
+        owner[launches.index < 0] = -1
+        total = durations.sum()
+        return float(durations[owner >= 0].sum() / total) if total else 0.0
+
+    found = find_iterations(trace, global_pid, pattern, gpu_share)
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
     windows, cpu_windows, source, iteration_ends = _windows(trace, ops, launches, found, in_process)
@@ -217,6 +230,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     summary = Summary(
         iterations=n,
         iteration_source=source,
+        iteration_candidates=found.considered if found is not None else [],
         kernels_per_iteration=_median(kernels),
         gpu_ops_per_iteration=_median(gpu_ops),
         gpu_busy_ms_per_iteration=med_busy,
@@ -243,7 +257,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         small_kernel_share=small_kernel_share(durations_ns),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid),
-        verdict=verdict(utilization, sync_share, graphed_share),
+        verdict=verdict(utilization, sync_share, graphed_share, _median(delay_us) >= QUEUE_AHEAD_US),
     )
     summary.reasons = _reasons(summary, sync_share)
     per_iteration = [
@@ -268,7 +282,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
 def _windows(trace, ops, launches, found: IterationRanges | None, in_process):
     """GPU windows [a, b) per iteration (first operation of one to the first of the next) and
     the matching CPU windows (range start to next range start)."""
-    if found is not None and len(ops):
+    if found is not None and len(found.rows) and len(ops):
         rows = found.rows
         owner = project(rows, launches.api_start, launches.api_tid)
         owner[launches.index < 0] = -1
@@ -290,7 +304,13 @@ def _windows(trace, ops, launches, found: IterationRanges | None, in_process):
     a, b = ops["start"][:1], np.array([ops["end"].max()])
     rt_in_pid = trace.runtime[in_process]
     cpu = (rt_in_pid["start"][:1], rt_in_pid["end"].max(keepdims=True)) if len(rt_in_pid) else (a, b)
-    why = "no iteration ranges found" if found is None else f"the {found.source} launched no GPU work"
+    if found is None:
+        why = "no iteration ranges found"
+    elif not len(found.rows):
+        shares = ", ".join(f"{c['range']!r} {c['gpu_share']:.0%}" for c in found.considered[:3])
+        why = f"no repeated range launches most of the GPU work: {shares}"
+    else:
+        why = f"the {found.source} launched no GPU work"
     return (a, b), cpu, f"whole run ({why})", cpu[1]
 
 
@@ -392,7 +412,8 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
             gpu_utilization=utilization,
             launch_api_ms_per_call=_median(np.bincount(o, weights=api_ns[mine], minlength=calls)[worked]) / 1e6,
             syncs_per_call=_median(np.bincount(sync_owner[sync_owner >= 0], minlength=calls)[worked]),
-            verdict=verdict(utilization, _median(np.divide(sync_ns, cpu, out=np.zeros(len(cpu)), where=cpu > 0))),
+            verdict=verdict(utilization, _median(np.divide(sync_ns, cpu, out=np.zeros(len(cpu)), where=cpu > 0)),
+                            queue_ahead=queued),
         ))
     results.sort(key=lambda r: r.gpu_span_ms_per_call * r.calls, reverse=True)
     return results

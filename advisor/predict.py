@@ -325,6 +325,9 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
     """Predictions for an analysis's reported process, with its run record when there is one;
     none for a run already in graphs (the model reads eager traces) or without real iterations."""
     summary = analysis.main.summary
+    if not analysis.trace.get("pytorch", True):
+        return {"note": "not a PyTorch process (no PyTorch kernel in this export): capture-scope and "
+                        "torch.compile advice is for PyTorch loops"}
     if summary.verdict == "graphed":
         return {"note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
     why = withheld(summary)

@@ -18,6 +18,10 @@ import sqlite_utils
 from .errors import TraceError
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+# tables only Nsight Systems writes: an export from before the metadata table (nsys < 2021)
+# is recognised by these
+NSYS_TABLES = ("StringIds", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_SESSION_START_TIME",
+               "ThreadNames", "ANALYSIS_DETAILS", "PROCESSES", "NVTX_EVENTS")
 KERNEL, MEMCPY, MEMSET, GRAPH_TRACE = (
     "CUPTI_ACTIVITY_KIND_KERNEL",
     "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -85,6 +89,7 @@ class Trace:
     nvtx_names: list                     # NVTX_DTYPE.name indexes this list
     processes: dict = field(default_factory=dict)   # pid -> process name
     devices: dict = field(default_factory=dict)     # device id -> GPU name
+    pytorch: bool = True                 # PyTorch's kernels or cg-advise's ranges are in it
 
     @property
     def has_cuda(self) -> bool:
@@ -108,15 +113,27 @@ def open_trace(path) -> Trace:
         raise TraceError(f"{path}: unreadable SQLite file ({error}); is it truncated or corrupt?") from None
 
 
+def is_nsys_export(tables: set) -> bool:
+    """An Nsight Systems export by the tables it has: the metadata table (2021 and later), or
+    CUDA activity tables beside nsys's own ones (older releases)."""
+    if any(t in tables for t in META_TABLES):
+        return True
+    ours = sum(t in tables for t in NSYS_TABLES)
+    return ours >= 2 or (ours >= 1 and any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables))
+
+
 def _read(path: Path, db: sqlite_utils.Database) -> Trace:
     tables = set(db.table_names())
+    if not is_nsys_export(tables):
+        raise TraceError(f"{path}: an SQLite file, but not an Nsight Systems export (none of its tables: "
+                         f"{META_TABLES[0]}, CUPTI_ACTIVITY_KIND_*, StringIds, TARGET_INFO_GPU)")
     meta_table = next((t for t in META_TABLES if t in tables), None)
-    if meta_table is None:
-        raise TraceError(f"{path}: an SQLite file, but not an Nsight Systems export (no {META_TABLES[0]} table)")
-    meta = dict(db.execute(f"SELECT name, value FROM {meta_table}").fetchall())
+    meta = dict(db.execute(f"SELECT name, value FROM {meta_table}").fetchall()) if meta_table else {}
     schema = meta.get("EXPORT_SCHEMA_VERSION") or ".".join(
         str(meta.get(f"EXPORT_SCHEMA_VERSION_{part}", "?")) for part in ("MAJOR", "MINOR", "MICRO")
     )
+    if not meta_table:
+        schema = "unknown (no export metadata: nsys before 2021)"
     nsys_version = str(meta.get("EXPORT_PRODUCT_VERSION", "unknown"))
     columns = {t: set(db[t].columns_dict) for t in tables if t.startswith(("CUPTI_", "NVTX_"))}
     strings = "StringIds" in tables
@@ -137,6 +154,7 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         nvtx_names=nvtx_names,
         processes=_processes(db, tables),
         devices=_devices(db, tables),
+        pytorch=_is_pytorch(db, tables, nvtx_names),
     )
 
 
@@ -225,12 +243,35 @@ def _processes(db, tables) -> dict:
     return {int(pid): name for pid, name in db.execute("SELECT pid, name FROM PROCESSES").fetchall()}
 
 
+PYTORCH_MARKS = ("%at::native::%", "%c10::%", "%at::cuda::%")
+
+
+def _is_pytorch(db, tables, nvtx_names) -> bool:
+    """Did a PyTorch process run here? Its kernels' names (interned in StringIds) or our ranges
+    say so; scope and torch.compile advice is for PyTorch loops only."""
+    if any(name.startswith("cg-advise:") for name in nvtx_names):
+        return True
+    if "StringIds" not in tables:
+        return False
+    where = " OR ".join("value LIKE ?" for _ in PYTORCH_MARKS)
+    return db.execute(f"SELECT 1 FROM StringIds WHERE {where} LIMIT 1", PYTORCH_MARKS).fetchone() is not None
+
+
+DEVICE_ID_COLUMNS = ("cuDevice", "id", "deviceId")   # by nsys release, newest first
+
+
 def _devices(db, tables) -> dict:
-    if "TARGET_INFO_GPU" in tables:
-        try:
-            rows = db.execute("SELECT cuDevice, name FROM TARGET_INFO_GPU").fetchall()
-            return {int(dev): name for dev, name in rows if dev is not None}
-        except sqlite3.OperationalError:  # older schemas: no cuDevice column
-            rows = db.execute("SELECT id, name FROM TARGET_INFO_GPU").fetchall()
-            return {int(dev): name for dev, name in rows}
+    """GPU id -> name: TARGET_INFO_GPU (its id column named by release), else
+    TARGET_INFO_CUDA_GPU, where some releases keep the names."""
+    for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
+        if table not in tables:
+            continue
+        columns = set(db[table].columns_dict)
+        ident = next((c for c in DEVICE_ID_COLUMNS if c in columns), None)
+        if ident is None or "name" not in columns:
+            continue
+        rows = db.execute(f"SELECT {ident}, name FROM {table}").fetchall()
+        found = {int(dev): name for dev, name in rows if dev is not None and name}
+        if found:
+            return found
     return {}

@@ -20,7 +20,7 @@ from conftest import ROOT, cuda_available, sample
 
 SCRIPT = ROOT / "tests" / "corpus" / "basic_for.py"
 TRAIN_CPU = ROOT / "tests" / "scripts" / "train_cpu_steps.py"
-DATASET = ROOT / "advisor" / "data" / "zoo_h200.csv"
+DATASET = ROOT / "advisor" / "data" / "dataset_h100.csv"
 
 
 def invoke(*args, env=None):

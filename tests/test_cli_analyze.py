@@ -20,7 +20,7 @@ def test_json_has_the_documented_fields():
     code, out, err = run(sample("launch_eager"), "--json")
     assert code == 1 and err == ""  # launch-bound is a finding
     data = json.loads(out)
-    assert data["schema"] == "cg-advise.analysis/1"
+    assert data["schema"] == "cg-advise.analysis/2"
     s = data["summary"]
     for key in ("iterations", "kernels_per_iteration", "gpu_busy_ms_per_iteration", "gpu_period_ms",
                 "gpu_utilization", "verdict"):
@@ -46,7 +46,8 @@ BAD = [
     ("missing.sqlite", "{p}: no such file"),
     ("text", "{p}: not an SQLite file (expected an export from `nsys export --type sqlite`)"),
     ("truncated", "{p}: unreadable SQLite file (database disk image is malformed); is it truncated or corrupt?"),
-    ("other_db", "{p}: an SQLite file, but not an Nsight Systems export (no META_DATA_EXPORT table)"),
+    ("other_db", "{p}: an SQLite file, but not an Nsight Systems export (none of its tables: META_DATA_EXPORT, "
+                 "CUPTI_ACTIVITY_KIND_*, StringIds, TARGET_INFO_GPU)"),
     ("nvtx_only", "nvtx_only.sqlite: no CUDA activity in this export (NVTX or CPU data only); "
                   "profile with `-t cuda,nvtx` and an nsys that traces the CUDA runtime"),
 ]
@@ -145,3 +146,86 @@ def test_older_schema_names_are_read(copy_sample):
     new, old = json.loads(new), json.loads(old)
     assert new["summary"] == old["summary"]
     assert new["groups"][0]["ranges"] == old["groups"][0]["ranges"]
+
+
+def test_pre_2021_layout_without_export_metadata_is_read(copy_sample):
+    """nsys before about 2021: no META_DATA_EXPORT / EXPORT_META_DATA table, the GPU's id in
+    TARGET_INFO_GPU.deviceId, its name only in TARGET_INFO_CUDA_GPU; the same figures."""
+    path = copy_sample("launch_eager")
+    rewrite(path, """
+        DROP TABLE META_DATA_EXPORT;
+        DROP TABLE META_DATA_CAPTURE;
+        CREATE TABLE TARGET_INFO_CUDA_GPU AS SELECT id AS deviceId, name FROM TARGET_INFO_GPU;
+        ALTER TABLE TARGET_INFO_GPU RENAME COLUMN id TO deviceId;
+        UPDATE TARGET_INFO_GPU SET name = NULL;
+    """)
+    code, new, err = run(path, "--json")
+    _, old, _ = run(sample("launch_eager"), "--json")
+    new, old = json.loads(new), json.loads(old)
+    assert code == 1 and err == ""
+    assert new["summary"] == old["summary"] and new["summary"]["gpu"] == "NVIDIA H200"
+    assert new["trace"]["export_schema_version"].startswith("unknown (no export metadata")
+
+
+def test_an_old_export_without_cuda_is_told_so_not_refused_as_foreign(tmp_path):
+    path = tmp_path / "nvtx_only_old.sqlite"
+    shutil.copy(sample("nvtx_only"), path)
+    rewrite(path, "DROP TABLE META_DATA_EXPORT;")
+    code, out, err = run(path)
+    assert code == 2 and err.startswith("cg-advise: error: nvtx_only_old.sqlite: no CUDA activity in this export")
+
+
+def test_a_repeated_range_without_gpu_work_is_not_taken_for_the_iterations(copy_sample):
+    """pyprof-style exports: a repeated range of start-up copies covers the most time but
+    launches no kernel; the iterations are the next candidate, and the report names both."""
+    path = copy_sample("launch_eager")
+    rewrite(path, """
+        INSERT INTO StringIds (id, value) VALUES (900001, 'train step'), (900002, 'copy parameters');
+        UPDATE NVTX_EVENTS SET textId = 900001
+            WHERE textId = (SELECT id FROM StringIds WHERE value = 'cg-advise:iteration');
+        DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM StringIds WHERE value LIKE 'cg-advise:%');
+        INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, textId)
+            SELECT MIN(start) - 20000000000 + k * 6000000000, MIN(start) - 15000000000 + k * 6000000000, 59,
+                   MIN(globalTid), 900002
+            FROM NVTX_EVENTS, (SELECT 0 AS k UNION ALL SELECT 1) GROUP BY k;
+    """)
+    _, out, _ = run(path, "--json")
+    summary = json.loads(out)["summary"]
+    assert summary["iteration_source"] == "repeated top-level range 'train step'" and summary["iterations"] == 40
+    considered = summary["iteration_candidates"]
+    assert [c["range"] for c in considered] == ["copy parameters", "train step"]
+    assert considered[0]["gpu_share"] == 0 and considered[1]["gpu_share"] > 0.5
+
+
+@pytest.mark.parametrize("name", [p.stem for p in sorted(TRACES.glob("*.sqlite")) if p.stem != "nvtx_only"])
+def test_a_verdict_never_contradicts_its_own_figures(name):
+    """launch-bound means the GPU waits on the CPU: never beside a queue that runs ahead."""
+    _, out, _ = run(sample(name), "--json")
+    for group in json.loads(out)["groups"]:
+        s = group["summary"]
+        if s["verdict"] == "launch-bound":
+            assert s["launch_to_start_median_us"] < 50 and s["gpu_utilization"] < 0.9
+        if s["launch_to_start_median_us"] >= 50 and s["gpu_utilization"] < 0.9:
+            assert s["verdict"] in ("gpu-bound", "sync-bound", "graphed")
+
+
+def test_no_kernel_is_nothing_to_analyse(copy_sample):
+    """One rule, one exit code: copies and memsets alone are nothing to analyse."""
+    path = copy_sample("launch_eager")
+    rewrite(path, "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL;")
+    code, out, err = run(path)
+    assert code == 2 and out == ""
+    assert err.startswith("cg-advise: error: launch_eager.sqlite: nothing to analyse: no kernel ran in this export (")
+
+
+def test_a_program_that_is_not_pytorch_gets_no_scope_advice(copy_sample):
+    """A plain CUDA program (no PyTorch kernel names, no cg-advise ranges): metrics, no advice."""
+    path = copy_sample("launch_eager")
+    rewrite(path, """
+        DELETE FROM NVTX_EVENTS;
+        UPDATE StringIds SET value = 'my_kernel_' || id WHERE value LIKE '%at::%' OR value LIKE '%c10::%';
+    """)
+    _, out, _ = run(path, "--json")
+    analysis = json.loads(out)
+    assert analysis["trace"]["pytorch"] is False
+    assert analysis["predictions"]["note"].startswith("not a PyTorch process")

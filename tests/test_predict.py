@@ -1,7 +1,9 @@
-"""The benefit model: shipped JSON against a scikit-learn refit, bounds, CV targets, CLI."""
+"""The benefit model: shipped JSON against a refit from the CSV, the measured baseline, the
+scope as applied, withheld predictions, the compile bound, cross-validation, CLI."""
 
 import json
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -11,9 +13,10 @@ from advisor import predict as pr
 from advisor.analysis import analyse
 from advisor.cli import cli
 from advisor.trace import open_trace
-from conftest import ROOT, sample
+from conftest import ROOT, rewrite, sample
 
-DATASET = ROOT / "advisor" / "data" / "zoo_h200.csv"
+DATASET = ROOT / "advisor" / "data" / pr.DATASET
+RECORD = ROOT / "sample_traces" / "zoo_mlp_profiled.cg-advise-run.json"
 
 
 @pytest.fixture(scope="module")
@@ -26,64 +29,46 @@ def shipped():
     return pr.load_model()
 
 
-def test_shipped_model_reproduces_a_scikit_learn_refit(rows, shipped):
+def number(row, key):
+    return float(row[key]) if row.get(key) not in (None, "") else math.nan
+
+
+def test_constants_are_medians_of_the_csv(rows, shipped):
+    """Tracing cost per GPU operation and the per-node replay factor, recomputed from the CSV."""
+    tracing = [(number(r, "period_ms") - number(r, "baseline_ms")) / number(r, "ops") for r in rows
+               if number(r, "utilization") < 0.5 and number(r, "baseline_ms") > 0]
+    assert shipped["tracing_ms_per_op"] == pytest.approx(max(statistics.median(tracing), 0.0), rel=1e-9)
+    node = [(number(r, "full_iteration_ms") - number(r, "busy_ms")) / number(r, "ops") / (number(r, "graph_node_us") / 1e3)
+            for r in rows if r["shape"] == "plain" and number(r, "full_iteration_ms") > 0
+            and number(r, "optimizer_eager") == 0]
+    assert shipped["node_factor"] == pytest.approx(statistics.median(node), rel=1e-9)
+    assert shipped["calibration"]["graph_node_us"] == pytest.approx(
+        statistics.median(number(r, "graph_node_us") for r in rows), rel=1e-9)
+
+
+def test_residuals_are_a_scikit_learn_ridge_on_the_measured_speedups(rows, shipped):
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    per_op = pr.fit_per_op_cost(rows)
-    assert shipped["per_op_ms"] == pytest.approx(per_op, rel=1e-12)
-    summaries = pr._summaries(rows)
-    for scope, params in shipped["scopes"].items():
-        if params["kind"] == "replay_cost":
-            # median over workloads of (graphed ms - GPU busy ms) / GPU operations, from the CSV alone
-            replay = [(float(r["full_iteration_ms"]) - float(r["gpu_busy_ms_per_iteration"]))
-                      / float(r["gpu_ops_per_iteration"]) for r in rows if r["full_iteration_ms"]]
-            assert params["replay_ms_per_op"] == pytest.approx(float(np.median(replay)), rel=1e-12)
+    for scope, params in shipped["residuals"].items():
+        if params is None:
             continue
-        y = pr._targets(rows, scope)
-        ok = np.isfinite(y)
-        X = pr._design(rows, per_op, params["features"])[ok]
-        reference = make_pipeline(StandardScaler(), Ridge(alpha=params["alpha"])).fit(X, y[ok])
-        ours = params["intercept"] + X @ np.array(params["coef"])
-        np.testing.assert_allclose(ours, reference.predict(X), rtol=1e-9, atol=1e-12)
-        assert params["samples"] == ok.sum()
-    s0 = pr.predict(shipped, summaries[0], rows[0]["optimizer"])
-    assert set(pr.SCOPES) <= set(s0)
-    full = s0["full_iteration"]
-    expected = s0["eager_ms_estimate"] / (summaries[0]["gpu_busy_ms_per_iteration"]
-                                          + shipped["scopes"]["full_iteration"]["replay_ms_per_op"]
-                                          * summaries[0]["gpu_ops_per_iteration"])
-    assert full["speedup"] == pytest.approx(min(expected, s0["bound"]))
+        measured = [(r, number(r, "eager_ms") / number(r, f"{scope}_ms")) for r in rows if number(r, f"{scope}_ms") > 0]
+        X = np.array([pr.residual_features(r, scope, shipped) for r, _ in measured])
+        y = np.array([math.log(m) - x[1] for (_, m), x in zip(measured, X)])
+        reference = make_pipeline(StandardScaler(), Ridge(alpha=pr.RIDGE_ALPHA)).fit(X, y)
+        np.testing.assert_allclose(params["intercept"] + X @ np.array(params["coef"]), reference.predict(X),
+                                   rtol=1e-9, atol=1e-12)
+        assert params["samples"] == len(measured)
 
 
 def test_graph_scopes_never_exceed_the_bound(rows, shipped):
-    for summary, row in zip(pr._summaries(rows), rows):
-        p = pr.predict(shipped, summary, row["optimizer"])
+    for row in rows:
+        p = pr.predict(shipped, row)
         assert p["bound"] >= 1
         for scope in pr.GRAPH_SCOPES:
             assert p[scope]["low"] <= p[scope]["speedup"] <= p[scope]["high"] <= p["bound"] + 1e-12
-
-
-def test_bound_is_untraced_eager_over_busy(shipped):
-    s = analyse(open_trace(sample("launch_eager"))).main.summary
-    p = pr.predict(shipped, {k: getattr(s, k) for k in pr.FEATURE_KEYS})
-    expected_eager = max(s.gpu_busy_ms_per_iteration, s.gpu_period_ms - shipped["per_op_ms"] * s.gpu_ops_per_iteration)
-    assert p["eager_ms_estimate"] == pytest.approx(expected_eager)
-    assert p["bound"] == pytest.approx(expected_eager / s.gpu_busy_ms_per_iteration)
-
-
-def test_cross_validation_meets_the_targets(rows):
-    """Grouped by family: median error within 20 %, every graph-scope no-go called no-go."""
-    results = pr.cross_validate(rows)
-    for scope in pr.GRAPH_SCOPES:
-        r = results[scope]
-        assert r["workloads"] == len(rows)
-        assert r["median_abs_log_error"] <= math.log(1.2), scope
-        assert r["nogo_called_nogo"] == r["nogo_workloads"], scope
-        assert r["spearman"] > 0.8, scope
-    verdict = results["verdict"]
-    assert verdict["nogo_called_nogo"] == verdict["nogo_workloads"] > 0
 
 
 def run(*args):
@@ -91,20 +76,79 @@ def run(*args):
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_analyze_json_has_predictions_per_scope():
+def test_a_profile_s_measured_baseline_is_the_eager_time():
+    """The run record beside the export: its untraced baseline, not an estimate, and the GPU it
+    was calibrated on."""
+    record = json.loads(RECORD.read_text())
+    code, out, _ = run("analyze", sample("zoo_mlp_profiled"), "--json")
+    p = json.loads(out)["predictions"]
+    assert code == 1 and p["eager_source"] == "measured"
+    assert p["eager_ms"] == pytest.approx(record["untraced"]["gpu_ms_per_iteration"], rel=1e-12)
+    assert p["calibration"]["gpu"] == record["calibration"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    summary = json.loads(out)["summary"]
+    assert p["bound"] == pytest.approx(p["eager_ms"] / summary["gpu_busy_ms_per_iteration"], rel=1e-12)
+
+
+def test_without_a_record_the_eager_time_is_estimated_and_said_so(shipped):
     code, out, _ = run("analyze", sample("launch_eager"), "--json")
-    p = json.loads(out)["predictions"]
-    for scope in ("submodule", "fwd_bwd", "full_iteration", "compile"):
-        assert p[scope]["low"] <= p[scope]["speedup"] <= p[scope]["high"]
-    assert p["graphs_help"] is True and p["best"] == "full_iteration"
+    analysis = json.loads(out)
+    p, s = analysis["predictions"], analysis["summary"]
+    assert p["eager_source"] == "estimated" and "eager time estimated" in p["advice"]
+    expected = max(s["gpu_busy_ms_per_iteration"],
+                   s["gpu_period_ms"] - shipped["tracing_ms_per_op"] * s["gpu_ops_per_iteration"])
+    assert p["eager_ms"] == pytest.approx(expected, rel=1e-12)
+    assert p["graphs_help"] is True
 
 
-def test_gpu_bound_run_is_told_graphs_will_not_help():
+def test_an_optimizer_kept_eager_is_predicted_as_applied(shipped):
+    """Under a GradScaler patch leaves the optimizer step eager; the prediction says so and
+    costs it: lower than the same trace with the step captured."""
+    from advisor import runrecord
+
+    record = runrecord.read(ROOT / "sample_traces" / "zoo_cnn_amp_profiled.cg-advise-run.json")
+    summary = analyse(open_trace(sample("zoo_cnn_amp_profiled"))).main.summary
+    features = pr.features_of(summary, record)
+    assert features["optimizer_eager"] == 1.0
+    applied = pr.predict(shipped, features)
+    captured = pr.predict(shipped, {**features, "optimizer_eager": 0.0})
+    assert "optimizer step eager" in applied["full_iteration"]["as_applied"]
+    assert "as_applied" not in captured["full_iteration"]
+    assert applied["full_iteration"]["speedup"] < captured["full_iteration"]["speedup"]
+
+
+def test_a_scope_patch_refuses_gets_its_reason_not_a_number(shipped, rows):
+    applied = {"scopes": {"fwd_bwd": {"applies": False, "why": "model is called twice"},
+                          "full_iteration": {"applies": True, "optimizer_eager": False}}}
+    p = pr.predict(shipped, rows[0], applied)
+    assert p["fwd_bwd"] == {"refused": "model is called twice"} and p["best"] != "fwd_bwd"
+
+
+def test_a_whole_run_window_gets_no_prediction(copy_sample):
+    """Without iteration ranges the window mixes start-up and the loop: predictions withheld."""
+    path = copy_sample("launch_eager")
+    rewrite(path, "DELETE FROM NVTX_EVENTS;")
+    code, out, _ = run("analyze", path, "--json")
+    note = json.loads(out)["predictions"]["note"]
+    assert note.startswith("predictions withheld: no iterations found (whole run")
+
+
+def test_iterations_that_hold_little_gpu_work_get_no_prediction(copy_sample):
+    """Keep 3 of the 40 iteration ranges: they hold under half the GPU work."""
+    path = copy_sample("launch_eager")
+    rewrite(path, "DELETE FROM NVTX_EVENTS WHERE rowid NOT IN (SELECT n.rowid FROM NVTX_EVENTS n JOIN StringIds s "
+                  "ON s.id = n.textId WHERE s.value = 'cg-advise:iteration' ORDER BY n.start LIMIT 3);")
+    _, out, _ = run("analyze", path, "--json")
+    analysis = json.loads(out)
+    assert analysis["summary"]["iteration_busy_share"] < 0.5
+    assert "iterations hold" in analysis["predictions"]["note"]
+
+
+def test_compile_on_a_gpu_bound_trace_without_small_kernels_stays_near_one():
     code, out, _ = run("analyze", sample("compute_eager"), "--json")
-    p = json.loads(out)["predictions"]
-    assert code == 0 and p["graphs_help"] is False
-    assert p["advice"].startswith("graphs will not help (best predicted speedup under 1.06x)")
-    assert max(p[s]["speedup"] for s in pr.GRAPH_SCOPES) < 1.06
+    analysis = json.loads(out)
+    p = analysis["predictions"]
+    assert analysis["summary"]["small_kernel_share"] < 0.01
+    assert p["compile"]["speedup"] < 1.1 and p["graphs_help"] is False
 
 
 def test_graphed_run_gets_no_prediction():
@@ -113,10 +157,15 @@ def test_graphed_run_gets_no_prediction():
         "note": "this run already executes in CUDA graphs: profile the eager loop to predict"}
 
 
+def test_inference_trace_gets_the_scopes_of_an_inference_loop():
+    code, out, _ = run("analyze", sample("infer_eager"), "--json")
+    p = json.loads(out)["predictions"]
+    assert {"forward", "compile"} <= set(p) and not set(pr.GRAPH_SCOPES) & set(p)
+    assert p["best"] == "forward" and p["advice"].startswith("best scope forward:")
+
+
 def assert_same_model(fitted, shipped):
-    """Same structure, and numbers equal to 1e-9 relative: a refit's coefficients move by
-    about 1e-15 between numpy / scikit-learn / BLAS builds (ridge solves in floating point),
-    far below anything a prediction could show; a real change of the fit moves them by > 1e-3."""
+    """Same structure, numbers equal to 1e-9 relative (refits move by ~1e-15 across BLAS builds)."""
     if isinstance(shipped, dict):
         assert isinstance(fitted, dict) and fitted.keys() == shipped.keys()
         for key in shipped:
@@ -131,41 +180,28 @@ def assert_same_model(fitted, shipped):
         assert fitted == shipped
 
 
-def test_model_fit_writes_and_keeps_an_existing_file(tmp_path):
+def test_model_fit_reproduces_the_shipped_model_and_keeps_an_existing_file(tmp_path, rows):
     target = tmp_path / "m.json"
-    code, _, err = run("model", "fit", DATASET, "-o", target)
-    assert code == 0 and err.startswith(f"cg-advise: wrote {target}: 31 workloads")
-    fitted = json.loads(target.read_text())
-    assert_same_model(fitted["scopes"], pr.load_model()["scopes"])
+    code, _, err = run("model", "fit", DATASET, "-o", target, "--provenance", pr.load_model()["provenance"])
+    assert code == 0 and err.startswith(f"cg-advise: wrote {target}: {len(rows)} workloads")
+    assert_same_model(json.loads(target.read_text()), pr.load_model())
     code, _, err = run("model", "fit", DATASET, "-o", target)
     assert code == 2 and err == f"cg-advise: error: {target} exists: pass --force to replace it (kept as m.json.bak)\n"
-    code, out, _ = run("analyze", sample("launch_eager"), "--json", "--model", target)
-    assert json.loads(out)["predictions"]["best"] == "full_iteration"
 
 
-def test_model_eval_and_bad_inputs(tmp_path):
+def test_model_eval_and_bad_inputs(tmp_path, rows):
     code, out, _ = run("model", "eval", "--json")
-    assert code == 0 and json.loads(out)["full_iteration"]["workloads"] == 31
+    assert code == 0 and json.loads(out)["full_iteration"]["workloads"] > 0
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     code, _, err = run("model", "eval", bad)
     assert code == 2 and err.startswith(f"cg-advise: error: {bad}: not a cg-advise dataset")
     code, _, err = run("analyze", sample("launch_eager"), "--model", bad)
     assert code == 2 and err == f"cg-advise: error: {bad}: not a JSON model\n"
-
-
-def test_inference_trace_gets_the_scopes_of_an_inference_loop(shipped):
-    """An inference loop (iterations from the injected per-call ranges) is offered what tune and
-    patch offer it: `forward` (the whole call in a graph: the replay-cost formula) and compile."""
-    code, out, _ = run("analyze", sample("infer_eager"), "--json")
-    analysis = json.loads(out)
-    p = analysis["predictions"]
-    assert set(p) == {"eager_ms_estimate", "bound", "forward", "compile", "best", "graphs_help", "advice"}
-    s = analysis["summary"]
-    expected = p["eager_ms_estimate"] / (s["gpu_busy_ms_per_iteration"] + shipped["scopes"]["full_iteration"]
-                                         ["replay_ms_per_op"] * s["gpu_ops_per_iteration"])
-    assert p["forward"]["speedup"] == pytest.approx(min(expected, p["bound"]), rel=1e-9)
-    assert p["best"] == "forward" and p["advice"].startswith("best scope forward:")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"version": "cg-advise.model/1"}))
+    code, _, err = run("analyze", sample("launch_eager"), "--model", old)
+    assert code == 2 and "not a cg-advise.model/2 model" in err
 
 
 def test_model_fit_without_the_model_extra_says_how_to_get_it(monkeypatch, tmp_path):
@@ -175,7 +211,7 @@ def test_model_fit_without_the_model_extra_says_how_to_get_it(monkeypatch, tmp_p
 
     monkeypatch.setitem(sys.modules, "sklearn", None)   # an import of it now fails as if it were absent
     code, out, err = run("analyze", sample("launch_eager"), "--json")
-    assert code == 1 and json.loads(out)["predictions"]["best"] == "full_iteration"
+    assert code == 1 and json.loads(out)["predictions"]["graphs_help"] is True
     for args in (("model", "eval"), ("model", "fit", DATASET, "-o", tmp_path / "m.json")):
         code, _, err = run(*args)
         assert (code, err) == (2, "cg-advise: error: fitting or evaluating the model needs scikit-learn and scipy "

@@ -1,12 +1,16 @@
 """Planning and choosing candidates, on the zoo's real measurements."""
 
+import csv
+
 import pytest
 
 from advisor import predict as pr
 from conftest import ROOT
 from tuner.search import MIN_GAIN, SKIP_BELOW, Candidate, choose, plan
 
-ROWS = pr.read_dataset(ROOT / "advisor" / "data" / "zoo_h200.csv")
+# the first zoo dataset (H200): every graph scope timed per workload, for the choice
+with open(ROOT / "advisor" / "data" / "zoo_h200.csv", newline="") as handle:
+    ROWS = list(csv.DictReader(handle))
 GRAPH = ("submodule", "fwd_bwd", "full_iteration")
 
 
@@ -55,11 +59,11 @@ def test_failed_and_mismatched_candidates_never_win():
 
 def test_plan_follows_predictions_and_skips_hopeless_scopes():
     model = pr.load_model()
-    summaries = {r["workload"]: s for r, s in zip(ROWS, pr._summaries(ROWS))}
-    launch = pr.predict(model, summaries["mlp_w256_d8_b64"])
+    rows = {r["workload"]: r for r in pr.shipped_dataset()}
+    launch = pr.predict(model, rows["mlp_w256_d8_b64"])
     order = plan(launch)
     assert order[0].scope == "full_iteration" and all(c.status == "pending" for c in order[:3])
-    gpu_bound = pr.predict(model, summaries["large_mlp_w8192_d4_b8192"])
+    gpu_bound = pr.predict(model, rows["large_mlp_w8192_d4_b8192"])
     skipped = {c.scope for c in plan(gpu_bound) if c.status == "skipped"}
     assert skipped == {s for s in GRAPH if gpu_bound[s]["speedup"] < SKIP_BELOW} and skipped
     assert not any(c.status == "skipped" for c in plan(gpu_bound, exhaustive=True))

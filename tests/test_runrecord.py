@@ -1,0 +1,73 @@
+"""The run record: scopes as patch applies them (static), calibration without a GPU, reading."""
+
+import json
+import sys
+
+import pytest
+
+from advisor import runrecord
+from advisor.errors import CgAdviseError
+from conftest import ROOT, requires_cuda
+
+ZOO_SCRIPTS = ROOT / "bench" / "workloads" / "zoo_scripts"
+
+
+def test_applied_scopes_follow_what_patch_does():
+    """A GradScaler keeps full_iteration's optimizer step eager; a plain loop captures it."""
+    amp = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_amp.py")
+    plain = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_plain.py")
+    assert amp["kind"] == plain["kind"] == "train"
+    assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True}
+    assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False}
+    assert set(plain["scopes"]) == {"full_iteration", "fwd_bwd", "submodule", "compile"}
+
+
+def test_a_refused_scope_carries_patch_s_reason():
+    # the encoder is called twice before backward: the per-model scopes refuse it
+    applied = runrecord.applied_scopes(ROOT / "tests" / "corpus" / "shared_encoder_twice.py")
+    refused = {s: v["why"] for s, v in applied["scopes"].items() if not v["applies"]}
+    assert refused and all("cannot apply" in why for why in refused.values())
+
+
+def test_a_script_without_a_loop_is_an_error_entry_not_a_crash(tmp_path):
+    script = tmp_path / "noloop.py"
+    script.write_text("print('hello')\n")
+    assert "error" in runrecord.applied_scopes(script)
+
+
+def test_calibration_without_a_gpu_says_why():
+    got = runrecord.calibration(sys.executable, runrecord.child_env())
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if has_cuda:
+        pytest.skip("a GPU is present: see test_calibration_on_a_gpu")
+    assert got == {"error": "no CUDA device"}
+
+
+@requires_cuda
+def test_calibration_on_a_gpu():
+    got = runrecord.calibration(sys.executable, runrecord.child_env())
+    assert got["schema"] == "cg-advise.calibration/1" and got["gpu"]
+    assert 0 < got["graph_node_us"] < got["eager_launch_us"] < 1000
+
+
+def test_read_refuses_damaged_and_foreign_records(tmp_path):
+    assert runrecord.read(tmp_path / "none.json") is None
+    damaged = tmp_path / "d.json"
+    damaged.write_text("{")
+    with pytest.raises(CgAdviseError, match="damaged JSON"):
+        runrecord.read(damaged)
+    foreign = tmp_path / "f.json"
+    foreign.write_text(json.dumps({"schema": "other"}))
+    with pytest.raises(CgAdviseError, match="not a cg-advise.run/1 run record"):
+        runrecord.read(foreign)
+
+
+def test_committed_records_hold_a_measured_baseline():
+    record = runrecord.read(ROOT / "sample_traces" / "zoo_mlp_profiled.cg-advise-run.json")
+    assert record["window"] == {"warmup": 20, "iterations": 20}
+    assert runrecord.measured_eager_ms(record) == record["untraced"]["gpu_ms_per_iteration"] > 0
