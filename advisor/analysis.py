@@ -53,7 +53,7 @@ def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
     if not computes.any():
         # the one rule for "nothing to analyse": no kernel ran (copies and memsets alone are no loop)
         raise TraceError(f"{trace.path.name}: nothing to analyse: no kernel ran in this export "
-                         f"({len(ops)} memory copies and sets, {len(trace.runtime)} CUDA calls)")
+                         f"({len(ops)} memory copies and sets)")
     pairs = [(pid, dev) for pid in np.unique(ops["pid"]) for dev in np.unique(ops["device"][ops["pid"] == pid])]
     groups = [analyse_group(trace, int(pid), int(dev), iteration_pattern) for pid, dev in pairs]
     busiest = max(range(len(groups)), key=lambda i: groups[i].summary.gpu_busy_ms_per_iteration

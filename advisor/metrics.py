@@ -190,7 +190,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     found = find_iterations(trace, global_pid, pattern, gpu_share)
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
-    windows, cpu_windows, source, iteration_ends = _windows(trace, ops, launches, found, in_process)
+    windows, cpu_windows, source, iteration_ends = _windows(trace, ops, launches, found, global_pid)
     a, b = windows
     n = len(a)
     period = (b - a).astype(float)
@@ -279,7 +279,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     )
 
 
-def _windows(trace, ops, launches, found: IterationRanges | None, in_process):
+def _windows(trace, ops, launches, found: IterationRanges | None, global_pid: int):
     """GPU windows [a, b) per iteration (first operation of one to the first of the next) and
     the matching CPU windows (range start to next range start)."""
     if found is not None and len(found.rows) and len(ops):
@@ -302,8 +302,8 @@ def _windows(trace, ops, launches, found: IterationRanges | None, in_process):
         empty = np.empty(0, np.int64)
         return (empty, empty), (empty, empty), "none (no GPU work)", empty
     a, b = ops["start"][:1], np.array([ops["end"].max()])
-    rt_in_pid = trace.runtime[in_process]
-    cpu = (rt_in_pid["start"][:1], rt_in_pid["end"].max(keepdims=True)) if len(rt_in_pid) else (a, b)
+    span = trace.cpu_span(global_pid)
+    cpu = (np.array([span[0]]), np.array([span[1]])) if span else (a, b)
     if found is None:
         why = "no iteration ranges found"
     elif not len(found.rows):

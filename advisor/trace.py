@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
+from .columns import reader
 from .errors import TraceError
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
@@ -85,6 +86,7 @@ class Trace:
     runtime: np.ndarray                  # RUNTIME_DTYPE, sorted by start
     runtime_category: np.ndarray         # CALL_* per runtime row
     runtime_names: dict                  # name_id -> name without version suffix (CUDA calls only)
+    has_runtime: bool                    # the export traced CUDA calls
     nvtx: np.ndarray                     # NVTX_DTYPE: closed push/pop and start/end ranges
     nvtx_names: list                     # NVTX_DTYPE.name indexes this list
     processes: dict = field(default_factory=dict)   # pid -> process name
@@ -93,7 +95,26 @@ class Trace:
 
     @property
     def has_cuda(self) -> bool:
-        return len(self.ops) > 0 or len(self.runtime) > 0
+        return len(self.ops) > 0 or (self.has_runtime and len(self.runtime) > 0) or self.cpu_span_any()
+
+    def cpu_span(self, global_pid: int):
+        """(first CUDA call's start, last call's end) of one process, every call counted: the
+        window of a run without iterations. Asked of the file only then (a scan of all calls)."""
+        if not self.has_runtime:
+            return None
+        row = self._query(f"SELECT MIN(start), MAX(end) FROM {RUNTIME} WHERE globalTid & {int(PID_MASK)} = ?",
+                          (int(global_pid),))
+        return (int(row[0]), int(row[1])) if row and row[0] is not None else None
+
+    def cpu_span_any(self) -> bool:
+        return self.has_runtime and self._query(f"SELECT 1 FROM {RUNTIME} LIMIT 1") is not None
+
+    def _query(self, sql: str, params=()):
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            return conn.execute(sql, params).fetchone()
+        finally:
+            conn.close()
 
 
 def open_trace(path) -> Trace:
@@ -138,8 +159,12 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
     columns = {t: set(db[t].columns_dict) for t in tables if t.startswith(("CUPTI_", "NVTX_"))}
     strings = "StringIds" in tables
 
-    ops = _read_ops(db, columns)
-    runtime, category, names = _read_runtime(db, columns, strings)
+    columns_reader = reader(path, db.conn)
+    try:
+        ops = _read_ops(db, columns, columns_reader.fetch)
+        runtime, category, names = _read_runtime(db, columns, strings, columns_reader.fetch)
+    finally:
+        columns_reader.close()
     nvtx, nvtx_names = _read_nvtx(db, columns, strings)
     return Trace(
         path=path,
@@ -150,6 +175,7 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         runtime=runtime,
         runtime_category=category,
         runtime_names=names,
+        has_runtime=RUNTIME in columns,
         nvtx=nvtx,
         nvtx_names=nvtx_names,
         processes=_processes(db, tables),
@@ -158,11 +184,15 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
     )
 
 
-def _fetch(db, sql: str, dtype: np.dtype) -> np.ndarray:
-    return np.fromiter(db.execute(sql), dtype=dtype)
+def _sorted_by_start(rows: np.ndarray) -> np.ndarray:
+    """Rows in start order; exports are mostly written in that order already (no sort then)."""
+    start = rows["start"]
+    if len(start) < 2 or bool(np.all(start[1:] >= start[:-1])):
+        return rows
+    return rows[np.argsort(start, kind="stable")]
 
 
-def _read_ops(db, columns: dict) -> np.ndarray:
+def _read_ops(db, columns: dict, fetch) -> np.ndarray:
     parts = []
     for kind, table in OP_TABLES:
         cols = columns.get(table)
@@ -178,21 +208,35 @@ def _read_ops(db, columns: dict) -> np.ndarray:
             in_graph = "0"
         sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({stream}, 0), coalesce({pid}, 0), "
                f"coalesce(correlationId, 0), {kind}, {in_graph} FROM {table} WHERE end IS NOT NULL")
-        parts.append(_fetch(db, sql, OPS_DTYPE))
+        parts.append(fetch(sql, OPS_DTYPE))
     ops = np.concatenate(parts) if parts else np.empty(0, OPS_DTYPE)
-    return ops[np.argsort(ops["start"], kind="stable")]
+    return _sorted_by_start(ops)
 
 
-def _read_runtime(db, columns: dict, strings: bool):
+# runtime calls the analysis uses: those that launch work (their correlationId ties them to a
+# GPU operation), copy or set memory, replay a graph, or wait for the GPU; the rest (events,
+# stream queries, attribute getters) are left in the file
+NEEDED_CALL_PREFIXES = ("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")
+
+
+def _needed(name: str) -> bool:
+    return (name in LAUNCH_CALLS or name in GRAPH_LAUNCH_CALLS or name in SYNC_CALLS
+            or name.startswith(NEEDED_CALL_PREFIXES) or "Launch" in name)
+
+
+def _read_runtime(db, columns: dict, strings: bool, fetch):
+    """The runtime calls the analysis needs (CALL_* per row, names by id)."""
     cols = columns.get(RUNTIME)
     if not cols:
         return np.empty(0, RUNTIME_DTYPE), np.empty(0, np.int8), {}
-    runtime = _fetch(db, f"SELECT start, end, globalTid, correlationId, nameId FROM {RUNTIME}", RUNTIME_DTYPE)
-    runtime = runtime[np.argsort(runtime["start"], kind="stable")]
     names = {}
     if strings:
         rows = db.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'").fetchall()
         names = {ident: strip_version(value) for ident, value in rows}
+    needed = sorted(ident for ident, name in names.items() if _needed(name))
+    where = f" WHERE nameId IN ({', '.join(map(str, needed))})" if strings and needed else ""
+    runtime = _sorted_by_start(fetch(f"SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0), "
+                                     f"coalesce(nameId, 0) FROM {RUNTIME}{where}", RUNTIME_DTYPE))
     lookup_size = max(max(names, default=0), int(runtime["name_id"].max(initial=0))) + 1
     lookup = np.zeros(lookup_size, np.int8)
     for ident, name in names.items():
