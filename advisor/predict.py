@@ -44,7 +44,7 @@ MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for
 DATASET = "dataset_h100.csv"
 SHIPPED = "model_h100.json"
 # the calibration of the GPU the shipped constants hold for, when a trace comes without one
-DEFAULT_CALIBRATION = {"graph_node_us": 1.2, "graph_launch_us": 7.0}
+DEFAULT_CALIBRATION = {"graph_node_us": 1.2, "graph_launch_us": 7.0, "eager_launch_us": 9.0}
 
 # dataset columns: trace features, the run record's baseline and calibration, the applied
 # scope, then tune's measurements
@@ -64,7 +64,7 @@ def features_of(summary, record: dict | None = None) -> dict:
     """The model's inputs from an analysis summary (a Summary or its dict) and the run record."""
     get = (lambda k: summary[k]) if isinstance(summary, dict) else (lambda k: getattr(summary, k))
     phases = get("phases")
-    phase = (lambda k: phases[k]) if isinstance(phases, dict) else (lambda k: getattr(phases, k))
+    phase = (lambda k: phases.get(k, math.nan)) if isinstance(phases, dict) else (lambda k: getattr(phases, k))
     record = record or {}
     untraced = record.get("untraced") or {}
     calibration = record.get("calibration") or {}
@@ -98,15 +98,21 @@ def _value(f: dict, key: str, default=math.nan) -> float:
 
 def eager_ms(f: dict, model: dict) -> tuple:
     """(untraced eager ms/iteration, how it was obtained)."""
+    busy, period, ops = _value(f, "busy_ms", 0.0), _value(f, "period_ms", 0.0), _value(f, "ops", 0.0)
+    estimate = max(busy, period - model["tracing_ms_per_op"] * ops)
     measured = _value(f, "baseline_ms")
     if measured > 0:
-        return measured, "measured"
-    busy, period, ops = _value(f, "busy_ms", 0.0), _value(f, "period_ms", 0.0), _value(f, "ops", 0.0)
-    return max(busy, period - model["tracing_ms_per_op"] * ops), "estimated"
+        # tracing only adds cost: an untraced time above the traced period was timed during a
+        # slow start (the warm-up too short), and the estimate is the better figure then
+        return (measured, "measured") if measured <= period else (estimate, "estimated: slow warm-up")
+    return estimate, "estimated"
 
 
 def physical(f: dict, scope: str, model: dict) -> dict:
-    """The scope's untraced ms/iteration from what the trace shows it keeps and leaves eager."""
+    """The scope's untraced ms/iteration from what the trace shows it keeps and leaves eager.
+    Graphed callables (fwd_bwd, submodule) also pay a host cost per call that the trace of
+    the eager run cannot show (autograd around the replays, static input copies): fitted as a
+    constant of the fitting GPU's host, scaled by this host's calibrated eager launch cost."""
     eager, _ = eager_ms(f, model)
     busy, period, ops = _value(f, "busy_ms"), _value(f, "period_ms"), _value(f, "ops", 0.0)
     scale = min(1.0, eager / period) if period > 0 else 1.0   # traced host time -> untraced
@@ -120,7 +126,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     if scope == "full_iteration":
         kept_eager = _value(f, "optimizer_eager", 0.0) > 0
         # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
-        after = _value(f, "after_backward_ms", 0.0) if marked else optimizer_ms
+        after = _value(f, "after_backward_ms", optimizer_ms) if marked else optimizer_ms
         outside = between + (after if kept_eager else 0.0)
         eager_ops, replays = (optimizer_ops if kept_eager else 0.0), 1
     elif scope == "submodule":
@@ -131,6 +137,10 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         outside = period - forward - backward if marked else between
         eager_ops, replays = optimizer_ops, 2
     host = scale * max(outside, between) + replays * launch_ms
+    if scope in ("fwd_bwd", "submodule"):
+        host_speed = (_value(f, "eager_launch_us", calibration["eager_launch_us"])
+                      / calibration.get("eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"]))
+        host += model.get("callable_ms", 0.0) * host_speed
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
@@ -206,8 +216,18 @@ def fit_constants(rows) -> dict:
         if ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") == "plain":
             cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
             node.append((ms - _value(r, "busy_ms")) / ops / cal)
-    return {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
-            "node_factor": max(_median(node, 1.0), 0.0)}
+    constants = {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
+                 "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0}
+    # the graphed callables' own host cost: what fwd_bwd measured beyond the physical time,
+    # over the rows where the host side is the limit
+    extra = []
+    for r in rows:
+        ms = _value(r, "fwd_bwd_ms")
+        estimate = physical(r, "fwd_bwd", constants)
+        if ms > 0 and estimate["host_ms"] > estimate["gpu_ms"]:
+            extra.append(ms - estimate["ms"])
+    constants["callable_ms"] = max(_median(extra, 0.0), 0.0)
+    return constants
 
 
 def _ridge(X, y):
@@ -235,17 +255,29 @@ def fit_residual(rows, scope: str, constants: dict):
     return {"features": list(RESIDUAL_FEATURES), **_ridge(np.array(X), np.array(y)), "samples": len(y)}
 
 
-def fit_params(rows) -> dict:
+def fit_params(rows, residual_scopes=SCOPES) -> dict:
     constants = fit_constants(rows)
-    constants["residuals"] = {scope: fit_residual(rows, scope, constants) for scope in SCOPES}
+    constants["residuals"] = {scope: (fit_residual(rows, scope, constants) if scope in residual_scopes else None)
+                              for scope in SCOPES}
     return constants
 
 
+def residual_choice(rows) -> tuple:
+    """The scopes whose residual regression lowers the cross-validated error."""
+    physical_only = cross_validate(rows, residual_scopes=())
+    with_residual = cross_validate(rows, residual_scopes=SCOPES)
+    return tuple(scope for scope in SCOPES if with_residual[scope]["workloads"]
+                 and with_residual[scope]["median_abs_log_error"] < physical_only[scope]["median_abs_log_error"])
+
+
 def fit(rows, provenance: str = "") -> dict:
-    """A model (JSON-ready dict) from dataset rows; intervals from grouped cross-validation."""
+    """A model (JSON-ready dict) from dataset rows. The residual regression is kept for a scope
+    only where it lowers the leave-one-family-out error of the physical model alone (on few
+    workloads it can add more noise than it removes); intervals from that cross-validation."""
+    keep = residual_choice(rows)
     model = {"version": MODEL_VERSION, "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION,
-             "trained_on": len(rows), "provenance": provenance, **fit_params(rows)}
-    cv = cross_validate(rows)
+             "trained_on": len(rows), "provenance": provenance, **fit_params(rows, keep)}
+    cv = cross_validate(rows, residual_scopes=keep)
     model["log_interval"] = {scope: ([float(np.percentile(cv[scope]["log_residuals"], 10)),
                                       float(np.percentile(cv[scope]["log_residuals"], 90))]
                                      if cv[scope]["log_residuals"] else [0.0, 0.0]) for scope in SCOPES}
@@ -302,6 +334,9 @@ def _advice(out: dict, model: dict, scopes) -> dict:
     compile_ = out.get("compile", {})
     if best and "speedup" in compile_ and compile_["speedup"] > max(out[best]["speedup"], decision):
         out["advice"] += f"; torch.compile predicted {compile_['speedup']:.2f}x (kernel fusion, lower confidence)"
+    if out.get("eager_source") == "estimated: slow warm-up":
+        out["advice"] += ("; eager time estimated: the untraced warm-up ran slower than the traced iterations (a slow "
+                          "start; a larger --warmup times it later)")
     if out.get("eager_source") == "estimated":
         out["advice"] += ("; eager time estimated from the traced run (no measured baseline beside this export: "
                           "`cg-advise profile` records one)")
@@ -378,9 +413,12 @@ def load_model(path=None) -> dict:
 
 
 # -- evaluation -----------------------------------------------------------------------------
-def cross_validate(rows) -> dict:
-    """Leave-one-family-out: each family is predicted by a model that never saw it; also how
+def cross_validate(rows, residual_scopes=None) -> dict:
+    """Leave-one-family-out: each family is predicted by a model that never saw it (with the
+    residual regression for ``residual_scopes``; None: those the shipped model keeps); also how
     far the measured baseline was from tune's own eager timing."""
+    if residual_scopes is None:
+        residual_scopes = tuple(s for s, r in (load_model().get("residuals") or {}).items() if r)
     _model_packages()
     from scipy.stats import spearmanr
 
@@ -390,7 +428,7 @@ def cross_validate(rows) -> dict:
         train = [r for r, fam in zip(rows, families) if fam != family]
         if len(train) < 4:
             continue
-        model = fit_params(train)
+        model = fit_params(train, residual_scopes)
         for i in np.flatnonzero(families == family):
             for scope in SCOPES:
                 speedup = predict_scope(model, rows[i], scope)

@@ -117,8 +117,10 @@ def _render_predictions(predictions: dict, out: Console) -> None:
     if "note" in predictions:
         out.print(f"predictions: {predictions['note']}")
         return
-    how = ("measured untraced in the profile's warm-up" if predictions["eager_source"] == "measured"
-           else "estimated from the traced run")
+    how = {"measured": "measured untraced in the profile's warm-up",
+           "estimated": "estimated from the traced run",
+           "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it"
+           }.get(predictions["eager_source"], predictions["eager_source"])
     out.print(f"eager iteration {predictions['eager_ms']:.3f} ms ({how}); bound for any graph "
               f"{predictions['bound']:.2f}x")
     calibration = predictions.get("calibration")

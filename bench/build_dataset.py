@@ -30,11 +30,12 @@ def rows_of(folder: Path):
     for line in (folder / "rows.jsonl").read_text().splitlines():
         row = json.loads(line)
         trace = folder / "traces" / (row["workload"].replace("+", "_") + ".sqlite")
-        if not trace.exists() or not row.get("eager_ms"):
-            print(f"{row['workload']}: skipped ({'no trace' if not trace.exists() else 'no tune result'})",
+        if not row.get("eager_ms") or not (trace.exists() or row.get("summary")):
+            print(f"{row['workload']}: skipped ({'no tune result' if not row.get('eager_ms') else 'no trace'})",
                   file=sys.stderr)
             continue
-        summary = analyse(open_trace(trace)).main.summary
+        # the trace when it came back, else the summary the profile printed (same analyser)
+        summary = analyse(open_trace(trace)).main.summary if trace.exists() else row["summary"]
         record = row.get("record") or {}
         out = {"workload": row["workload"], "family": row["family"], "shape": row["shape"],
                "optimizer": row["optimizer"], "gpu": (record.get("calibration") or {}).get("gpu", ""),
@@ -51,7 +52,12 @@ def main():
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
-    rows = [row for folder in args.folders for row in rows_of(folder)]
+    rows, seen = [], set()
+    for folder in args.folders:   # a workload collected twice: the first folder's
+        for row in rows_of(folder):
+            if row["workload"] not in seen:
+                seen.add(row["workload"])
+                rows.append(row)
     with open(args.output, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()

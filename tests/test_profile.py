@@ -119,8 +119,8 @@ def test_refusals_are_one_line(args, code, message):
 
 
 def test_a_window_is_the_default():
-    """Every profile carries an untraced baseline unless --whole-run: warm-up 20, record 20."""
-    assert prof.window(None, None, False, False) == (prof.DEFAULT_WARMUP, prof.DEFAULT_ITERATIONS) == (20, 20)
+    """Every profile carries an untraced baseline unless --whole-run: warm-up 50, record 20."""
+    assert prof.window(None, None, False, False) == (prof.DEFAULT_WARMUP, prof.DEFAULT_ITERATIONS) == (50, 20)
     assert prof.window(4, None, True, False) == (4, 20)
     assert prof.window(None, None, False, True) == (None, None)
 
