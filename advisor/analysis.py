@@ -30,14 +30,15 @@ class Analysis:
 
     def to_dict(self) -> dict:
         main = self.main
+        groups = [g.to_dict() for g in self.groups]
         summary = {"pid": main.pid, "process": main.process, "device": main.device, "gpu": main.gpu,
-                   **main.to_dict()["summary"]}
+                   **groups[self.reported]["summary"]}
         return {
             "schema": SCHEMA,
             "trace": self.trace,
             "summary": summary,
             "reported_group": self.reported,
-            "groups": [g.to_dict() for g in self.groups],
+            "groups": groups,
             "predictions": self.predictions,
         }
 

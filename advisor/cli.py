@@ -391,12 +391,12 @@ def model_eval(dataset, as_json):
     import json
 
     from .predict import cross_validate, read_dataset, residual_choice, shipped_dataset
-    from .report import console, render_evaluation
+    from .report import console, finite, render_evaluation
 
     rows = read_dataset(dataset) if dataset else shipped_dataset()
     results = cross_validate(rows, residual_choice(rows))   # the model `model fit` would make of it
     if as_json:
-        click.echo(json.dumps(_finite({s: {k: v for k, v in r.items() if k != "log_residuals"}
+        click.echo(json.dumps(finite({s: {k: v for k, v in r.items() if k != "log_residuals"}
                                        for s, r in results.items()}), indent=2, allow_nan=False, default=str))
     else:
         render_evaluation(results, console())
@@ -436,15 +436,6 @@ def doctor(python, nsys_path, as_json):
         for name, (ok, reason) in commands.items():
             click.echo(f"  {'yes' if ok else 'no':<5} {name:<{width}}  {reason}")
     sys.exit(0 if all(ok for ok, _ in commands.values()) else 1)
-
-
-def _finite(value):
-    """NaN (a scope nobody measured) as JSON null, in nested dicts and lists."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return None if isinstance(value, float) and value != value else value
 
 
 def _progress(title: str):

@@ -133,7 +133,11 @@ class GroupMetrics:
     ranges: list
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Shallow where the parts are plain already (per-iteration rows are dicts): a deep
+        ``asdict`` of thousands of iterations cost more than the analysis of a big export."""
+        return {"pid": self.pid, "process": self.process, "device": self.device, "gpu": self.gpu,
+                "summary": asdict(self.summary), "iterations": self.iterations,
+                "ranges": [asdict(r) for r in self.ranges]}
 
 
 @dataclass

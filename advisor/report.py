@@ -16,17 +16,17 @@ VERDICT_STYLE = {"launch-bound": "bold red", "sync-bound": "bold yellow", "gpu-b
 
 
 def to_json(analysis: Analysis) -> str:
-    return json.dumps(_finite(analysis.to_dict()), indent=2)
+    return json.dumps(finite(analysis.to_dict()), indent=2)
 
 
-def _finite(value):
+def finite(value):
     """JSON has no NaN or infinity: they become null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 

@@ -20,7 +20,7 @@ def train(args):
     targets = torch.cat([y for _, y in batches])
     loader = DataLoader(TensorDataset(inputs, targets), batch_size=len(batches[0][0]), shuffle=True,
                         pin_memory=True, drop_last=True)
-    for epoch in range(math.ceil(args.steps / len(loader))):
+    for epoch in range(math.ceil(args.steps / len(loader))):  # noqa: B007 - as training scripts write it
         for x, y in loader:
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
             optimizer.zero_grad(set_to_none=True)
