@@ -361,8 +361,13 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
     band = int(ends.max() - starts.min()) + 1
     base = starts.min()
     shift = owner.astype(np.int64) * band - base
-    order = np.argsort(starts + shift, kind="stable")
-    merged = Union.of((starts + shift)[order], (ends + shift)[order])
+    keys = starts + shift
+    if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):   # in order already when owners follow time
+        order = np.argsort(keys, kind="stable")
+        keys, shifted_ends = keys[order], (ends + shift)[order]
+    else:
+        shifted_ends = ends + shift
+    merged = Union.of(keys, shifted_ends)
     return np.bincount(merged.starts // band, weights=merged.ends - merged.starts, minlength=owners)
 
 

@@ -104,7 +104,11 @@ def eager_ms(f: dict, model: dict) -> tuple:
     if measured > 0:
         # tracing only adds cost: an untraced time above the traced period was timed during a
         # slow start (the warm-up too short), and the estimate is the better figure then
-        return (measured, "measured") if measured <= period else (estimate, "estimated: slow warm-up")
+        if measured <= period:
+            # the profiled process carries nsys and the bootstrap even while untraced: a factor
+            # fitted against tune's bare runs of the same scripts takes that out
+            return max(busy, measured * model.get("baseline_factor", 1.0)), "measured"
+        return estimate, "estimated: slow warm-up"
     return estimate, "estimated"
 
 
@@ -137,9 +141,9 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         outside = period - forward - backward if marked else between
         eager_ops, replays = optimizer_ops, 2
     host = scale * max(outside, between) + replays * launch_ms
-    if scope in ("fwd_bwd", "submodule"):
-        host_speed = (_value(f, "eager_launch_us", calibration["eager_launch_us"])
-                      / calibration.get("eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"]))
+    if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
+        fitted_host = calibration.get("eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"])
+        host_speed = _value(f, "eager_launch_us", fitted_host) / fitted_host
         host += model.get("callable_ms", 0.0) * host_speed
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
@@ -216,8 +220,11 @@ def fit_constants(rows) -> dict:
         if ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") == "plain":
             cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
             node.append((ms - _value(r, "busy_ms")) / ops / cal)
+    baseline = [_value(r, "eager_ms") / _value(r, "baseline_ms") for r in rows
+                if 0 < _value(r, "baseline_ms") <= _value(r, "period_ms", math.inf)]
     constants = {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
-                 "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0}
+                 "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0,
+                 "baseline_factor": _median(baseline, 1.0)}
     # the graphed callables' own host cost: what fwd_bwd measured beyond the physical time,
     # over the rows where the host side is the limit
     extra = []

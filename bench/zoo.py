@@ -2,7 +2,7 @@
 
 Every model's top-level children are tensor -> tensor modules called once per forward, so
 each capture scope (submodule graphs, whole-model fwd/bwd, full iteration) applies to all.
-``python bench/zoo.py --list`` prints them; ``bench/zoo_run.py`` runs one.
+``python bench/zoo.py --list`` prints them; ``bench/workloads/zoo_scripts/`` runs them as training scripts.
 """
 
 from __future__ import annotations
