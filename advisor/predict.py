@@ -285,9 +285,10 @@ def fit(rows, provenance: str = "") -> dict:
     model = {"version": MODEL_VERSION, "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION,
              "trained_on": len(rows), "provenance": provenance, **fit_params(rows, keep)}
     cv = cross_validate(rows, residual_scopes=keep)
+    # a scope the dataset never measured gets no interval: its prediction is physics alone, unchecked
     model["log_interval"] = {scope: ([float(np.percentile(cv[scope]["log_residuals"], 10)),
                                       float(np.percentile(cv[scope]["log_residuals"], 90))]
-                                     if cv[scope]["log_residuals"] else [0.0, 0.0]) for scope in SCOPES}
+                                     if cv[scope]["log_residuals"] else None) for scope in SCOPES}
     return model
 
 
@@ -316,10 +317,16 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
             out[scope] = {"refused": refused[scope]}
             continue
         speedup = predict_scope(model, f, scope)
-        low, high = (speedup * math.exp(q) for q in model.get("log_interval", {}).get(scope, (0.0, 0.0)))
         if scope != "compile":
-            speedup, high = min(speedup, bound), min(high, bound)
-        out[scope] = {"speedup": speedup, "low": min(low, speedup), "high": max(high, speedup), "ms": eager / speedup}
+            speedup = min(speedup, bound)
+        out[scope] = {"speedup": speedup, "low": None, "high": None, "ms": eager / speedup}
+        interval = (model.get("log_interval") or {}).get(scope)
+        if interval:
+            low, high = (speedup * math.exp(q) for q in interval)
+            out[scope].update(low=min(low, speedup), high=max(min(high, bound) if scope != "compile" else high,
+                                                             speedup))
+        else:
+            out[scope]["unvalidated"] = "no measurements of this scope in the model's dataset: physics alone"
         if scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
     return _advice(out, model, GRAPH_SCOPES)

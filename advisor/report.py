@@ -135,8 +135,9 @@ def _render_predictions(predictions: dict, out: Console) -> None:
         table.add_column(column, justify=justify)
     for scope, p in predictions.items():
         if isinstance(p, dict) and "speedup" in p:
-            table.add_row(scope, f"{p['speedup']:.2f}x", f"{p['low']:.2f}-{p['high']:.2f}x", f"{p['ms']:.3f}",
-                          p.get("as_applied", ""))
+            interval = f"{p['low']:.2f}-{p['high']:.2f}x" if p.get("low") is not None else "-"
+            note = p.get("as_applied", "") or ("not validated: no measurements of it" if p.get("unvalidated") else "")
+            table.add_row(scope, f"{p['speedup']:.2f}x", interval, f"{p['ms']:.3f}", note)
         elif isinstance(p, dict) and "refused" in p:
             table.add_row(scope, "-", "-", "-", f"patch refuses it: {p['refused']}")
     out.print(table)
