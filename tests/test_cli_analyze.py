@@ -195,6 +195,9 @@ def test_a_repeated_range_without_gpu_work_is_not_taken_for_the_iterations(copy_
     considered = summary["iteration_candidates"]
     assert [c["range"] for c in considered] == ["copy parameters", "train step"]
     assert considered[0]["gpu_share"] == 0 and considered[1]["gpu_share"] > 0.5
+    _, text, _ = run(path)
+    assert "ranges considered (share of GPU time their calls launch; a range must launch half): " \
+           "'copy parameters' 0%, 'train step' " in text
 
 
 @pytest.mark.parametrize("name", [p.stem for p in sorted(TRACES.glob("*.sqlite")) if p.stem != "nvtx_only"])
