@@ -3,14 +3,11 @@ stays eager under every graph scope (the scaler checks for infs on the host)."""
 
 import torch
 
-from zoo_setup import OPTIMIZERS, arguments, setup
+from zoo_setup import arguments, make_optimizer, setup
 
 args = arguments()
 model, criterion, batches = setup(args.workload)
-if OPTIMIZERS[args.workload] == "adamw":
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-else:
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+optimizer = make_optimizer(args.workload, model)
 scaler = torch.amp.GradScaler("cuda")
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=50, gamma=0.9)
 for step in range(args.steps):
