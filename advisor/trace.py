@@ -57,7 +57,7 @@ NVTX_PUSH_POP, NVTX_START_END = 59, 60
 PID_MASK = np.int64(~0xFFFFFF)  # globalTid & PID_MASK == globalPid (nsys: & 0xFFFFFFFFFF000000)
 
 OPS_DTYPE = np.dtype([
-    ("start", "i8"), ("end", "i8"), ("device", "i8"), ("stream", "i8"), ("pid", "i8"),
+    ("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"),
     ("corr", "i8"), ("kind", "i1"), ("in_graph", "?"),
 ])
 RUNTIME_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("corr", "i8"), ("name_id", "i8")])
@@ -192,23 +192,30 @@ def _sorted_by_start(rows: np.ndarray) -> np.ndarray:
     return rows[np.argsort(start, kind="stable")]
 
 
+_READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"), ("corr", "i8")])
+_READ_NODE_OPS = np.dtype(_READ_OPS.descr + [("in_graph", "i8")])
+
+
 def _read_ops(db, columns: dict, fetch) -> np.ndarray:
+    """Kernels, copies, memsets and graph replays; only the columns the analysis uses are read
+    (the kind is the table's, a graph replay is in a graph by definition)."""
     parts = []
     for kind, table in OP_TABLES:
         cols = columns.get(table)
         if not cols:
             continue
         pid = "globalPid" if "globalPid" in cols else "0"
-        stream = "streamId" if "streamId" in cols else "0"
-        if kind == OP_GRAPH:
-            in_graph = "1"
-        elif "graphNodeId" in cols:
-            in_graph = "graphNodeId IS NOT NULL AND graphNodeId != 0"
-        else:
-            in_graph = "0"
-        sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({stream}, 0), coalesce({pid}, 0), "
-               f"coalesce(correlationId, 0), {kind}, {in_graph} FROM {table} WHERE end IS NOT NULL")
-        parts.append(fetch(sql, OPS_DTYPE))
+        node = kind != OP_GRAPH and "graphNodeId" in cols
+        extra = ", graphNodeId IS NOT NULL AND graphNodeId != 0" if node else ""
+        sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({pid}, 0), coalesce(correlationId, 0){extra} "
+               f"FROM {table} WHERE end IS NOT NULL")
+        rows = fetch(sql, _READ_NODE_OPS if node else _READ_OPS)
+        part = np.empty(len(rows), OPS_DTYPE)
+        for name in _READ_OPS.names:
+            part[name] = rows[name]
+        part["kind"] = kind
+        part["in_graph"] = rows["in_graph"] != 0 if node else kind == OP_GRAPH
+        parts.append(part)
     ops = np.concatenate(parts) if parts else np.empty(0, OPS_DTYPE)
     return _sorted_by_start(ops)
 
