@@ -146,7 +146,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
         fitted_host = calibration.get("eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"])
         host_speed = _value(f, "eager_launch_us", fitted_host) / fitted_host
-        host += model.get("callable_ms", 0.0) * host_speed
+        host += (model.get("callable_ms", 0.0) + model.get("callable_ms_per_op", 0.0) * ops) * host_speed
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
@@ -229,13 +229,20 @@ def fit_constants(rows) -> dict:
                  "baseline_factor": _median(baseline, 1.0)}
     # the graphed callables' own host cost: what fwd_bwd measured beyond the physical time,
     # over the rows where the host side is the limit
-    extra = []
+    extra, ops = [], []
     for r in rows:
         ms = _value(r, "fwd_bwd_ms")
         estimate = physical(r, "fwd_bwd", constants)
         if ms > 0 and estimate["host_ms"] > estimate["gpu_ms"]:
             extra.append(ms - estimate["ms"])
-    constants["callable_ms"] = max(_median(extra, 0.0), 0.0)
+            ops.append(_value(r, "ops", 0.0))
+    # a cost per call and one per GPU operation of the iteration (autograd's bookkeeping
+    # around the replays grows with the model): a line through the host-bound rows
+    if len(extra) >= 4 and np.ptp(ops) > 0:
+        per_op, base = np.polyfit(ops, extra, 1)
+        constants["callable_ms"], constants["callable_ms_per_op"] = max(float(base), 0.0), max(float(per_op), 0.0)
+    else:
+        constants["callable_ms"], constants["callable_ms_per_op"] = max(_median(extra, 0.0), 0.0), 0.0
     return constants
 
 
