@@ -43,16 +43,17 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
     from tuner.patch import make_patch
     from tuner.search import scopes_for
 
+    # after a long profile nothing here may fail the command: any error is recorded instead
     try:
         spec = discover(Path(script), step=step)
-    except CgAdviseError as error:
-        return {"error": str(error)}
+    except Exception as error:  # noqa: BLE001 - discovery's refusal or a script libcst cannot read
+        return {"error": str(error) or type(error).__name__}
     scopes = {}
     for scope in scopes_for(spec.kind):
         try:
             patch = make_patch(script, scope, spec=spec)
-        except CgAdviseError as error:
-            scopes[scope] = {"applies": False, "why": str(error)}
+        except Exception as error:  # noqa: BLE001 - patch's refusal, or a rewrite it cannot make
+            scopes[scope] = {"applies": False, "why": str(error) or type(error).__name__}
             continue
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager}
     return {"kind": spec.kind, "step": spec.describe(), "scopes": scopes}
