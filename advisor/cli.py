@@ -107,7 +107,7 @@ def cli():
               help="NVTX ranges shown in the table.")
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys used to export a .nsys-rep (default: $NSYS, PATH, /opt/nvidia).")
 @click.option("--reexport", is_flag=True, help="Export a .nsys-rep again although an older .sqlite exists (kept as .bak).")
-@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
 @one_line_errors
 def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_path):
     """Analyse REPORT, an exported .sqlite or a .nsys-rep: gaps, utilization, launch cost,
@@ -151,7 +151,7 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys to use (default: $NSYS, PATH, /opt/nvidia, /usr/local/cuda*).")
 @click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
 def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run, trace, cuda_graph_trace,
@@ -226,7 +226,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
               "Trainer.fit (default: found in the whole script).")
 @click.option("--trace", "report", metavar="REPORT", help="An eager profile (.sqlite/.nsys-rep): its predictions order "
               "the candidates and its GPU busy time gives the bound.")
-@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H200 model).")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
 @click.option("--budget", "budget_s", default=900.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds for all candidates.")
 @click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=1), help="Training steps before timing.")

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
 BATCH_ROWS = 65536
+
+
+def read_only_uri(path) -> str:
+    """``file:`` URI that opens ``path`` read-only, whatever characters it holds (a ``?`` or
+    ``#`` in a folder name would otherwise end the path, and ``mode=ro`` with it)."""
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro"
 
 
 def arrow_available() -> bool:
@@ -53,10 +60,19 @@ class ArrowColumns:
         import adbc_driver_sqlite
 
         self._manager = adbc_driver_manager
-        self._database = adbc_driver_sqlite.connect(f"file:{Path(path).resolve()}?mode=ro")
+        self._database = adbc_driver_sqlite.connect(read_only_uri(path))
+        self._fallback = SqliteColumns(path, conn)
         self._connection = adbc_driver_manager.AdbcConnection(self._database)
 
     def fetch(self, sql: str, dtype: np.dtype) -> np.ndarray:
+        """The query's columns; a query the driver refuses or cannot type (a damaged table, a
+        column of reals) is read by sqlite3, so both readers give the same arrays and errors."""
+        try:
+            return self._fetch(sql, dtype)
+        except Exception:  # noqa: BLE001 - the standard library says what is wrong, in its own terms
+            return self._fallback.fetch(sql, dtype)
+
+    def _fetch(self, sql: str, dtype: np.dtype) -> np.ndarray:
         import nanoarrow
 
         statement = self._manager.AdbcStatement(self._connection)
@@ -87,6 +103,8 @@ def _integers(child) -> np.ndarray:
     """One Arrow column of a batch as int64 (SQLite integers; an all-NULL column is zeros)."""
     if child.length == 0 or child.n_buffers < 2 or child.null_count == child.length:
         return np.zeros(child.length, np.int64)
+    if child.storage_type != "int64":   # a REAL column: its bits are no integers
+        raise TypeError(f"column of Arrow type {child.storage_type}, not int64")
     # a copy: the batch's memory is released when the stream moves on
     values = np.frombuffer(child.buffer(1), dtype=np.int64)[child.offset:child.offset + child.length].copy()
     if child.null_count:

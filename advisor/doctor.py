@@ -210,7 +210,9 @@ def nsys_message(result: subprocess.CompletedProcess) -> str:
 
 
 def count_kernels(sqlite: Path) -> int:
-    connection = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    from .columns import read_only_uri
+
+    connection = sqlite3.connect(read_only_uri(sqlite), uri=True)
     try:
         return connection.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     except sqlite3.Error:   # no such table: no kernel was traced

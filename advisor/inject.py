@@ -140,7 +140,7 @@ class Injector:
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._before_forward),
             nn_module.register_module_forward_hook(self._after_forward),
-            optim.register_optimizer_step_pre_hook(lambda *_: self.sink.push(ranges.OPTIMIZER)),
+            optim.register_optimizer_step_pre_hook(self._before_step),
             optim.register_optimizer_step_post_hook(self._after_step),
         ]
         self._torch = torch
@@ -292,6 +292,12 @@ class Injector:
         return module.training and self._torch.is_grad_enabled()
 
     # -- optimizer hook -------------------------------------------------------------
+    def _before_step(self, optimizer, args, kwargs) -> None:
+        """Opens the optimizer range. Returns None: PyTorch takes a pre-hook's return value as
+        new arguments (and torch.cuda.nvtx.range_push, the fallback sink, returns a depth)."""
+        self.sink.push(ranges.OPTIMIZER)
+        return None
+
     def _after_step(self, optimizer, args, kwargs) -> None:
         self.sink.pop()   # the optimizer range
         if self._iteration is None:  # a second optimizer in the same iteration

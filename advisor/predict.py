@@ -64,8 +64,10 @@ class ModelError(CgAdviseError):
 # -- features -----------------------------------------------------------------------------
 def features_of(summary, record: dict | None = None) -> dict:
     """The model's inputs from an analysis summary (a Summary or its dict) and the run record."""
-    get = (lambda k: summary[k]) if isinstance(summary, dict) else (lambda k: getattr(summary, k))
-    phases = get("phases")
+    get = (lambda k: summary.get(k, math.nan)) if isinstance(summary, dict) else (lambda k: getattr(summary, k))
+    phases = summary.get("phases") if isinstance(summary, dict) else summary.phases
+    if isinstance(summary, dict) and not isinstance(phases, dict):
+        phases = {}
     phase = (lambda k: phases.get(k, math.nan)) if isinstance(phases, dict) else (lambda k: getattr(phases, k))
     record = record or {}
     untraced = record.get("untraced") or {}
@@ -80,7 +82,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "backward_ms": phase("backward_ms"), "optimizer_ms": phase("optimizer_ms"),
         "after_backward_ms": phase("after_backward_ms"), "syncs": get("syncs_per_iteration"),
         "submodules_ms": phase("submodules_ms"), "optimizer_ops": phase("optimizer_ops"),
-        "phases_marked": 1.0 if phase("marked") else 0.0,
+        "phases_marked": 1.0 if phase("marked") is True or phase("marked") in (1, "1", "True") else 0.0,
         "baseline_ms": untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration") or math.nan,
         "graph_node_us": calibration.get("graph_node_us", math.nan),
         "graph_launch_us": calibration.get("graph_launch_us", math.nan),
@@ -178,6 +180,10 @@ def read_dataset(path) -> list:
     if not rows or not set(REQUIRED_COLUMNS) <= set(rows[0]):
         raise ModelError(f"{path}: not a cg-advise dataset (needs columns {', '.join(REQUIRED_COLUMNS)}; "
                          "bench/build_dataset.py writes one)")
+    for line, row in enumerate(rows, start=2):
+        bad = [key for key in ("busy_ms", "period_ms", "eager_ms") if not _value(row, key, 0.0) > 0]
+        if bad:
+            raise ModelError(f"{path}:{line}: {row.get('workload') or 'a row'} has no positive {bad[0]}")
     return rows
 
 
@@ -399,7 +405,7 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
         predicted["calibration"] = {k: calibration.get(k) for k in ("gpu", "driver", "torch", "graph_node_us",
                                                                    "graph_launch_us", "eager_launch_us")}
     predicted["model"] = model.get("provenance", "")
-    return for_inference(predicted, model) if is_inference(summary.iteration_source) else predicted
+    return for_inference(predicted, model, applied) if is_inference(summary.iteration_source) else predicted
 
 
 def is_inference(iteration_source: str) -> bool:
@@ -409,13 +415,16 @@ def is_inference(iteration_source: str) -> bool:
     return repr(FORWARD) in iteration_source
 
 
-def for_inference(predicted: dict, model: dict) -> dict:
+def for_inference(predicted: dict, model: dict, applied: dict | None = None) -> dict:
     """An inference loop's scopes are the ones tune and patch offer for it: ``forward`` (its
     whole iteration in a graph, so full_iteration's prediction) and ``compile``."""
     out = {k: v for k, v in predicted.items() if k not in SCOPES and k not in ("best", "graphs_help", "advice")}
     out["forward"] = predicted["full_iteration"]
     if "compile" in predicted:
         out["compile"] = predicted["compile"]
+    for scope, entry in ((applied or {}).get("scopes") or {}).items():   # patch's refusals, by its own names
+        if scope in ("forward", "compile") and not entry.get("applies", True):
+            out[scope] = {"refused": entry.get("why", "")}
     return _advice(out, model, ("forward",))
 
 
@@ -432,7 +441,14 @@ def load_model(path=None) -> dict:
         raise ModelError(f"{path}: not a JSON model") from None
     if not isinstance(model, dict) or model.get("version") != MODEL_VERSION:
         raise ModelError(f"{path or SHIPPED}: not a {MODEL_VERSION} model (refit it with `cg-advise model fit`)")
+    missing = [key for key in MODEL_KEYS if key not in model]
+    if missing or not isinstance(model.get("calibration"), dict):
+        raise ModelError(f"{path or SHIPPED}: a damaged {MODEL_VERSION} model (no {', '.join(missing) or 'calibration'}): "
+                         "refit it with `cg-advise model fit`")
     return model
+
+
+MODEL_KEYS = ("tracing_ms_per_op", "calibration", "node_factor", "residuals")
 
 
 # -- evaluation -----------------------------------------------------------------------------

@@ -128,9 +128,11 @@ def _render_predictions(predictions: dict, out: Console) -> None:
               f"{predictions['bound']:.2f}x")
     calibration = predictions.get("calibration")
     if calibration:
+        figures = ", ".join(f"{label} {calibration[key]:.2f} us" for key, label in (
+            ("eager_launch_us", "eager launch"), ("graph_node_us", "graph node"), ("graph_launch_us", "graph launch"))
+            if isinstance(calibration.get(key), (int, float)))
         out.print(f"calibrated on {calibration['gpu']} (driver {calibration.get('driver') or '?'}, torch "
-                  f"{calibration.get('torch')}): eager launch {calibration['eager_launch_us']:.1f} us, graph node "
-                  f"{calibration['graph_node_us']:.2f} us, graph launch {calibration['graph_launch_us']:.1f} us")
+                  f"{calibration.get('torch') or '?'}){': ' + figures if figures else ''}")
     table = Table(title="Predicted speedup (untraced, 10-90 % interval), each scope as patch applies it",
                   title_justify="left")
     for column, justify in (("scope", "left"), ("speedup", "right"), ("interval", "right"), ("ms/iter", "right"),

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from .columns import reader
+from .columns import read_only_uri, reader
 from .errors import TraceError
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
@@ -110,7 +110,7 @@ class Trace:
         return self.has_runtime and self._query(f"SELECT 1 FROM {RUNTIME} LIMIT 1") is not None
 
     def _query(self, sql: str, params=()):
-        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(self.path), uri=True)
         try:
             return conn.execute(sql, params).fetchone()
         finally:
@@ -128,7 +128,7 @@ def open_trace(path) -> Trace:
         if handle.read(16) != b"SQLite format 3\x00":
             raise TraceError(f"{path}: not an SQLite file (expected an export from `nsys export --type sqlite`)")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(path), uri=True)
         return _read(path, sqlite_utils.Database(conn))
     except sqlite3.DatabaseError as error:
         raise TraceError(f"{path}: unreadable SQLite file ({error}); is it truncated or corrupt?") from None

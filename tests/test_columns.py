@@ -54,3 +54,33 @@ def test_columns_with_nulls_read_as_zero(tmp_path):
     for rows in got:
         assert rows["a"].tolist() == [1, 3, 5] and rows["b"].tolist() == [2, 0, 6]
     conn.close()
+
+
+@pytest.mark.skipif(not columns.arrow_available(), reason="adbc-driver-sqlite / nanoarrow not installed")
+def test_a_column_of_reals_reads_as_sqlite3_reads_it(tmp_path):
+    """The Arrow reader takes integers only; anything else goes through sqlite3, same values."""
+    import sqlite3
+
+    import numpy as np
+
+    path = tmp_path / "r.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE t (a REAL, b INTEGER); INSERT INTO t VALUES (2.5, 1), (3.0, 2);")
+    conn.commit()
+    dtype = np.dtype([("a", "i8"), ("b", "i8")])
+    reader = columns.ArrowColumns(path, conn)
+    arrow = reader.fetch("SELECT a, b FROM t", dtype)
+    reader.close()
+    assert arrow.tolist() == columns.SqliteColumns(path, conn).fetch("SELECT a, b FROM t", dtype).tolist()
+    conn.close()
+
+
+def test_a_path_with_uri_characters_opens_read_only(tmp_path):
+    """'?' and '#' in a folder name stay part of the path (no stray file, read-only kept)."""
+    import shutil
+
+    folder = tmp_path / "q?dir#x"
+    folder.mkdir()
+    shutil.copy(TRACES / "launch_eager.sqlite", folder / "t.sqlite")
+    assert analyse(open_trace(folder / "t.sqlite")).main.summary.iterations == 40
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q?dir#x"]

@@ -26,6 +26,7 @@ class RecordingSink:
     def push(self, name):
         self.events.append(("push", name))
         self.depth += 1
+        return self.depth   # as torch.cuda.nvtx.range_push does: a hook must not pass it on
 
     def pop(self):
         assert self.depth > 0, "pop without push"

@@ -228,3 +228,35 @@ def test_model_fit_without_the_model_extra_says_how_to_get_it(monkeypatch, tmp_p
         assert (code, err) == (2, "cg-advise: error: fitting or evaluating the model needs scikit-learn and scipy "
                                   "(sklearn is missing): pip install 'cg-advise[model]'\n")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_an_inference_scope_patch_refuses_is_not_predicted(tmp_path):
+    """An inference script's record names patch's scopes forward and compile: a refused forward
+    gets the reason, not full_iteration's number under its name."""
+    import shutil
+
+    path = tmp_path / "inf.sqlite"
+    shutil.copy(sample("infer_eager"), path)
+    (tmp_path / "inf.cg-advise-run.json").write_text(json.dumps({
+        "schema": "cg-advise.run/1", "untraced": {}, "calibration": {},
+        "applied": {"kind": "inference", "scopes": {"forward": {"applies": False, "why": "x"},
+                                                    "compile": {"applies": True, "optimizer_eager": False}}}}))
+    _, out, _ = run("analyze", path, "--json")
+    p = json.loads(out)["predictions"]
+    assert p["forward"] == {"refused": "x"} and "speedup" in p["compile"]
+    assert p["advice"].startswith("no capture scope applies")
+
+
+def test_damaged_models_and_datasets_are_one_line(tmp_path):
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"version": pr.MODEL_VERSION}))
+    code, _, err = run("analyze", sample("launch_eager"), "--model", model)
+    assert code == 2 and "a damaged cg-advise.model/2 model (no tracing_ms_per_op" in err
+    rows = DATASET.read_text().splitlines()
+    header = rows[0].split(",")
+    broken = rows[1].split(",")
+    broken[header.index("busy_ms")] = ""
+    dataset = tmp_path / "d.csv"
+    dataset.write_text("\n".join([rows[0], ",".join(broken), *rows[2:]]) + "\n")
+    code, _, err = run("model", "eval", dataset)
+    assert code == 2 and err == f"cg-advise: error: {dataset}:2: {broken[0]} has no positive busy_ms\n"
