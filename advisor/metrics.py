@@ -156,8 +156,12 @@ def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
     # OS pids stay below 2**22 on Linux and correlation ids below 2**39: one int64 key
     rt_key = pid_of(rt["tid"]) << 39 | rt["corr"]
     op_key = pid_of(ops["pid"]) << 39 | ops["corr"]
-    order = np.argsort(rt_key, kind="stable")  # nearly sorted already: ids grow with time
-    sorted_keys = rt_key[order]
+    if len(rt_key) < 2 or bool(np.all(rt_key[1:] >= rt_key[:-1])):   # one process: ids grow with time
+        order = np.arange(len(rt_key))
+        sorted_keys = rt_key
+    else:
+        order = np.argsort(rt_key, kind="stable")
+        sorted_keys = rt_key[order]
     pos = np.searchsorted(sorted_keys, op_key)
     pos_clipped = np.minimum(pos, max(len(sorted_keys) - 1, 0))
     found = (pos < len(sorted_keys)) & (sorted_keys[pos_clipped] == op_key) if len(rt) else np.zeros(len(ops), bool)
