@@ -119,12 +119,11 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
     from .report import console, render, to_json
     from .trace import open_trace
 
-    from . import runrecord
-    from .profile import run_record_path
+    from .runrecord import read_beside
 
     model = load_model(model_path)
     analysis = analyse(open_trace(sqlite_for(report, nsys_path, reexport)), pattern)
-    analysis.predictions = predictions_for(analysis, model, runrecord.read(run_record_path(report)))
+    analysis.predictions = predictions_for(analysis, model, read_beside(report))
     if as_json:
         click.echo(to_json(analysis))
     else:
@@ -196,7 +195,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     with _progress(f"profiling {target.label} under nsys") as echo:
         run = prof.run(run, nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
-        calibrated = runrecord.calibration(target.python, runrecord.child_env())
+        calibrated = runrecord.calibration(target.python)
     applied = None
     if target.argv[0] != "-m":
         applied = runrecord.applied_scopes(target.script)
@@ -316,11 +315,10 @@ def _predictions_from(report, model_path):
     from .predict import load_model, predictions_for
     from .trace import open_trace
 
-    from . import runrecord
-    from .profile import run_record_path
+    from .runrecord import read_beside
 
     analysis = analyse(open_trace(sqlite_for(report)))
-    predictions = predictions_for(analysis, load_model(model_path), runrecord.read(run_record_path(report)))
+    predictions = predictions_for(analysis, load_model(model_path), read_beside(report))
     return (predictions if "note" not in predictions else None), analysis.main.summary.gpu_busy_ms_per_iteration
 
 

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def in_order(keys: np.ndarray) -> bool:
+    """Are the keys already sorted? Exports mostly are, and a check costs far less than a sort."""
+    return len(keys) < 2 or bool(np.all(keys[1:] >= keys[:-1]))
+
+
 @dataclass
 class Union:
     """Disjoint, sorted busy intervals; their cumulative length answers window queries fast."""

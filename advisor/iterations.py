@@ -10,7 +10,8 @@ import numpy as np
 
 from . import ranges
 from .errors import TraceError
-from .trace import PID_MASK, Trace
+from .intervals import assign
+from .trace import NVTX_PUSH_POP, PID_MASK, Trace
 
 
 DIGITS = re.compile(r"\d+")  # "iteration 12" -> "iteration #": numbered ranges are one group
@@ -22,6 +23,7 @@ def masked_labels(trace: Trace) -> np.ndarray:
 
 
 MIN_GPU_SHARE = 0.5   # a repeated range is taken as the iterations only if it launches this share of GPU time
+MAX_CANDIDATES = 20   # repeated ranges tried, by time covered
 
 
 @dataclass
@@ -100,7 +102,15 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
     return IterationRanges("", [], rows[:0], considered) if considered else None
 
 
-MAX_CANDIDATES = 20   # repeated ranges tried, by time covered
+
+def project(rows: np.ndarray, times: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """Index of the range (rows sorted, non-overlapping) each call lies in; push/pop ranges
+    take calls of their own thread only, start/end ranges any thread of the process."""
+    idx = assign(times, rows["start"], rows["end"])
+    hit = idx >= 0
+    safe = np.maximum(idx, 0)
+    wrong_thread = hit & (rows["event_type"][safe] == NVTX_PUSH_POP) & (rows["tid"][safe] != tids)
+    return np.where(wrong_thread, -1, idx)
 
 
 def check_pattern(trace: Trace, pattern: str) -> None:

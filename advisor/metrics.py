@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .intervals import Union, assign, count_within
-from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows
+from .intervals import Union, assign, count_within, in_order
+from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows, project
 from .phases import Phases, measure, small_kernel_share
-from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, NVTX_PUSH_POP, OP_GRAPH, OP_KERNEL,
+from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, OP_GRAPH, OP_KERNEL,
                     PID_MASK, Trace, pid_of)
 
 GPU_BOUND_UTILIZATION = 0.9   # above it, at most 1/0.9 = 11 % is left to win by removing gaps
@@ -156,7 +156,7 @@ def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
     # OS pids stay below 2**22 on Linux and correlation ids below 2**39: one int64 key
     rt_key = pid_of(rt["tid"]) << 39 | rt["corr"]
     op_key = pid_of(ops["pid"]) << 39 | ops["corr"]
-    if len(rt_key) < 2 or bool(np.all(rt_key[1:] >= rt_key[:-1])):   # one process: ids grow with time
+    if in_order(rt_key):   # one process: ids grow with time
         order = np.arange(len(rt_key))
         sorted_keys = rt_key
     else:
@@ -171,14 +171,12 @@ def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
     return _Launches(index, pick("start"), pick("end"), pick("tid"))
 
 
-def project(rows: np.ndarray, times: np.ndarray, tids: np.ndarray) -> np.ndarray:
-    """Index of the range (rows sorted, non-overlapping) each call lies in; push/pop ranges
-    take calls of their own thread only, start/end ranges any thread of the process."""
-    idx = assign(times, rows["start"], rows["end"])
-    hit = idx >= 0
-    safe = np.maximum(idx, 0)
-    wrong_thread = hit & (rows["event_type"][safe] == NVTX_PUSH_POP) & (rows["tid"][safe] != tids)
-    return np.where(wrong_thread, -1, idx)
+def _owners(rows: np.ndarray, launches: _Launches) -> np.ndarray:
+    """The range (index into rows) each GPU operation was launched from; -1 for none, and for
+    an operation whose launching call was not found."""
+    owner = project(rows, launches.api_start, launches.api_tid)
+    owner[launches.index < 0] = -1
+    return owner
 
 
 def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | None) -> GroupMetrics:
@@ -186,12 +184,12 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     ops = trace.ops[in_group]
     launches = match_launches(trace, ops)
     busy = Union.of(ops["start"], ops["end"])
-    durations = (ops["end"] - ops["start"]).astype(float)
+    op_ns = ops["end"] - ops["start"]
+    durations = op_ns.astype(float)
 
     def gpu_share(rows) -> float:
         """Share of the group's GPU time launched from inside these ranges."""
-        owner = project(rows, launches.api_start, launches.api_tid)
-        owner[launches.index < 0] = -1
+        owner = _owners(rows, launches)
         total = durations.sum()
         return float(durations[owner >= 0].sum() / total) if total else 0.0
 
@@ -223,7 +221,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & in_process
     graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
 
-    durations_ns = (ops["end"] - ops["start"])[is_kernel]
+    durations_ns = op_ns[is_kernel]
     durations_us = durations_ns / 1e3
     delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
     api_us = api_ns[matched_kernel] / 1e3
@@ -292,8 +290,7 @@ def _windows(trace, ops, launches, found: IterationRanges | None, global_pid: in
     the matching CPU windows (range start to next range start)."""
     if found is not None and len(found.rows) and len(ops):
         rows = found.rows
-        owner = project(rows, launches.api_start, launches.api_tid)
-        owner[launches.index < 0] = -1
+        owner = _owners(rows, launches)
         used, first = np.unique(owner, return_index=True)   # ops are sorted by start
         keep = used >= 0
         used, first = used[keep], first[keep]
@@ -366,7 +363,7 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
     base = starts.min()
     shift = owner.astype(np.int64) * band - base
     keys = starts + shift
-    if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):   # in order already when owners follow time
+    if not in_order(keys):   # in order already when owners follow time
         order = np.argsort(keys, kind="stable")
         keys, shifted_ends = keys[order], (ends + shift)[order]
     else:
@@ -393,8 +390,7 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
     delay = ops["start"] - launches.api_end
     for label, in_group in range_groups(trace, rows_all):
         rows = outermost(rows_all[in_group])
-        owner = project(rows, launches.api_start, launches.api_tid)
-        owner[launches.index < 0] = -1
+        owner = _owners(rows, launches)
         mine = owner >= 0
         if not mine.any():
             continue

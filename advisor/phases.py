@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ranges
-from .intervals import assign, count_within
-from .iterations import outermost, process_rows
+from .intervals import count_within
+from .iterations import outermost, process_rows, project
 
 SMALL_KERNEL_US = 20   # kernels this short are what fusion (torch.compile) can merge away
 
@@ -66,7 +66,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
 
     # between iterations: the gap after each range but the last, less the time blocked in syncs
     gap = (cpu_b - iteration_ends).astype(float)
-    syncs = sync_rows[np.argsort(sync_rows["start"], kind="stable")] if len(sync_rows) else sync_rows
+    syncs = sync_rows   # runtime rows, in start order
     blocked = (count_within(syncs["start"], iteration_ends, cpu_b, syncs["end"] - syncs["start"]).astype(float)
                if len(syncs) and len(cpu_a) else np.zeros(len(cpu_a)))
     between = np.maximum(gap - blocked, 0.0)[:-1] if len(gap) > 1 else np.zeros(0)
@@ -81,10 +81,8 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         after_backward = np.zeros(len(cpu_a))
 
     optimizer = phase_rows["optimizer"]
-    in_optimizer = assign(launch_starts, optimizer["start"], optimizer["end"]) if len(optimizer) else None
-    if in_optimizer is not None:
-        same_thread = optimizer["tid"][np.maximum(in_optimizer, 0)] == launch_tids
-        inside = (in_optimizer >= 0) & same_thread
+    if len(optimizer):
+        inside = project(optimizer, launch_starts, launch_tids) >= 0   # push/pop: the step's own thread
         optimizer_ops = count_within(np.sort(launch_starts[inside]), cpu_a, cpu_b).astype(float)
     else:
         optimizer_ops = np.zeros(len(cpu_a))

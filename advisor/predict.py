@@ -131,12 +131,13 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     forward, backward = _value(f, "forward_ms", 0.0), _value(f, "backward_ms", 0.0)
     optimizer_ms, optimizer_ops = _value(f, "optimizer_ms", 0.0), _value(f, "optimizer_ops", 0.0)
     marked = _value(f, "phases_marked", 0.0) > 0
+    # every scope but a full_iteration that captures the optimizer step leaves some of the step eager
+    leaves_eager = scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0
     if scope == "full_iteration":
-        kept_eager = _value(f, "optimizer_eager", 0.0) > 0
         # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
         after = _value(f, "after_backward_ms", optimizer_ms) if marked else optimizer_ms
-        outside = between + (after if kept_eager else 0.0)
-        eager_ops, replays = (optimizer_ops if kept_eager else 0.0), 1
+        outside = between + (after if leaves_eager else 0.0)
+        eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
     elif scope == "submodule":
         share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
         outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between
@@ -154,19 +155,18 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
     # a host sync left eager (a GradScaler's inf check, .item()) makes the host wait for the
     # graph: then the two sides add up instead of overlapping
-    synced = _value(f, "syncs", 0.0) >= 1 and not (scope == "full_iteration" and not kept_eager_of(f, scope))
+    synced = _value(f, "syncs", 0.0) >= 1 and leaves_eager
     ms = max(gpu + host if synced else max(gpu, host), 1e-9)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
 
 
-def kept_eager_of(f: dict, scope: str) -> bool:
-    return scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0
-
-
-def residual_features(f: dict, scope: str, model: dict) -> list:
+def residual_features(f: dict, scope: str, model: dict, physical_speedup: float | None = None) -> list:
+    """RESIDUAL_FEATURES of one row (the physical speedup computed here unless given)."""
     eager, _ = eager_ms(f, model)
     busy = max(_value(f, "busy_ms"), 1e-9)
-    return [math.log(max(eager / busy, 1.0)), math.log(max(physical(f, scope, model)["speedup"], 1e-9)),
+    if physical_speedup is None:
+        physical_speedup = physical(f, scope, model)["speedup"]
+    return [math.log(max(eager / busy, 1.0)), math.log(max(physical_speedup, 1e-9)),
             min(busy / eager, 1.0), math.log1p(_value(f, "ops", 0.0))]
 
 
@@ -286,20 +286,26 @@ def fit_params(rows, residual_scopes=SCOPES) -> dict:
 
 def residual_choice(rows) -> tuple:
     """The scopes whose residual regression lowers the cross-validated error."""
+    return _residual_choice(rows)[0]
+
+
+def _residual_choice(rows) -> tuple:
+    """(the scopes kept, each scope's cross-validation under that choice). A scope's prediction
+    uses its own residual alone, so the two runs hold the chosen model's validation already."""
     physical_only = cross_validate(rows, residual_scopes=())
     with_residual = cross_validate(rows, residual_scopes=SCOPES)
-    return tuple(scope for scope in SCOPES if with_residual[scope]["workloads"]
+    keep = tuple(scope for scope in SCOPES if with_residual[scope]["workloads"]
                  and with_residual[scope]["median_abs_log_error"] < physical_only[scope]["median_abs_log_error"])
+    return keep, {scope: (with_residual if scope in keep else physical_only)[scope] for scope in SCOPES}
 
 
 def fit(rows, provenance: str = "") -> dict:
     """A model (JSON-ready dict) from dataset rows. The residual regression is kept for a scope
     only where it lowers the leave-one-family-out error of the physical model alone (on few
     workloads it can add more noise than it removes); intervals from that cross-validation."""
-    keep = residual_choice(rows)
+    keep, cv = _residual_choice(rows)
     model = {"version": MODEL_VERSION, "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION,
              "trained_on": len(rows), "provenance": provenance, **fit_params(rows, keep)}
-    cv = cross_validate(rows, residual_scopes=keep)
     # a scope the dataset never measured gets no interval: its prediction is physics alone, unchecked
     model["log_interval"] = {scope: ([float(np.percentile(cv[scope]["log_residuals"], 10)),
                                       float(np.percentile(cv[scope]["log_residuals"], 90))]
@@ -312,7 +318,7 @@ def predict_scope(model: dict, f: dict, scope: str) -> float:
     base = physical(f, scope, model)["speedup"]
     residual = (model.get("residuals") or {}).get(scope)
     if residual:
-        x = residual_features(f, scope, model)
+        x = residual_features(f, scope, model, base)
         base *= math.exp(residual["intercept"] + sum(c * v for c, v in zip(residual["coef"], x)))
     return base
 
@@ -452,12 +458,10 @@ MODEL_KEYS = ("tracing_ms_per_op", "calibration", "node_factor", "residuals")
 
 
 # -- evaluation -----------------------------------------------------------------------------
-def cross_validate(rows, residual_scopes=None) -> dict:
+def cross_validate(rows, residual_scopes) -> dict:
     """Leave-one-family-out: each family is predicted by a model that never saw it (with the
-    residual regression for ``residual_scopes``; None: those the shipped model keeps); also how
-    far the measured baseline was from tune's own eager timing."""
-    if residual_scopes is None:
-        residual_scopes = tuple(s for s, r in (load_model().get("residuals") or {}).items() if r)
+    residual regression for ``residual_scopes``); also how far the measured baseline was from
+    tune's own eager timing."""
     _model_packages()
     from scipy.stats import spearmanr
 

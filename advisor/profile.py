@@ -243,9 +243,16 @@ def nsys_command(nsys: Nsys, options: ProfileOptions, target: Target) -> list:
     return command + [target.python, *target.python_flags, "-m", "advisor.inject", *target.argv]
 
 
-def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -> dict:
+def importable_env(environ=os.environ) -> dict:
+    """The environment in which the user's interpreter finds this package (the NVTX bootstrap,
+    the calibration), their own PYTHONPATH kept after it."""
     env = dict(environ)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -> dict:
+    env = importable_env(environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["CG_ADVISE_SUMMARY"] = str(summary_file)
     if options.windowed:

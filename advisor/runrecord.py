@@ -11,7 +11,6 @@ without one is analysed as before, with the eager time estimated and said to be.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Optional
@@ -22,11 +21,13 @@ from .sourcefile import atomic_write
 SCHEMA = "cg-advise.run/1"
 
 
-def calibration(python: str, env: Optional[dict] = None) -> dict:
+def calibration(python: str) -> dict:
     """The micro-benchmark in the user's interpreter; {"error": why} when it cannot run."""
+    from .profile import importable_env
+
     try:
         out = subprocess.run([python, "-m", "advisor.calibrate"], capture_output=True, text=True, timeout=300,
-                             env=env)
+                             env=importable_env())
     except (OSError, subprocess.TimeoutExpired) as error:
         return {"error": f"calibration did not run: {error}"}
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
@@ -98,10 +99,8 @@ def measured_eager_ms(record: Optional[dict]) -> Optional[float]:
     return float(value) if value and value > 0 else None
 
 
-def child_env() -> dict:
-    """The environment in which the user's interpreter finds this package (advisor.calibrate)."""
-    from .profile import PACKAGE_PARENT
+def read_beside(report) -> Optional[dict]:
+    """The record beside a report or its export, if any."""
+    from .profile import run_record_path
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    return read(run_record_path(report))

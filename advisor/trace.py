@@ -17,6 +17,7 @@ import sqlite_utils
 
 from .columns import read_only_uri, reader
 from .errors import TraceError
+from .intervals import in_order
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 # tables only Nsight Systems writes: an export from before the metadata table (nsys < 2021)
@@ -95,7 +96,7 @@ class Trace:
 
     @property
     def has_cuda(self) -> bool:
-        return len(self.ops) > 0 or (self.has_runtime and len(self.runtime) > 0) or self.cpu_span_any()
+        return len(self.ops) > 0 or len(self.runtime) > 0 or self.cpu_span_any()
 
     def cpu_span(self, global_pid: int):
         """(first CUDA call's start, last call's end) of one process, every call counted: the
@@ -186,10 +187,9 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
 
 def _sorted_by_start(rows: np.ndarray) -> np.ndarray:
     """Rows in start order; exports are mostly written in that order already (no sort then)."""
-    start = rows["start"]
-    if len(start) < 2 or bool(np.all(start[1:] >= start[:-1])):
+    if in_order(rows["start"]):
         return rows
-    return rows[np.argsort(start, kind="stable")]
+    return rows[np.argsort(rows["start"], kind="stable")]
 
 
 _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"), ("corr", "i8")])
@@ -227,8 +227,8 @@ NEEDED_CALL_PREFIXES = ("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")
 
 
 def _needed(name: str) -> bool:
-    return (name in LAUNCH_CALLS or name in GRAPH_LAUNCH_CALLS or name in SYNC_CALLS
-            or name.startswith(NEEDED_CALL_PREFIXES) or "Launch" in name)
+    # every name of LAUNCH_CALLS and GRAPH_LAUNCH_CALLS holds "Launch"
+    return "Launch" in name or name in SYNC_CALLS or name.startswith(NEEDED_CALL_PREFIXES)
 
 
 def _read_runtime(db, columns: dict, strings: bool, fetch):

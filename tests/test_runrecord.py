@@ -36,7 +36,7 @@ def test_a_script_without_a_loop_is_an_error_entry_not_a_crash(tmp_path):
 
 
 def test_calibration_without_a_gpu_says_why():
-    got = runrecord.calibration(sys.executable, runrecord.child_env())
+    got = runrecord.calibration(sys.executable)
     try:
         import torch
 
@@ -50,7 +50,7 @@ def test_calibration_without_a_gpu_says_why():
 
 @requires_cuda
 def test_calibration_on_a_gpu():
-    got = runrecord.calibration(sys.executable, runrecord.child_env())
+    got = runrecord.calibration(sys.executable)
     assert got["schema"] == "cg-advise.calibration/1" and got["gpu"]
     assert 0 < got["graph_node_us"] < got["eager_launch_us"] < 1000
 
