@@ -22,6 +22,9 @@ Options come through the environment, so the script's own argv stays untouched:
 ``CG_ADVISE_WARMUP`` / ``CG_ADVISE_ITERATIONS`` bound a window (cudaProfilerStart/Stop
 around iterations N..N+M), ``CG_ADVISE_RUN_TO_END=1`` lets the script run on after it,
 ``CG_ADVISE_SUMMARY`` names a JSON file that receives the counts at exit.
+``CG_ADVISE_KINETO_TRACE=FILE`` records with ``torch.profiler`` instead of Nsight Systems:
+the ranges become ``record_function`` ranges (emitted only while recording, so the untraced
+baseline pays nothing for them) and the window's Chrome trace (Kineto JSON) goes to FILE.
 """
 
 from __future__ import annotations
@@ -73,6 +76,80 @@ class NvtxSink:
 
     def end(self, handle) -> None:
         self._domain.end_range(handle)
+
+
+class RecordFunctionSink:
+    """Emits the ranges as ``torch.profiler`` ``record_function`` ranges, which the Kineto
+    trace holds as ``user_annotation`` events; a no-op outside the recorded window (a range
+    opened before the window starts closes as a no-op too)."""
+
+    def __init__(self) -> None:
+        from torch.autograd.profiler import record_function
+
+        self._record_function = record_function
+        self._open = []
+        self.active = False
+
+    def _enter(self, name: str):
+        if not self.active:
+            return None
+        scope = self._record_function(name)
+        scope.__enter__()
+        return scope
+
+    @staticmethod
+    def _exit(scope) -> None:
+        if scope is not None:
+            scope.__exit__(None, None, None)
+
+    def push(self, name: str) -> None:
+        self._open.append(self._enter(name))
+
+    def pop(self) -> None:
+        if self._open:
+            self._exit(self._open.pop())
+
+    def start(self, name: str):
+        return self._enter(name)
+
+    def end(self, handle) -> None:
+        self._exit(handle)
+
+
+class KinetoRecorder:
+    """The window's on_start/on_stop for the torch backend: ``torch.profiler`` with CPU and
+    CUDA activities, no shapes, stacks or memory (the tracer's own cost stays low), its Chrome
+    trace exported to ``path`` when the window closes (gzip when the name ends in .gz)."""
+
+    def __init__(self, path: str, sink: RecordFunctionSink) -> None:
+        self.path = path
+        self.sink = sink
+        self._profiler = None
+
+    def start(self) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+            torch.cuda.synchronize()
+        self._profiler = profile(activities=activities, record_shapes=False, with_stack=False,
+                                 profile_memory=False)
+        self._profiler.start()
+        self.sink.active = True
+
+    def stop(self) -> None:
+        import torch
+
+        if self._profiler is None:
+            return
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.sink.active = False
+        profiler, self._profiler = self._profiler, None
+        profiler.stop()
+        profiler.export_chrome_trace(self.path)
 
 
 @dataclass
@@ -372,16 +449,33 @@ def timed_from(warmup: int) -> int:
     return max(1, warmup // 2)
 
 
-def window_from_env(environ=os.environ) -> Window:
+def window_from_env(environ=os.environ, recorder: Optional[KinetoRecorder] = None) -> Window:
+    """The window from the environment; its start/stop drive Nsight Systems' capture range
+    (cudaProfilerStart/Stop), or ``recorder`` (the torch backend) when one is given."""
     iterations = environ.get("CG_ADVISE_ITERATIONS")
     return Window(
         warmup=int(environ.get("CG_ADVISE_WARMUP", "0")),
         iterations=int(iterations) if iterations else None,
         run_to_end=environ.get("CG_ADVISE_RUN_TO_END", "0") == "1",
-        on_start=_cuda_profiler_start,
-        on_stop=_cuda_profiler_stop,
+        on_start=recorder.start if recorder else _cuda_profiler_start,
+        on_stop=recorder.stop if recorder else _cuda_profiler_stop,
         on_exit=_exit_now,
     )
+
+
+def injector_from_env(environ=os.environ) -> "Injector":
+    """The Injector for this run: NVTX ranges for Nsight Systems, or record_function ranges
+    and a torch.profiler recorder when ``CG_ADVISE_KINETO_TRACE`` names the trace file. The
+    torch backend always records a bounded window (the whole run when none is given)."""
+    trace = environ.get("CG_ADVISE_KINETO_TRACE")
+    if not trace:
+        return Injector(NvtxSink(), window_from_env(environ))
+    sink = RecordFunctionSink()
+    window = window_from_env(environ, KinetoRecorder(trace, sink))
+    if not window.bounded:  # no window: record from the first iteration to the end of the run
+        window.iterations = sys.maxsize
+        window.run_to_end = True
+    return Injector(sink, window)
 
 
 def run_target(argv: list) -> None:
@@ -402,13 +496,16 @@ def main(argv=None) -> None:
     if not argv or argv == ["-m"]:
         print("usage: python -m advisor.inject script.py [args...] | -m module [args...]", file=sys.stderr)
         raise SystemExit(2)
-    injector = Injector(NvtxSink(), window_from_env()).install()
+    injector = injector_from_env().install()
     summary_path = os.environ.get("CG_ADVISE_SUMMARY")
     if summary_path:
         injector.window.on_exit = _write_summary_then(injector, summary_path, _exit_now)
     try:
         run_target(argv)
     finally:
+        if injector.recording and isinstance(injector.sink, RecordFunctionSink):
+            injector.recording = False   # the script ended inside the window: keep what was recorded
+            injector.window.on_stop()
         if summary_path:
             _write_summary(injector, summary_path)
 

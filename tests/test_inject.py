@@ -151,3 +151,22 @@ def test_bootstrap_runs_a_module(tmp_path):
                             capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["argv ['--steps', '2']", "done"]
+
+
+def test_torch_backend_records_the_window_as_a_kineto_trace(tmp_path):
+    """CG_ADVISE_KINETO_TRACE: torch.profiler records iterations 3..5 of a real CPU run; the
+    Chrome trace holds exactly the window's iteration ranges, with the phase ranges inside."""
+    trace, summary = tmp_path / "t.json.gz", tmp_path / "s.json"
+    env = {**os.environ, "CG_ADVISE_WARMUP": "3", "CG_ADVISE_ITERATIONS": "2", "CG_ADVISE_RUN_TO_END": "1",
+           "CG_ADVISE_KINETO_TRACE": str(trace), "CG_ADVISE_SUMMARY": str(summary)}
+    result = subprocess.run([sys.executable, "-m", "advisor.inject", SCRIPT, "--steps", "7"],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    import gzip
+
+    events = json.load(gzip.open(trace))["traceEvents"]
+    names = [e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith(ranges.PREFIX)]
+    assert names.count(ranges.ITERATION) == 2
+    assert names.count(ranges.BACKWARD) == 2 and names.count(ranges.OPTIMIZER) == 2
+    assert sorted({n for n in names if n.startswith(ranges.MODULE)}) == [ranges.MODULE + c for c in sorted(CHILDREN)]
+    assert json.loads(summary.read_text())["iterations"] == 7
