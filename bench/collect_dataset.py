@@ -8,6 +8,9 @@ then tuned with `cg-advise tune` (each scope as patch applies it, timed against 
     python bench/collect_dataset.py --out OUT [--part 1/3] [--only NAME,...] [--scopes S,...]
         [--deadline SECONDS]
 
+On a machine with several GPUs, one collector per GPU (CUDA_VISIBLE_DEVICES=K, --part K+1/N)
+runs the slices side by side (bench/collect_parallel.sh).
+
 Appends one JSON line per workload to OUT/rows.jsonl (the profile's analysis, its run record
 and the tune result); traces go to OUT/traces. ``python bench/build_dataset.py`` turns the
 rows and traces into the model's CSV. A run cut short keeps what it finished.
@@ -94,10 +97,11 @@ def main():
     parser.add_argument("--deadline", type=float, default=0, help="start no workload after this many seconds")
     args = parser.parse_args()
     k, n = (int(v) for v in args.part.split("/"))
-    chosen = workloads()[k - 1::n]
-    if args.only:
-        wanted = set(args.only.split(","))
-        chosen = [w for w in workloads() if w[0] in wanted]
+    chosen = workloads()
+    if args.only:   # in the order given, then sliced: --only A,B,C --part 2/2 runs B
+        order = {name: i for i, name in enumerate(args.only.split(","))}
+        chosen = sorted((w for w in chosen if w[0] in order), key=lambda w: order[w[0]])
+    chosen = chosen[k - 1::n]
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
     begun = time.monotonic()
     for name, shape, workload in chosen:
