@@ -415,21 +415,21 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
     return for_inference(predicted, model, applied) if is_inference(summary.iteration_source) else predicted
 
 
-# torch.profiler's own cost per GPU operation on the traced clock, where no baseline was
-# measured: (traced period - untraced time) / operations, median of the five eager host-bound
-# workloads of bench/backends_compare.py on the H100 (19-45 us: it records every CPU operator,
-# so it varies with the operators per kernel; a rough estimate, and said to be one)
+# torch.profiler's own cost per GPU operation on the traced clock, for the eager estimate of a
+# torch trace with no measured baseline: (traced period - untraced time) / operations, median
+# of the five eager host-bound workloads of bench/backends_compare.py on the H100 (19-45 us:
+# it records every CPU operator, so it grows with the operators per kernel; rough, and the
+# prediction says the eager time was estimated)
 KINETO_TRACING_MS_PER_OP = 0.031
 
 
 def for_backend(model: dict, backend: str) -> dict:
-    """The model as it applies to a torch.profiler trace: its warm-up ran with no profiler
-    attached (the bootstrap starts torch.profiler only when the window opens), so the measured
-    baseline is taken as it is, without the factor fitted to take an attached nsys out; and
-    the tracing cost per operation is torch.profiler's."""
+    """The model as it applies to a trace of this backend: torch.profiler's own tracing cost
+    per operation instead of nsys's. The rest stands as fitted (the baseline factor too: it
+    also takes out what the bootstrap and the profile's own loop cost against tune's runs)."""
     if backend != "torch.profiler":
         return model
-    return {**model, "baseline_factor": 1.0, "tracing_ms_per_op": KINETO_TRACING_MS_PER_OP}
+    return {**model, "tracing_ms_per_op": KINETO_TRACING_MS_PER_OP}
 
 
 def is_inference(iteration_source: str) -> bool:

@@ -14,6 +14,7 @@ from advisor import profile as prof
 from advisor import ranges
 from advisor.cli import cli
 from advisor.nsys import NsysError, find_nsys
+from advisor.predict import load_model
 from conftest import ROOT, TRACES
 
 KINETO = TRACES / "kineto"
@@ -71,9 +72,18 @@ def test_analyze_reads_the_run_record_beside_a_torch_trace(tmp_path):
     code, out, err = invoke("analyze", trace, "--json")
     assert code == 1 and err == ""
     predictions = json.loads(out)["predictions"]
-    # measured with no profiler attached: as it is, without the factor that takes nsys's cost out
     assert predictions["eager_source"] == "measured"
-    assert predictions["eager_ms"] == pytest.approx(untraced["gpu_ms_per_iteration"], rel=1e-9)
+    factor = load_model()["baseline_factor"]   # the model's, as for an nsys profile
+    assert predictions["eager_ms"] == pytest.approx(untraced["gpu_ms_per_iteration"] * factor, rel=1e-9)
+
+
+def test_without_a_baseline_the_eager_time_is_estimated_with_torch_profilers_cost():
+    code, out, err = invoke("analyze", KINETO / "mlp_launch.json.gz", "--json")
+    data = json.loads(out)
+    s, predictions = data["summary"], data["predictions"]
+    expected = max(s["gpu_busy_ms_per_iteration"], s["gpu_period_ms"] - 0.031 * s["gpu_ops_per_iteration"])
+    assert predictions["eager_source"] == "estimated"
+    assert predictions["eager_ms"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_a_damaged_kineto_trace_is_one_line(tmp_path):
