@@ -38,8 +38,7 @@ DEFAULT_WARMUP = 50       # untraced iterations before recording; the second hal
 DEFAULT_ITERATIONS = 20   # iterations recorded
 RUN_RECORD = ".cg-advise-run.json"   # beside the report: what profile measured outside the trace
 KINETO_TRACE = ".kineto.json.gz"     # the torch backend's report: torch.profiler's Chrome trace, gzipped
-NSYS, TORCH = "nsys", "torch"
-BACKENDS = ("auto", NSYS, TORCH)
+NSYS, TORCH = "nsys", "torch"     # --backend (and auto)
 BACKEND_NAMES = {NSYS: "nsys", TORCH: "torch.profiler"}   # as the analysis and the run record name them
 
 
@@ -159,7 +158,7 @@ class ProfileRun:
 
     @property
     def tool(self) -> str:
-        return "nsys" if self.backend == NSYS else "torch.profiler"
+        return BACKEND_NAMES[self.backend]
 
 
 def parse_target(args: list, python: str = sys.executable, command_name: str = "profile") -> Target:
