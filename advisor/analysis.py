@@ -45,6 +45,9 @@ class Analysis:
 
 def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
     if not trace.has_cuda:
+        if trace.backend != "nsys":
+            raise TraceError(f"{trace.path.name}: no CUDA activity in this torch.profiler trace (CPU operators "
+                             "only); record it with ProfilerActivity.CUDA on a machine with an NVIDIA GPU")
         raise TraceError(f"{trace.path.name}: no CUDA activity in this export (NVTX or CPU data only); "
                          "profile with `-t cuda,nvtx` and an nsys that traces the CUDA runtime")
     if iteration_pattern is not None:
@@ -61,7 +64,9 @@ def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
                   * max(groups[i].summary.iterations, 1))
     info = {
         "path": str(trace.path),
-        "nsys_version": trace.nsys_version,
+        "backend": trace.backend,
+        "profiler": trace.profiler,
+        "nsys_version": trace.nsys_version or None,
         "export_schema_version": trace.schema_version,
         "graph_trace_mode": trace.graph_mode,
         "processes": len({g.pid for g in groups}),

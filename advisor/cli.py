@@ -91,7 +91,7 @@ class OneLineErrors(click.Group):
 @click.group(cls=OneLineErrors)
 @click.version_option(__version__, prog_name="cg-advise")
 def cli():
-    """Tells from a real Nsight Systems profile whether CUDA Graphs will speed up a PyTorch loop.
+    """Tells from a real Nsight Systems (or torch.profiler) profile whether CUDA Graphs will speed up a PyTorch loop.
 
     Exit codes: 0 nothing to fix, 1 findings (launch- or sync-bound), 2 bad input,
     3 Nsight Systems missing or failing.
@@ -110,9 +110,9 @@ def cli():
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
 @one_line_errors
 def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_path):
-    """Analyse REPORT, an exported .sqlite or a .nsys-rep: gaps, utilization, launch cost,
-    syncs, per iteration and per NVTX range, a verdict, and the predicted speedup of each
-    capture scope."""
+    """Analyse REPORT, an exported .sqlite, a .nsys-rep, or a torch.profiler (Kineto) trace
+    (.json, .json.gz): gaps, utilization, launch cost, syncs, per iteration and per NVTX range,
+    a verdict, and the predicted speedup of each capture scope."""
     from .analysis import analyse
     from .nsys import sqlite_for
     from .predict import load_model, predictions_for
@@ -143,20 +143,23 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 @click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
 @click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline: the "
               "prediction then estimates the eager time).")
-@click.option("-t", "--trace", default="cuda,nvtx", show_default=True, help="nsys -t list (cuda and nvtx are always added).")
-@click.option("--cuda-graph-trace", type=click.Choice(["graph", "node"]), default="graph", show_default=True,
-              help="One range per graph replay, or every graph node (slower).")
-@click.option("--sample-cpu", is_flag=True, help="Turn on CPU sampling and context switches (large reports).")
+@click.option("--backend", type=click.Choice(["auto", "nsys", "torch"]), default="auto", show_default=True,
+              help="Record with Nsight Systems, or with torch.profiler (Kineto; no nsys needed); auto: nsys when a "
+                   "usable one is found, else torch.")
+@click.option("-t", "--trace", help="nsys -t list (cuda and nvtx are always added).  [default: cuda,nvtx]")
+@click.option("--cuda-graph-trace", type=click.Choice(["graph", "node"]),
+              help="nsys: one range per graph replay, or every graph node (slower).  [default: graph]")
+@click.option("--sample-cpu", is_flag=True, help="nsys: turn on CPU sampling and context switches (large reports).")
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys to use (default: $NSYS, PATH, /opt/nvidia, /usr/local/cuda*).")
 @click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run, trace, cuda_graph_trace,
+def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run, backend, trace, cuda_graph_trace,
             sample_cpu, nsys_path, pattern, as_json, model_path, command):
-    """Run a script under Nsight Systems with NVTX ranges around its iterations and submodules,
-    then analyse the report.
+    """Run a script under Nsight Systems (or torch.profiler) with ranges around its iterations
+    and submodules, then analyse the report.
 
     \b
     cg-advise profile [OPTIONS] train.py [SCRIPT_ARGS]...
@@ -166,16 +169,19 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     the eager baseline of the prediction), the next --iterations are recorded, and the
     script is stopped. Beside the report, NAME.cg-advise-run.json keeps that baseline, a
     few seconds' calibration of this GPU, and the capture scopes as `patch` would apply them.
+    With --backend torch (or no nsys found) the report is NAME.kineto.json.gz, torch.profiler's
+    Chrome trace, which `analyze` reads too.
 
-    Exit codes: 0/1 as analyze, 2 bad input, 3 nsys missing/too old/failing,
-    4 no CUDA device, 5 the script failed (its partial report is analysed), 130 interrupted.
+    Exit codes: 0/1 as analyze, 2 bad input, 3 nsys missing/too old/failing (with --backend
+    nsys, --nsys or an nsys option), 4 no CUDA device, 5 the script failed (its partial report is analysed), 130 interrupted.
     """
     from pathlib import Path
 
     from . import profile as prof
     from . import runrecord
+    import os
+
     from .analysis import analyse
-    from .nsys import find_nsys
     from .predict import load_model, predictions_for
     from .report import console, render, to_json
     from .trace import open_trace
@@ -184,26 +190,39 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     warmup, iterations = prof.window(warmup, iterations, run_to_end, whole_run)
     target = prof.parse_target(list(command))
     name = output or f"cg-advise-{Path(target.script).stem if target.script.endswith('.py') else target.script}"
-    options = prof.ProfileOptions(Path(output_dir) / name, trace, cuda_graph_trace, sample_cpu, warmup, iterations,
-                                  run_to_end, force)
-    nsys = find_nsys(nsys_path)
-    prof.check_cuda(target.python)
+    nsys_options = [flag for flag, given in (("-t/--trace", trace is not None), ("--sample-cpu", sample_cpu),
+                                             ("--cuda-graph-trace", cuda_graph_trace is not None)) if given]
+    backend, nsys, why = prof.choose_backend(backend, nsys_path, nsys_options)
+    if why:
+        _note(why)
+    options = prof.ProfileOptions(Path(output_dir) / name, trace or "cuda,nvtx", cuda_graph_trace or "graph",
+                                  sample_cpu, warmup, iterations, run_to_end, force, backend)
+    if backend == prof.TORCH:
+        prof.torch_command(target)   # refused under a launcher before anything runs
+    if backend == prof.NSYS or os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
+        prof.check_cuda(target.python)
     for backup in prof.check_output(options):
         _note(f"kept the previous {backup.stem} as {backup.name}")
     run = prof.prepare(nsys, options, target)
-    _note(f"nsys {nsys.version}: {' '.join(run.command)}")
-    with _progress(f"profiling {target.label} under nsys") as echo:
+    if nsys:
+        _note(f"nsys {nsys.version}: {' '.join(run.command)}")
+    else:
+        _note(f"torch.profiler: CG_ADVISE_KINETO_TRACE={run.report} {' '.join(run.command)}")
+    with _progress(f"profiling {target.label} under {run.tool}") as echo:
         run = prof.run(run, nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
         calibrated = runrecord.calibration(target.python)
     applied = None
     if target.argv[0] != "-m":
         applied = runrecord.applied_scopes(target.script)
-    record = runrecord.build(target, run.injected, run.window, calibrated, applied)
+    record = runrecord.build(target, run.injected, run.window, calibrated, applied, prof.BACKEND_NAMES[backend])
     record_path = prof.run_record_path(run.report)
     runrecord.write(record_path, record)
-    _note(f"report: {run.report}  export: {run.sqlite}  run record: {record_path.name}")
-    analysis = analyse(open_trace(run.sqlite), pattern)
+    if backend == prof.NSYS:
+        _note(f"report: {run.report}  export: {run.sqlite}  run record: {record_path.name}")
+    else:
+        _note(f"trace: {run.report}  run record: {record_path.name}")
+    analysis = analyse(open_trace(run.trace_file), pattern)
     analysis.predictions = predictions_for(analysis, model, record)
     if as_json:
         click.echo(to_json(analysis))

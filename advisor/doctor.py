@@ -233,7 +233,7 @@ def package_check(name: str, packages: dict) -> Check:
 # command -> (checks it needs, what it does when it can)
 NEEDS = {
     "analyze": (("analyze packages",), "reads nsys SQLite exports"),
-    "profile": (("analyze packages", "torch", "torch build", "CUDA device", "nsys", "nsys report"),
+    "profile": (("analyze packages", "torch", "torch build", "CUDA device"),   # nsys, or torch.profiler without it
                 "runs your script under nsys and analyses the report"),
     "tune": (("analyze packages", "patch packages", "torch", "torch build", "CUDA device"),
              "times each capture scope on this GPU"),
@@ -253,6 +253,11 @@ def capabilities(checks: list[Check]) -> dict[str, tuple[bool, str]]:
             result[command] = (False, "; ".join(f"{check.name}: {check.detail}" for check in failed))
         elif command == "analyze" and not by_name["nsys"].ok:
             result[command] = (True, f"{does}; a .nsys-rep needs nsys (or `nsys export --type sqlite` elsewhere)")
+        elif command == "profile" and not (by_name["nsys"].ok and by_name["nsys report"].ok):
+            failed = by_name["nsys"] if not by_name["nsys"].ok else by_name["nsys report"]
+            how = "under torch.profiler (chosen where no nsys is found)" if not by_name["nsys"].ok else \
+                "with --backend torch (torch.profiler)"
+            result[command] = (True, f"runs your script {how} and analyses the trace; {failed.name}: {failed.detail}")
         else:
             result[command] = (True, does)
     return result

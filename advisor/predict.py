@@ -403,6 +403,7 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
     why = withheld(summary)
     if why:
         return {"note": f"predictions withheld: {why}"}
+    model = for_backend(model, analysis.trace.get("backend", "nsys"))
     f = features_of(summary, record)
     applied = (record or {}).get("applied") if isinstance((record or {}).get("applied"), dict) else None
     predicted = predict(model, f, applied)
@@ -412,6 +413,23 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
                                                                    "graph_launch_us", "eager_launch_us")}
     predicted["model"] = model.get("provenance", "")
     return for_inference(predicted, model, applied) if is_inference(summary.iteration_source) else predicted
+
+
+# torch.profiler's own cost per GPU operation on the traced clock, for the eager estimate of a
+# torch trace with no measured baseline: (traced period - untraced time) / operations, median
+# of the five eager host-bound workloads of bench/backends_compare.py on the H100 (19-45 us:
+# it records every CPU operator, so it grows with the operators per kernel; rough, and the
+# prediction says the eager time was estimated)
+KINETO_TRACING_MS_PER_OP = 0.031
+
+
+def for_backend(model: dict, backend: str) -> dict:
+    """The model as it applies to a trace of this backend: torch.profiler's own tracing cost
+    per operation instead of nsys's. The rest stands as fitted (the baseline factor too: it
+    also takes out what the bootstrap and the profile's own loop cost against tune's runs)."""
+    if backend != "torch.profiler":
+        return model
+    return {**model, "tracing_ms_per_op": KINETO_TRACING_MS_PER_OP}
 
 
 def is_inference(iteration_source: str) -> bool:

@@ -1,7 +1,10 @@
-"""`cg-advise profile`: the user's script, unmodified, under Nsight Systems with NVTX injected.
+"""`cg-advise profile`: the user's script, unmodified, under Nsight Systems with NVTX injected,
+or under torch.profiler (the torch backend: where no nsys is installed).
 
-prepare() checks everything it can before the GPU is touched and builds the exact nsys
-command; run() runs it, streaming the script's output to stderr, then exports the report.
+prepare() checks everything it can before the GPU is touched and builds the exact command;
+run() runs it, streaming the script's output to stderr, then exports an nsys report. The
+torch backend runs the same bootstrap with ``CG_ADVISE_KINETO_TRACE``: the same ranges as
+``record_function`` ranges, the same window, and the Chrome trace beside the run record.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Callable, Optional
 
 from .errors import CgAdviseError
 from .sourcefile import read_source
-from .nsys import Nsys, NsysError, export_sqlite
+from .nsys import Nsys, NsysError, export_sqlite, find_nsys
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 PYTHON_NAME = re.compile(r"^python[0-9.]*$")
@@ -34,6 +37,9 @@ DEFAULT_WARMUP = 50       # untraced iterations before recording; the second hal
                           # (late enough to miss a slow start: lazy loading, clocks, allocator growth)
 DEFAULT_ITERATIONS = 20   # iterations recorded
 RUN_RECORD = ".cg-advise-run.json"   # beside the report: what profile measured outside the trace
+KINETO_TRACE = ".kineto.json.gz"     # the torch backend's report: torch.profiler's Chrome trace, gzipped
+NSYS, TORCH = "nsys", "torch"     # --backend (and auto)
+BACKEND_NAMES = {NSYS: "nsys", TORCH: "torch.profiler"}   # as the analysis and the run record name them
 
 
 class NoCudaError(CgAdviseError):
@@ -123,6 +129,7 @@ class ProfileOptions:
     iterations: Optional[int] = None
     run_to_end: bool = False
     force: bool = False
+    backend: str = NSYS
 
     @property
     def windowed(self) -> bool:
@@ -142,6 +149,16 @@ class ProfileRun:
     interrupted: bool = False
     injected: dict = field(default_factory=dict)   # what the NVTX bootstrap counted
     window: tuple = ()                             # (warmup, iterations) when windowed
+    backend: str = NSYS
+
+    @property
+    def trace_file(self) -> Path:
+        """The file the analysis reads: nsys's SQLite export, or the torch backend's trace."""
+        return self.sqlite if self.backend == NSYS else self.report
+
+    @property
+    def tool(self) -> str:
+        return BACKEND_NAMES[self.backend]
 
 
 def parse_target(args: list, python: str = sys.executable, command_name: str = "profile") -> Target:
@@ -197,7 +214,7 @@ def check_output(options: ProfileOptions) -> list:
         raise CgAdviseError(f"cannot create output folder {folder}: {error.strerror}") from None
     if not os.access(folder, os.W_OK):
         raise CgAdviseError(f"output folder {folder} is not writable")
-    existing = [p for p in report_files(options.output) if p.exists()]
+    existing = [p for p in report_files(options.output, options.backend) if p.exists()]
     if existing and not options.force:
         raise CgAdviseError(f"{existing[0]} exists: pass --force to replace it (kept as {existing[0].name}.bak) "
                             "or choose another --output")
@@ -209,16 +226,43 @@ def check_output(options: ProfileOptions) -> list:
     return backups
 
 
-def report_files(output: Path) -> list:
-    return [output.with_name(output.name + ".nsys-rep"), output.with_name(output.name + ".sqlite"),
-            output.with_name(output.name + RUN_RECORD)]
+def report_files(output: Path, backend: str = NSYS) -> list:
+    """The files a profile writes: nsys's report and export, or the torch backend's trace;
+    the run record last."""
+    record = output.with_name(output.name + RUN_RECORD)
+    if backend == TORCH:
+        return [output.with_name(output.name + KINETO_TRACE), record]
+    return [output.with_name(output.name + ".nsys-rep"), output.with_name(output.name + ".sqlite"), record]
+
+
+# the endings of the files a run record sits beside, longest first
+REPORT_ENDINGS = (KINETO_TRACE, ".json.gz", ".json", ".sqlite", ".nsys-rep")
 
 
 def run_record_path(report) -> Path:
-    """The run record beside a report or its export (``name.sqlite`` -> ``name.cg-advise-run.json``)."""
+    """The run record beside a report, its export or a torch trace (``name.sqlite``,
+    ``name.kineto.json.gz`` -> ``name.cg-advise-run.json``)."""
     report = Path(report)
-    stem = report.name[:-len(report.suffix)] if report.suffix in (".sqlite", ".nsys-rep") else report.name
-    return report.with_name(stem + RUN_RECORD)
+    ending = next((e for e in REPORT_ENDINGS if report.name.endswith(e) and report.name != e), "")
+    return report.with_name(report.name[:len(report.name) - len(ending)] + RUN_RECORD)
+
+
+def choose_backend(backend: str, nsys_path: Optional[str], nsys_options: list, find=find_nsys) -> tuple:
+    """(backend, Nsys or None, a note for stderr or None). ``auto`` is nsys when a usable one
+    is found, else torch.profiler, said so; nsys is required when asked for by name, by
+    --nsys, or by an option only nsys has (those are refused with --backend torch)."""
+    if backend == TORCH:
+        given = nsys_options + (["--nsys"] if nsys_path else [])
+        if given:
+            raise CgAdviseError(f"{given[0]} is an Nsight Systems option: --backend torch takes none")
+        return TORCH, None, None
+    if backend == NSYS or nsys_path or nsys_options:
+        return NSYS, find(nsys_path), None
+    try:
+        return NSYS, find(None), None
+    except NsysError as error:
+        return TORCH, None, (f"{str(error).split(': ')[0]}: profiling with torch.profiler instead "
+                             "(--backend torch; --backend nsys to insist)")
 
 
 def trace_list(trace: str) -> str:
@@ -251,10 +295,20 @@ def importable_env(environ=os.environ) -> dict:
     return env
 
 
+def torch_command(target: Target) -> list:
+    """The bootstrap alone: it records with torch.profiler itself (CG_ADVISE_KINETO_TRACE)."""
+    if target.launcher:
+        raise CgAdviseError("--backend torch profiles one process: under a distributed launcher use nsys "
+                            "(--backend nsys), or profile one rank's script directly")
+    return [target.python, *target.python_flags, "-m", "advisor.inject", *target.argv]
+
+
 def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -> dict:
     env = importable_env(environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["CG_ADVISE_SUMMARY"] = str(summary_file)
+    if options.backend == TORCH:
+        env["CG_ADVISE_KINETO_TRACE"] = str(report_files(options.output, TORCH)[0])
     if options.windowed:
         env["CG_ADVISE_WARMUP"] = str(options.warmup or 0)
         env["CG_ADVISE_ITERATIONS"] = str(options.iterations)
@@ -275,24 +329,29 @@ def check_cuda(python: str, command_name: str = "profile") -> None:
                           "NVIDIA GPU")
 
 
-def prepare(nsys: Nsys, options: ProfileOptions, target: Target) -> ProfileRun:
+def prepare(nsys: Optional[Nsys], options: ProfileOptions, target: Target) -> ProfileRun:
+    """The run to make: under nsys, or (``nsys`` None, the torch backend) the bootstrap alone."""
+    torch_backend = options.backend == TORCH
+    command = torch_command(target) if torch_backend else nsys_command(nsys, options, target)
     summary_file = Path(tempfile.mkstemp(prefix="cg-advise-", suffix=".json")[1])
-    report, sqlite = report_files(options.output)[:2]
+    files = report_files(options.output, options.backend)
+    report, sqlite = (files[0], files[0]) if torch_backend else files[:2]
     window = (options.warmup or 0, options.iterations) if options.windowed else ()
-    return ProfileRun(nsys_command(nsys, options, target), child_env(options, summary_file), report, sqlite,
-                      summary_file, target, window=window)
+    return ProfileRun(command, child_env(options, summary_file), report, sqlite, summary_file, target,
+                      window=window, backend=options.backend)
 
 
-def run(profile: ProfileRun, nsys: Nsys, echo: Callable[[str], None]) -> ProfileRun:
-    """Runs nsys, echoing each line of the script's output; Ctrl-C stops nsys, which still
-    writes what it collected. Then exports the report to SQLite."""
+def run(profile: ProfileRun, nsys: Optional[Nsys], echo: Callable[[str], None]) -> ProfileRun:
+    """Runs nsys (or the torch backend's bootstrap), echoing each line of the script's output;
+    Ctrl-C stops nsys, which still writes what it collected (the bootstrap writes the trace
+    of the window so far). Then exports an nsys report to SQLite."""
     process = subprocess.Popen(profile.command, env=profile.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, errors="replace", bufsize=1, start_new_session=True)
     try:
         _relay(process, profile, echo)
     except KeyboardInterrupt:
-        # nsys runs in its own session, out of the terminal's reach: tell it, and it stops the
-        # script and still writes what it collected
+        # nsys (or the bootstrap) runs in its own session, out of the terminal's reach: tell
+        # it, and it stops the script and still writes what it collected
         profile.interrupted = True
         process.send_signal(signal.SIGINT)
         try:
@@ -303,7 +362,8 @@ def run(profile: ProfileRun, nsys: Nsys, echo: Callable[[str], None]) -> Profile
     profile.injected = read_summary(profile)
     if not profile.report.exists():
         raise _no_report(profile)
-    export_sqlite(nsys, profile.report, profile.sqlite)
+    if profile.backend == NSYS:
+        export_sqlite(nsys, profile.report, profile.sqlite)
     return profile
 
 
@@ -324,19 +384,23 @@ def script_tail(profile: ProfileRun, lines: int = 1) -> str:
 def _no_report(profile: ProfileRun) -> CgAdviseError:
     tail = list(profile.output_tail)
     qdstrm = list(profile.report.parent.glob(profile.report.stem + "*.qdstrm"))
+    tool = profile.tool
     if profile.interrupted:
-        return Interrupted("interrupted before nsys wrote a report")
+        return Interrupted(f"interrupted before {tool} wrote a report")
     done = profile.injected.get("iterations")
     if profile.window and done is not None and done <= profile.window[0]:
         return CgAdviseError(f"{profile.target.label} ran {done} iterations, not more than --warmup "
                              f"{profile.window[0]}: the recording window never opened (give a smaller --warmup, "
                              "or --whole-run to record the whole script)")
-    if qdstrm:
+    if qdstrm and profile.backend == NSYS:
         return NsysError(f"nsys left only {qdstrm[0].name}: its importer failed (on Linux it needs libdw.so.1 "
                          "from elfutils on LD_LIBRARY_PATH)")
     if profile.returncode != 0 and tail:
-        return ScriptFailed(f"{profile.target.label} exited with code {profile.returncode} and nsys wrote no report; "
+        return ScriptFailed(f"{profile.target.label} exited with code {profile.returncode} and {tool} wrote no report; "
                             f"last output: {tail[-1]}")
+    if profile.backend == TORCH:
+        return CgAdviseError(f"torch.profiler wrote no trace: {profile.target.label} ran no iteration the bootstrap "
+                             f"could see{' (last output: ' + tail[-1] + ')' if tail else ''}")
     return NsysError(f"nsys wrote no report{': ' + tail[-1] if tail else ''}")
 
 

@@ -40,8 +40,7 @@ def render(analysis: Analysis, out: Console, max_ranges: int = 12) -> None:
     main = analysis.main
     s = main.summary
     t = analysis.trace
-    out.print(f"[bold]{t['path']}[/]  nsys {t['nsys_version']}, export schema {t['export_schema_version']}, "
-              f"graph trace: {t['graph_trace_mode']}")
+    out.print(f"[bold]{t['path']}[/]  {t['profiler']}, graph trace: {t['graph_trace_mode']}")
     others = len(analysis.groups) - 1
     out.print(f"process {main.pid} ({main.process or '?'}) on GPU {main.device} ({main.gpu or '?'})"
               + (f"; {others} other process/GPU pair(s) listed below" if others else ""))

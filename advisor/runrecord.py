@@ -60,10 +60,14 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
     return {"kind": spec.kind, "step": spec.describe(), "scopes": scopes}
 
 
-def build(target, injected: dict, window: tuple, calibrated: dict, applied: Optional[dict]) -> dict:
+def build(target, injected: dict, window: tuple, calibrated: dict, applied: Optional[dict],
+          backend: str = "nsys") -> dict:
+    """``backend``: what recorded the trace ("nsys", "torch.profiler"); the untraced baseline
+    ran under nsys (attached, not collecting) or under no profiler at all (torch.profiler)."""
     counts = {k: v for k, v in injected.items() if k != "untraced"}
     return {
         "schema": SCHEMA,
+        "backend": backend,
         "script": target.label,
         "argv": list(target.argv),
         "window": {"warmup": window[0], "iterations": window[1]} if window else None,

@@ -93,6 +93,12 @@ class Trace:
     processes: dict = field(default_factory=dict)   # pid -> process name
     devices: dict = field(default_factory=dict)     # device id -> GPU name
     pytorch: bool = True                 # PyTorch's kernels or cg-advise's ranges are in it
+    backend: str = "nsys"                # what recorded it: "nsys" or "torch.profiler" (advisor/kineto.py)
+
+    @property
+    def profiler(self) -> str:
+        """What recorded the trace, for the report's first line."""
+        return f"nsys {self.nsys_version}, export schema {self.schema_version}"
 
     @property
     def has_cuda(self) -> bool:
@@ -119,15 +125,23 @@ class Trace:
 
 
 def open_trace(path) -> Trace:
-    """Reads an exported ``.sqlite`` report; raises TraceError with one line on bad input."""
+    """Reads an exported ``.sqlite`` report, or a torch.profiler (Kineto) trace, ``.json`` or
+    ``.json.gz`` (advisor/kineto.py), told apart by their first bytes; raises TraceError with
+    one line on bad input."""
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
-        raise TraceError(f"{path}: is a folder, not an Nsight Systems export")
+        raise TraceError(f"{path}: is a folder, not an Nsight Systems export or a torch.profiler trace")
     with path.open("rb") as handle:
-        if handle.read(16) != b"SQLite format 3\x00":
-            raise TraceError(f"{path}: not an SQLite file (expected an export from `nsys export --type sqlite`)")
+        head = handle.read(16)
+    if head != b"SQLite format 3\x00":
+        from .kineto import looks_like_json, open_kineto
+
+        if looks_like_json(path):
+            return open_kineto(path)
+        raise TraceError(f"{path}: not an SQLite file (expected an export from `nsys export --type sqlite`) "
+                         "nor a torch.profiler trace (.json, .json.gz)")
     try:
         conn = sqlite3.connect(read_only_uri(path), uri=True)
         return _read(path, sqlite_utils.Database(conn))

@@ -1,8 +1,9 @@
 #!/bin/bash
 # The same workloads profiled with both backends, side by side (issue #15's evidence):
-# Nsight Systems through `cg-advise profile` and torch.profiler (Kineto) through the same
-# injected bootstrap (CG_ADVISE_KINETO_TRACE), each with the default window (50 warm-up
-# iterations, the second half timed untraced, 20 recorded).
+# `cg-advise profile --backend nsys` and `--backend torch` (torch.profiler, Kineto: the same
+# injected bootstrap with CG_ADVISE_KINETO_TRACE), each with the default window (50 warm-up
+# iterations, the second half timed untraced, 20 recorded). Compare with
+# `python bench/backends_compare.py OUTDIR`.
 # Usage (on a GPU machine with nsys on PATH): bash bench/gpu_backends.sh OUTDIR [WARMUP ITERATIONS]
 set -u
 out=${1:?OUTDIR}; warmup=${2:-50}; iterations=${3:-20}
@@ -28,11 +29,11 @@ cat "$out/env.txt"
 for name in "${NAMES[@]}"; do
   args=${RUNS[$name]}
   echo "== $name: $args"
-  python3 -m advisor.cli profile --json --force --warmup "$warmup" --iterations "$iterations" \
+  python3 -m advisor.cli profile --backend nsys --json --force --warmup "$warmup" --iterations "$iterations" \
     --output-dir "$out/nsys" -o "$name" $args > "$out/$name.nsys.json" 2> "$out/$name.nsys.log" \
     || { echo "nsys profile exit $?"; tail -3 "$out/$name.nsys.log"; }
-  CG_ADVISE_WARMUP=$warmup CG_ADVISE_ITERATIONS=$iterations CG_ADVISE_RUN_TO_END=0 \
-    CG_ADVISE_KINETO_TRACE="$out/kineto/$name.json.gz" CG_ADVISE_SUMMARY="$out/kineto/$name.summary.json" \
-    python3 -m advisor.inject $args > "$out/kineto/$name.log" 2>&1 || { echo "kineto exit $?"; tail -3 "$out/kineto/$name.log"; }
-  ls -la "$out/kineto/$name.json.gz" 2>/dev/null
+  python3 -m advisor.cli profile --backend torch --json --force --warmup "$warmup" --iterations "$iterations" \
+    --output-dir "$out/kineto" -o "$name" $args > "$out/$name.torch.json" 2> "$out/$name.torch.log" \
+    || { echo "torch profile exit $?"; tail -3 "$out/$name.torch.log"; }
+  ls -la "$out/kineto/$name.kineto.json.gz" 2>/dev/null
 done

@@ -44,7 +44,8 @@ def test_gpu_bound_run_exits_zero_and_names_versions():
 
 BAD = [
     ("missing.sqlite", "{p}: no such file"),
-    ("text", "{p}: not an SQLite file (expected an export from `nsys export --type sqlite`)"),
+    ("text", "{p}: not an SQLite file (expected an export from `nsys export --type sqlite`) nor a torch.profiler "
+             "trace (.json, .json.gz)"),
     ("truncated", "{p}: unreadable SQLite file (database disk image is malformed); is it truncated or corrupt?"),
     ("other_db", "{p}: an SQLite file, but not an Nsight Systems export (none of its tables: META_DATA_EXPORT, "
                  "CUPTI_ACTIVITY_KIND_*, StringIds, TARGET_INFO_GPU)"),

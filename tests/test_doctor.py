@@ -74,8 +74,24 @@ def test_plain_output_with_a_missing_nsys(tmp_path):
     commands = lines[lines.index("what each command can do here") + 1:]
     assert [line.split()[:2] for line in commands] == [
         ["yes", "analyze"], ["no", "profile"], ["no", "tune"], ["yes", "patch"], ["yes", "model"]]
-    assert commands[1].endswith(f"nsys: nsys not found at {fake}")
-    assert "nsys" not in commands[2]   # tune runs without nsys
+    assert "nsys" not in commands[1] and "nsys" not in commands[2]   # profile (torch.profiler) and tune need no nsys
+
+
+def test_profile_runs_under_torch_profiler_where_nsys_is_missing_or_broken(report):
+    """On a GPU machine: no nsys (or one that cannot write a report) leaves the torch backend."""
+    checks = {c["name"]: doctor.Check(**c) for c in report["checks"]}
+    for name in ("torch build", "CUDA device"):
+        checks[name] = doctor.Check(name, True, "CUDA 13.0")
+    checks["nsys"] = doctor.Check("nsys", False, "Nsight Systems (nsys) not found")
+    checks["nsys report"] = doctor.Check("nsys report", None, "not tried: no nsys")
+    ok, reason = doctor.capabilities(list(checks.values()))["profile"]
+    assert ok and reason == ("runs your script under torch.profiler (chosen where no nsys is found) and analyses the "
+                             "trace; nsys: Nsight Systems (nsys) not found")
+    checks["nsys"] = doctor.Check("nsys", True, "2025.3.1")
+    checks["nsys report"] = doctor.Check("nsys report", False, "nsys left only a .qdstrm")
+    ok, reason = doctor.capabilities(list(checks.values()))["profile"]
+    assert ok and reason == ("runs your script with --backend torch (torch.profiler) and analyses the trace; "
+                             "nsys report: nsys left only a .qdstrm")
 
 
 def test_missing_python_is_bad_input_in_one_line():

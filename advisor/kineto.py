@@ -1,0 +1,268 @@
+"""Reads a torch.profiler (Kineto) Chrome trace into the same Trace that an nsys export gives.
+
+Kineto's CUDA activity comes from the same CUPTI records Nsight Systems stores: kernels,
+copies and memsets (``ph: "X"``, cat ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``, pid = GPU,
+tid = stream), runtime and driver calls (cat ``cuda_runtime`` / ``cuda_driver``) tied to
+them by ``args.correlation``, and ``record_function`` ranges (cat ``user_annotation``):
+the bootstrap's ``cg-advise:*`` ranges, the optimizer's own, ``ProfilerStep#N``. Times are
+microseconds as floats; they become integer nanoseconds here, and process and thread ids
+become nsys's global ids (pid << 24 | tid), so the analysers see one shape whatever the
+backend. What Kineto lacks is said where it matters:
+
+- graph replays are never one operation: Kineto lists every kernel of a replayed graph with
+  the ``cudaGraphLaunch``'s correlation, so the trace is in nsys's ``node`` mode;
+- a range carries no push/pop or start/end type: the ranges that span threads (the
+  iteration and backward ranges the bootstrap opens, autograd's device thread launching
+  the backward kernels; ``ProfilerStep#N``) are taken as start/end ranges, the rest as
+  push/pop ranges of their own thread.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import ranges
+from .errors import TraceError
+from .trace import (
+    CALL_GRAPH_LAUNCH, CALL_LAUNCH, CALL_OTHER, CALL_SYNC, GRAPH_LAUNCH_CALLS, LAUNCH_CALLS, NVTX_DTYPE,
+    NVTX_PUSH_POP, NVTX_START_END, OP_KERNEL, OP_MEMCPY, OP_MEMSET, OPS_DTYPE, RUNTIME_DTYPE, SYNC_CALLS,
+    Trace, _needed, _sorted_by_start,
+)
+
+BACKEND = "torch.profiler"
+GPU_CATEGORIES = {"kernel": OP_KERNEL, "gpu_memcpy": OP_MEMCPY, "gpu_memset": OP_MEMSET}
+CALL_CATEGORIES = ("cuda_runtime", "cuda_driver")
+RANGE_CATEGORY = "user_annotation"
+# ranges that cover work launched from other threads of the process (see the module's docstring)
+CROSS_THREAD_RANGES = (ranges.ITERATION, ranges.BACKWARD)
+CROSS_THREAD_PREFIXES = ("ProfilerStep#",)
+GZIP_MAGIC = b"\x1f\x8b"
+THREAD_BITS = 0xFFFFFF
+
+
+@dataclass
+class KinetoTrace(Trace):
+    """A Trace read from a Kineto Chrome trace; the whole-run CPU span per process is known
+    from the file (every CUDA call, not only those the analysis keeps)."""
+
+    spans: dict = field(default_factory=dict)   # global pid -> (first CUDA call start, last call end)
+    details: str = ""
+
+    def cpu_span(self, global_pid: int):
+        return self.spans.get(int(global_pid))
+
+    def cpu_span_any(self) -> bool:
+        return bool(self.spans)
+
+    @property
+    def profiler(self) -> str:
+        return f"torch.profiler ({self.details})"
+
+
+def looks_like_json(path: Path) -> bool:
+    """A gzip stream or text that opens with ``{``: what ``export_chrome_trace`` writes."""
+    with path.open("rb") as handle:
+        head = handle.read(64)
+    return head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{")
+
+
+def open_kineto(path) -> KinetoTrace:
+    """Reads a Kineto trace (.json or .json.gz); one-line TraceError on anything else."""
+    path = Path(path)
+    try:
+        with path.open("rb") as raw:
+            compressed = raw.read(2) == GZIP_MAGIC
+            raw.seek(0)
+            data = json.load(gzip.GzipFile(fileobj=raw) if compressed else raw)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as error:
+        why = error.msg if isinstance(error, json.JSONDecodeError) else (str(error) or type(error).__name__)
+        raise TraceError(f"{path}: not a readable torch.profiler trace ({why}); is it truncated?") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise TraceError(f"{path}: a JSON file, but not a torch.profiler (Kineto) trace: it has no traceEvents list")
+    return _read(path, data, events)
+
+
+def _number(event: dict, key: str):
+    value = event.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _ns(microseconds) -> np.ndarray:
+    return np.rint(np.asarray(microseconds, dtype=np.float64) * 1e3).astype(np.int64)
+
+
+def _global_tid(pid: int, tid: int) -> int:
+    return (pid << 24) | (tid & THREAD_BITS)
+
+
+def _read(path: Path, data: dict, events: list) -> KinetoTrace:
+    gpu, calls, annotations = [], [], []
+    labels, names = {}, {}
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        phase, category = event.get("ph"), event.get("cat")
+        if phase == "M":
+            _metadata(event, labels, names)
+            continue
+        if phase != "X" or not isinstance(event.get("pid"), int) or not isinstance(event.get("tid"), int):
+            continue
+        ts, dur = _number(event, "ts"), _number(event, "dur")
+        if ts is None or dur is None:
+            continue
+        if category in GPU_CATEGORIES:
+            gpu.append(event)
+        elif category in CALL_CATEGORIES:
+            calls.append(event)
+        elif category == RANGE_CATEGORY:
+            annotations.append(event)
+
+    runtime, runtime_category, runtime_names, owner, spans = _calls(calls)
+    main_pid = max(spans, key=lambda p: spans[p][1] - spans[p][0]) if spans else _cpu_pid(labels, annotations)
+    ops = _ops(gpu, owner, main_pid, runtime, runtime_category)
+    nvtx, nvtx_names = _ranges(annotations)
+    graph_mode = "node" if ops["in_graph"].any() else "none"
+    devices = {int(d["id"]): str(d.get("name", "")) for d in data.get("deviceProperties") or []
+               if isinstance(d, dict) and isinstance(d.get("id"), int)}
+    cupti = data.get("cupti_version")
+    details = f"Kineto trace schema {data.get('schemaVersion', '?')}" + (f", CUPTI {cupti}" if cupti else "")
+    return KinetoTrace(
+        path=path,
+        schema_version=str(data.get("schemaVersion", "unknown")),
+        nsys_version="",
+        graph_mode=graph_mode,
+        ops=ops,
+        runtime=runtime,
+        runtime_category=runtime_category,
+        runtime_names=runtime_names,
+        has_runtime=bool(calls),
+        nvtx=nvtx,
+        nvtx_names=nvtx_names,
+        processes={pid: names[pid] for pid in names if labels.get(pid) == "CPU"},
+        devices=devices,
+        pytorch=True,   # torch.profiler's own file
+        backend=BACKEND,
+        spans={pid << 24: span for pid, span in spans.items()},
+        details=details,
+    )
+
+
+def _metadata(event: dict, labels: dict, names: dict) -> None:
+    """process_name and process_labels ("CPU", "GPU 0") of each trace pid."""
+    pid, args = event.get("pid"), event.get("args") or {}
+    if not isinstance(pid, int) or not isinstance(args, dict):
+        return
+    if event.get("name") == "process_name" and "name" in args:
+        names.setdefault(pid, str(args["name"]))
+    elif event.get("name") == "process_labels" and "labels" in args:
+        labels.setdefault(pid, str(args["labels"]))
+
+
+def _cpu_pid(labels: dict, annotations: list) -> int:
+    """The profiled process when it made no CUDA call: its ranges' pid, else the CPU-labelled one."""
+    if annotations:
+        return int(annotations[0]["pid"])
+    return next((pid for pid, label in labels.items() if label == "CPU"), 0)
+
+
+def _correlation(event: dict) -> int:
+    args = event.get("args")
+    value = args.get("correlation") if isinstance(args, dict) else None
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _calls(calls: list):
+    """The CUDA calls the analysis uses (as trace.py keeps them), each call's process by
+    correlation id for the GPU operations, and the whole-run CPU span of each process."""
+    owner = {}
+    spans = {}
+    kept = []
+    for event in calls:
+        pid = int(event["pid"])
+        start = event["ts"]
+        end = start + event["dur"]
+        first, last = spans.get(pid, (start, end))
+        spans[pid] = (min(first, start), max(last, end))
+        corr = _correlation(event)
+        if corr:
+            owner[corr] = pid
+        name = str(event.get("name", ""))
+        if _needed(name):
+            kept.append((start, event["dur"], pid, int(event["tid"]), corr, name))
+    unique = sorted({row[5] for row in kept})
+    ids = {name: i for i, name in enumerate(unique)}
+    runtime = np.empty(len(kept), RUNTIME_DTYPE)
+    if kept:
+        start = _ns([row[0] for row in kept])
+        runtime["start"] = start
+        runtime["end"] = start + _ns([row[1] for row in kept])
+        runtime["tid"] = [_global_tid(row[2], row[3]) for row in kept]
+        runtime["corr"] = [row[4] for row in kept]
+        runtime["name_id"] = [ids[row[5]] for row in kept]
+    runtime = _sorted_by_start(runtime)
+    lookup = np.array([_category(name) for name in unique] or [CALL_OTHER], np.int8)
+    category = lookup[runtime["name_id"]] if len(runtime) else np.empty(0, np.int8)
+    spans_ns = {pid: (int(_ns(first)), int(_ns(last))) for pid, (first, last) in spans.items()}
+    return runtime, category, dict(enumerate(unique)), owner, spans_ns
+
+
+def _category(name: str) -> int:
+    if name in LAUNCH_CALLS:
+        return CALL_LAUNCH
+    if name in GRAPH_LAUNCH_CALLS:
+        return CALL_GRAPH_LAUNCH
+    if name in SYNC_CALLS:
+        return CALL_SYNC
+    return CALL_OTHER
+
+
+def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: np.ndarray) -> np.ndarray:
+    """Kernels, copies and memsets: each in the process whose call launched it (the profiled
+    process when the call is not in the trace), in a graph when a graph launch did."""
+    ops = np.empty(len(gpu), OPS_DTYPE)
+    if not gpu:
+        return ops
+    corr = np.array([_correlation(e) for e in gpu], np.int64)
+    start = _ns([e["ts"] for e in gpu])
+    ops["start"] = start
+    ops["end"] = start + _ns([e["dur"] for e in gpu])
+    ops["device"] = [_device(e) for e in gpu]
+    ops["pid"] = np.array([owner.get(int(c), main_pid) for c in corr], np.int64) << 24
+    ops["corr"] = corr
+    ops["kind"] = [GPU_CATEGORIES[e["cat"]] for e in gpu]
+    graph_corr = runtime["corr"][category == CALL_GRAPH_LAUNCH]
+    ops["in_graph"] = np.isin(corr, graph_corr) & (corr != 0)
+    return _sorted_by_start(ops)
+
+
+def _device(event: dict) -> int:
+    args = event.get("args")
+    device = args.get("device") if isinstance(args, dict) else None
+    return int(device) if isinstance(device, int) else int(event["pid"])
+
+
+def _ranges(annotations: list):
+    """record_function ranges as NVTX rows (see the module's docstring for their type)."""
+    if not annotations:
+        return np.empty(0, NVTX_DTYPE), []
+    texts = [str(e.get("name", "")) for e in annotations]
+    names, codes = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    rows = np.empty(len(annotations), NVTX_DTYPE)
+    start = _ns([e["ts"] for e in annotations])
+    rows["start"] = start
+    rows["end"] = start + _ns([e["dur"] for e in annotations])
+    rows["tid"] = [_global_tid(int(e["pid"]), int(e["tid"])) for e in annotations]
+    rows["event_type"] = [NVTX_START_END if _cross_thread(t) else NVTX_PUSH_POP for t in texts]
+    rows["name"] = codes
+    return rows[np.argsort(rows["start"], kind="stable")], [str(name) for name in names]
+
+
+def _cross_thread(name: str) -> bool:
+    return name in CROSS_THREAD_RANGES or name.startswith(CROSS_THREAD_PREFIXES)

@@ -1,0 +1,170 @@
+"""The torch.profiler backend through click's CliRunner: `analyze x.json.gz`, and `profile`'s
+backend choice, run end to end on the CPU (the trace then holds no CUDA activity)."""
+
+import gzip
+import json
+import os
+import shutil
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from advisor import profile as prof
+from advisor import ranges
+from advisor.cli import cli
+from advisor.nsys import NsysError, find_nsys
+from advisor.predict import load_model
+from conftest import ROOT, TRACES
+
+KINETO = TRACES / "kineto"
+SCRIPT = str(ROOT / "tests" / "scripts" / "train_cpu.py")
+NO_CUDA = "cg-advise: error: {name}: no CUDA activity in this torch.profiler trace (CPU operators only); " \
+          "record it with ProfilerActivity.CUDA on a machine with an NVIDIA GPU\n"
+
+
+def invoke(*args, env=None):
+    result = CliRunner().invoke(cli, [*map(str, args)], env=env, prog_name="cg-advise")
+    return result.exit_code, result.stdout, result.stderr
+
+
+def nsys_installed() -> bool:
+    try:
+        find_nsys()
+    except NsysError:
+        return False
+    return True
+
+
+def test_analyze_a_kineto_trace_as_json():
+    code, out, err = invoke("analyze", KINETO / "mlp_launch.json.gz", "--json")
+    assert code == 1 and err == ""   # launch-bound: a finding
+    data = json.loads(out)
+    assert data["schema"] == "cg-advise.analysis/2"
+    assert data["trace"]["backend"] == "torch.profiler" and data["trace"]["graph_trace_mode"] == "none"
+    with gzip.open(KINETO / "mlp_launch.json.gz") as handle:
+        events = json.load(handle)["traceEvents"]
+    kernels = sum(1 for e in events if e.get("cat") == "kernel")
+    iterations = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"] == ranges.ITERATION)
+    s = data["summary"]
+    assert (s["iterations"], s["kernels_per_iteration"], s["verdict"]) == (iterations, kernels / iterations,
+                                                                           "launch-bound")
+    # no run record beside it: the eager time is estimated, and said to be
+    assert data["predictions"]["eager_source"] == "estimated"
+
+
+def test_analyze_names_the_backend_in_the_report():
+    code, out, err = invoke("analyze", KINETO / "mlp_graphed.json.gz")
+    assert code == 0 and err == ""
+    # the first line, as rich wraps it at 120 columns
+    assert "".join(out.splitlines()[:2]).startswith(
+        f"{KINETO / 'mlp_graphed.json.gz'}  torch.profiler (Kineto trace schema 1, CUPTI 130001), graph trace: node")
+    assert "\niterations: 20 from injected range 'cg-advise:iteration'\nverdict: graphed\n" in out
+
+
+def test_analyze_reads_the_run_record_beside_a_torch_trace(tmp_path):
+    """profile's layout: NAME.kineto.json.gz beside NAME.cg-advise-run.json."""
+    trace = tmp_path / "r.kineto.json.gz"
+    shutil.copy(KINETO / "mlp_launch.json.gz", trace)
+    untraced = json.loads((KINETO / "mlp_launch.summary.json").read_text())["untraced"]
+    (tmp_path / "r.cg-advise-run.json").write_text(json.dumps({"schema": "cg-advise.run/1",
+                                                               "backend": "torch.profiler", "untraced": untraced}))
+    code, out, err = invoke("analyze", trace, "--json")
+    assert code == 1 and err == ""
+    predictions = json.loads(out)["predictions"]
+    assert predictions["eager_source"] == "measured"
+    factor = load_model()["baseline_factor"]   # the model's, as for an nsys profile
+    assert predictions["eager_ms"] == pytest.approx(untraced["gpu_ms_per_iteration"] * factor, rel=1e-9)
+
+
+def test_without_a_baseline_the_eager_time_is_estimated_with_torch_profilers_cost():
+    code, out, err = invoke("analyze", KINETO / "mlp_launch.json.gz", "--json")
+    data = json.loads(out)
+    s, predictions = data["summary"], data["predictions"]
+    expected = max(s["gpu_busy_ms_per_iteration"], s["gpu_period_ms"] - 0.031 * s["gpu_ops_per_iteration"])
+    assert predictions["eager_source"] == "estimated"
+    assert predictions["eager_ms"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_damaged_kineto_trace_is_one_line(tmp_path):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes((KINETO / "mlp_infer.json.gz").read_bytes()[:5000])
+    code, out, err = invoke("analyze", path)
+    assert (code, out) == (2, "")
+    assert err == (f"cg-advise: error: {path}: not a readable torch.profiler trace (Compressed file ended before the "
+                   "end-of-stream marker was reached); is it truncated?\n")
+
+
+def test_run_record_beside_torch_traces():
+    assert prof.run_record_path("out/r.kineto.json.gz") == prof.run_record_path("out/r.json.gz") \
+        == prof.run_record_path("out/r.json") == prof.run_record_path("out/r.sqlite")
+    assert prof.report_files(prof.Path("out/r"), prof.TORCH) == [prof.Path("out/r.kineto.json.gz"),
+                                                                  prof.Path("out/r.cg-advise-run.json")]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--backend", "torch", "--sample-cpu", SCRIPT], "--sample-cpu is an Nsight Systems option: --backend torch "
+                                                     "takes none"),
+    (["--backend", "torch", "-t", "cuda,osrt", SCRIPT], "-t/--trace is an Nsight Systems option: --backend torch "
+                                                        "takes none"),
+    (["--backend", "torch", "--nsys", "/opt/nsys", SCRIPT], "--nsys is an Nsight Systems option: --backend torch "
+                                                            "takes none"),
+    (["--backend", "torch", "--", "torchrun", "--nproc_per_node", "2", SCRIPT],
+     "--backend torch profiles one process: under a distributed launcher use nsys (--backend nsys), or profile one "
+     "rank's script directly"),
+    (["--backend", "cupti", SCRIPT], "Invalid value for '--backend': 'cupti' is not one of 'auto', 'nsys', 'torch'. "
+                                     "(see `cg-advise profile --help`)"),
+])
+def test_backend_refusals_are_one_line(args, message):
+    assert invoke("profile", *args) == (2, "", f"cg-advise: error: {message}\n")
+
+
+def test_an_nsys_option_means_nsys():
+    """auto never drops an option the user gave: with --cuda-graph-trace and no nsys there, exit 3."""
+    code, out, err = invoke("profile", "--cuda-graph-trace", "node", SCRIPT, env={"NSYS": "/nowhere/nsys"})
+    assert (code, out) == (3, "") and err.startswith("cg-advise: error: nsys not found at /nowhere/nsys: install")
+
+
+def check_torch_run(folder, name, steps_recorded):
+    """The trace and run record a CPU profile leaves: the window's ranges, the baseline."""
+    trace = folder / f"{name}.kineto.json.gz"
+    with gzip.open(trace) as handle:
+        events = json.load(handle)["traceEvents"]
+    recorded = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == ranges.ITERATION]
+    assert len(recorded) == steps_recorded
+    assert not any(e.get("cat") in ("kernel", "cuda_runtime") for e in events)
+    record = json.loads((folder / f"{name}.cg-advise-run.json").read_text())
+    assert record["backend"] == "torch.profiler" and record["window"] == {"warmup": 4, "iterations": steps_recorded}
+    assert record["untraced"]["iterations"] == 2   # iterations 2..4 of the warm-up timed
+    assert record["applied"]["kind"] == "train"
+
+
+@pytest.mark.skipif(nsys_installed(), reason="checks the fallback where no nsys is installed")
+def test_auto_falls_back_to_torch_without_nsys_and_says_so(tmp_path):
+    env = {"CG_ADVISE_ALLOW_NO_CUDA": "1", "NSYS": None, "PATH": os.path.dirname(sys.executable)}
+    code, out, err = invoke("profile", "--output-dir", tmp_path, "--warmup", "4", "--iterations", "3", SCRIPT,
+                            "--steps", "10", env=env)
+    lines = err.splitlines()
+    assert lines[0] == ("cg-advise: Nsight Systems (nsys) not found on PATH or in /opt/nvidia, /usr/local/cuda*: "
+                        "profiling with torch.profiler instead (--backend torch; --backend nsys to insist)")
+    assert lines[1].startswith(f"cg-advise: torch.profiler: CG_ADVISE_KINETO_TRACE={tmp_path}/cg-advise-train_cpu"
+                               f".kineto.json.gz {sys.executable} -m advisor.inject {SCRIPT} --steps 10")
+    assert err.endswith(NO_CUDA.format(name="cg-advise-train_cpu.kineto.json.gz"))
+    assert (code, out) == (2, "")
+    check_torch_run(tmp_path, "cg-advise-train_cpu", 3)
+
+
+def test_torch_backend_end_to_end_on_the_cpu_keeps_the_old_trace_with_force(tmp_path):
+    (tmp_path / "r.kineto.json.gz").write_text("old")
+    args = ("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", "--warmup", "4", "--iterations", "2",
+            SCRIPT, "--steps", "10")
+    env = {"CG_ADVISE_ALLOW_NO_CUDA": "1"}
+    code, out, err = invoke(*args, env=env)
+    assert (code, out) == (2, "") and err == (f"cg-advise: error: {tmp_path}/r.kineto.json.gz exists: pass --force to "
+                                              "replace it (kept as r.kineto.json.gz.bak) or choose another --output\n")
+    code, out, err = invoke(*args[:1], "--force", *args[1:], env=env)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == "cg-advise: kept the previous r.kineto.json.gz as r.kineto.json.gz.bak"
+    assert "cg-advise: trace: " in err and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))
+    assert (tmp_path / "r.kineto.json.gz.bak").read_text() == "old"
+    check_torch_run(tmp_path, "r", 2)
