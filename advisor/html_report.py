@@ -154,7 +154,8 @@ def _timeline_section(tl: Timeline, analysis: Analysis) -> str:
             f'<div class="plotwrap"><svg class="axis" height="20" width="100%"></svg>'
             f'<svg class="plot" height="{height}" width="100%" preserveAspectRatio="none" '
             f'viewBox="{num(init_x)} 0 {num(max(init_w, 1e-3))} {height}" data-x0="0" data-w="{num(width_us)}" '
-            f'data-ix="{num(init_x)}" data-iw="{num(max(init_w, 1e-3))}" data-h="{height}">'
+            f'data-ix="{num(init_x)}" data-iw="{num(max(init_w, 1e-3))}" data-h="{height}" '
+            f'data-start-ns="{tl.start}" data-end-ns="{tl.end}">'
             f'{"".join(shade)}{"".join(lines)}{"".join(rows)}</svg></div></div>'
             f'<div class="readout">hover over an event for its name and duration</div>')
     return _section("timeline", "Timeline of representative iterations",
