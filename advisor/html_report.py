@@ -181,7 +181,9 @@ def _iterations_section(analysis: Analysis) -> str:
     else:
         pieces = [(i, i, p, b) for i, p, b in zip(index, period, busy)]
     eager = (analysis.predictions or {}).get("eager_ms")
-    top = max(float(period.max()), eager or 0) * 1.08 or 1.0
+    # a warm-up iteration can be 100x the others: the axis stops at 1.5x the 90th percentile
+    # and the bars above it are cut, with their value written on them
+    top = max(min(float(period.max()), 1.5 * float(np.percentile(period, 90))), eager or 0) * 1.08 or 1.0
     w, h, left, bottom, right = 900, 260, 56, 28, 10
     pw, ph = w - left - right, h - bottom - 10
     bar = pw / len(pieces)
@@ -192,12 +194,18 @@ def _iterations_section(analysis: Analysis) -> str:
     for k in range(int(top / step) + 1):
         parts.append(line(left, yv(k * step), w - right, yv(k * step), "grid"))
         parts.append(text(left - 4, yv(k * step) + 4, f"{k * step:g}", "tick", "end"))
+    cuts = 0
     for j, (i0, i1, p, b) in enumerate(pieces):
         x = left + j * bar
         label = f"iteration {i0}" if i0 == i1 else f"iterations {i0}-{i1} (median)"
         tip = f"{label}: GPU period {p:.3f} ms, GPU busy {b:.3f} ms ({b / p if p else 0:.0%})"
-        parts.append(rect(x, yv(p), max(bar * 0.9, 0.5), yv(0) - yv(p), "period", tip))
-        parts.append(rect(x, yv(b), max(bar * 0.9, 0.5), yv(0) - yv(b), "busy", tip))
+        cut = p > top
+        parts.append(rect(x, yv(min(p, top)), max(bar * 0.9, 0.5), yv(0) - yv(min(p, top)),
+                          "period cut" if cut else "period", tip))
+        parts.append(rect(x, yv(min(b, top)), max(bar * 0.9, 0.5), yv(0) - yv(min(b, top)), "busy", tip))
+        if cut:
+            cuts += 1
+            parts.append(text(x + 2, 20 + 11 * (cuts % 3), f"{p:.3g} ms (cut)", "cutl"))
     parts.append(line(left, yv(s.gpu_busy_ms_per_iteration), w - right, yv(s.gpu_busy_ms_per_iteration), "limit",
                       f"physical limit: GPU busy {s.gpu_busy_ms_per_iteration:.3f} ms (median), a perfect graph"))
     parts.append(text(w - right - 4, yv(s.gpu_busy_ms_per_iteration) - 4,
@@ -221,7 +229,7 @@ def _iterations_section(analysis: Analysis) -> str:
 
 def _histogram(values_us: np.ndarray, marks: list, title_unit: str, note: str) -> str:
     w, h, left, bottom = 440, 220, 44, 30
-    pw, ph = w - left - 10, h - bottom - 22
+    pw, ph = w - left - 10, h - bottom - 34
     if len(values_us) == 0:
         return f'<svg class="chart" viewBox="0 0 {w} {h}" width="100%">{text(w / 2, h / 2, "none", "tick", "middle")}</svg>'
     lo = 10 ** math.floor(math.log10(max(float(values_us.min()), 0.1)))
@@ -234,7 +242,7 @@ def _histogram(values_us: np.ndarray, marks: list, title_unit: str, note: str) -
         return (left + pw * math.log10(u / lo) / math.log10(hi / lo))
     top = max(int(counts.max()), 1)
     def yv(c):
-        return (22 + ph * (1 - c / top))
+        return (34 + ph * (1 - c / top))
     parts = []
     for k in range(len(counts)):
         if counts[k]:
@@ -244,11 +252,11 @@ def _histogram(values_us: np.ndarray, marks: list, title_unit: str, note: str) -
                               f"{sums[k] / 1e3:.3f} ms in all"))
     for t in log_ticks(lo, hi):
         parts.append(text(xv(t), h - bottom + 14, fmt_us(t), "tick", "middle"))
-    for value, label in marks:
+    for k, (value, label) in enumerate(sorted(marks)):
         if lo <= value <= hi:
-            parts.append(line(xv(value), 14, xv(value), yv(0), "mark", label))
-            parts.append(text(xv(value) + (2 if xv(value) < w - 60 else -2), 12, label, "markt",
-                              "start" if xv(value) < w - 60 else "end"))
+            parts.append(line(xv(value), 4 + 10 * (k % 2), xv(value), yv(0), "mark", label))
+            parts.append(text(xv(value) + (2 if xv(value) < w - 60 else -2), 12 + 11 * (k % 2),
+                              label, "markt", "start" if xv(value) < w - 60 else "end"))
     parts.append(line(left, yv(0), w - 10, yv(0), "axisl"))
     parts.append(text(left - 4, yv(top) + 4, str(top), "tick", "end"))
     parts.append(text(left - 4, yv(0), "0", "tick", "end"))
@@ -457,6 +465,7 @@ section{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:14px 
 .tile.v-launch-bound{background:#fdecea}.tile.v-gpu-bound,.tile.v-graphed{background:#e8f5e9}.tile.v-sync-bound{background:#fff4e0}
 .advice{font-weight:600;margin:8px 0}.reasons{margin:6px 0;padding-left:20px;color:#334}
 .legend{font-size:12px;color:#445;margin:4px 0}.sw{display:inline-block;width:11px;height:11px;margin:0 3px 0 8px;vertical-align:-1px;border-radius:2px}
+svg.labels{margin-top:20px;flex:none}.cut{fill:#90a4ae}.cutl{font-size:10px;fill:#37474f}
 .tl{display:flex;border:1px solid #dde1e7;border-radius:4px;overflow:hidden}.plotwrap{flex:1;min-width:0}
 svg.plot{display:block;cursor:grab;background:#fbfcfd}svg.axis{display:block;background:#f0f2f5}
 svg.plot rect{vector-effect:non-scaling-stroke;stroke-width:.7px}

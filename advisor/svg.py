@@ -43,6 +43,9 @@ def nice_step(span: float, ticks: int = 5) -> float:
 
 def log_ticks(lo: float, hi: float) -> list:
     """Powers of ten (and their 2x, 5x between, when the range is short) inside [lo, hi]."""
+    if math.log10(hi / lo) < 0.5:   # a short range (0.8x to 1.3x): plain round steps
+        step = nice_step(hi - lo, 4)
+        return [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
     ticks = []
     for power in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
         for m in ((1,) if math.log10(hi / lo) > 3 else (1, 2, 5)):
