@@ -85,6 +85,14 @@ def _header(analysis: Analysis) -> str:
 
 # ---- timeline -------------------------------------------------------------------------------
 
+READINGS = {   # what the timeline of each verdict looks like, to read it by
+    "launch-bound": "Here the GPU waits: short kernels separated by red, each started as soon as the CPU's "
+                    "launch call returns; a graph replays them without the gaps.",
+    "gpu-bound": "Here the GPU is busy back to back and the CPU runs ahead of it (its calls end long before "
+                 "their kernels run): a graph cannot make the kernels faster.",
+    "sync-bound": "Here the CPU blocks in host syncs (red calls) and the GPU drains meanwhile.",
+    "graphed": "Here each iteration is already a graph replay (purple).",
+}
 TIMELINE_CLASSES = {"kernel": "ek", "memcpy": "em", "memset": "es", "graph": "eg", "launch": "cl",
                     "graph_launch": "cg", "sync": "cs", "call": "cc", "nvtx": "en"}
 
@@ -143,9 +151,10 @@ def _timeline_section(tl: Timeline, analysis: Analysis) -> str:
         left_out = (" The window was cut at the event cap: left out at least "
                     + ", ".join(f"{n} {kind}" for kind, n in sorted(tl.left_out.items())) + ".")
     shown = ", ".join(str(i) for i, _, _ in tl.iterations)
+    reading = READINGS.get(analysis.main.summary.verdict, "")
     body = (f'<p class="note">Iterations {esc(shown)} of {tl.total_iterations} (the ones around the median '
-            f"period), {tl.events} events.{esc(left_out)} Red is time the GPU sat idle inside an iteration: "
-            f"a launch-bound loop shows short kernels separated by red, the CPU launching one call at a time.</p>"
+            f"period), {tl.events} events.{esc(left_out)} Red is time the GPU sat idle inside an iteration. "
+            f"{esc(reading)}</p>"
             f'<div class="legend">{legend}</div>'
             f'<div class="tlbar"><button data-act="in">zoom in</button><button data-act="out">zoom out</button>'
             f'<button data-act="reset">the iterations (GPU side)</button><button data-act="all">the whole window'
@@ -399,11 +408,15 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
               + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>1.15x</div>')
     source = {"measured": "measured untraced in the profile's warm-up"}.get(predictions.get("eager_source"),
                                                                           predictions.get("eager_source", ""))
+    against = ""
+    if tune and tune.get("eager_ms"):
+        against = (f" Tune's speedups are against its own eager run ({tune['eager_ms']:.3f} ms, another process): "
+                   f"a measured speedup past the bound means that eager run was slower than the profile's.")
     return _section("predictions", "Predicted speedup per capture scope",
                     "What would each scope give, against the physical bound (untraced eager / GPU busy)?",
                     legend + _predictions_chart(predictions, tune)
                     + f'<p class="note">Eager iteration {predictions["eager_ms"]:.3f} ms ({esc(source)}); bound for '
-                    f'any graph {predictions["bound"]:.2f}x.</p>'
+                    f'any graph {predictions["bound"]:.2f}x.{esc(against)}</p>'
                     f'<p class="advice">advice: {esc(predictions.get("advice", ""))}</p>')
 
 
@@ -411,8 +424,8 @@ def _tune_section(tune: dict, diff: Optional[str], alone: bool) -> str:
     from tuner.tune import result_table_rows
 
     predicted = {row["scope"]: row.get("predicted") for row in tune.get("rows", [])}
-    head = "".join(f"<th>{c}</th>" for c in ("scope", "ms/iter", "measured", "predicted", "overhead recovered",
-                                             "extra MB", "correctness", "status"))
+    head = "".join(f"<th>{c}</th>" for c in ("scope", "ms/iter", "measured", "predicted (tune --trace)",
+                                             "overhead recovered", "extra MB", "correctness", "status"))
     body = ""
     for scope, ms, speedup, recovered, extra, correct, status in result_table_rows(tune):
         cls = ' class="win"' if scope == tune.get("winner") else ""

@@ -3,7 +3,8 @@ sample trace (the launch-bound one with its real tune result), rendered by headl
 
     python bench/html_screenshots.py [--out docs] [--chromium /usr/bin/chromium]
 
-Needs playwright (pip install -e '.[browser]') and a Chromium (Debian: apt-get install chromium).
+Needs playwright (pip install -e '.[browser]') and a Chromium (Debian: apt-get install chromium);
+Pillow, where installed, quantizes the PNGs to 256 colours (each under 300 KB).
 Prints each page's size: the evidence for "small enough to attach to a ticket".
 """
 
@@ -18,10 +19,22 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "sample_traces"
 PAGES = {   # screenshot name -> cg-advise arguments that write the page to {out}
     "report_launch_bound": ["report", TRACES / "zoo_mlp_profiled.sqlite",
-                            ROOT / "bench" / "results" / "tune_zoo_mlp_h100.json", "-o", "{out}"],
+                            ROOT / "bench" / "workloads" / "zoo_scripts" / "zoo_plain.py.cg-advise.json", "-o", "{out}"],
     "report_gpu_bound": ["analyze", TRACES / "compute_eager.sqlite", "--html", "{out}"],
     "report_graphed": ["analyze", TRACES / "launch_graphed.sqlite", "--html", "{out}"],
 }
+
+
+def shrink(png: Path) -> None:
+    """A 256-colour palette keeps a page screenshot readable at a third of its size (the
+    README's images stay under 300 KB); needs Pillow, else the PNG is kept as taken."""
+    try:
+        from PIL import Image
+    except ImportError:
+        print("Pillow not installed: screenshots kept unquantized", file=sys.stderr)
+        return
+    with Image.open(png) as image:
+        image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(png, optimize=True)
 
 
 def main() -> int:
@@ -46,6 +59,7 @@ def main() -> int:
             page.wait_for_load_state("load")
             shot = out / f"{name}.png"
             page.screenshot(path=str(shot), full_page=True)
+            shrink(shot)
             print(f"{name}: {' '.join(argv[:2])}: page {html.stat().st_size / 1e6:.2f} MB, "
                   f"screenshot {shot.stat().st_size / 1e3:.0f} KB")
         browser.close()

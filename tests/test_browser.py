@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from advisor.cli import cli
 from conftest import ROOT, sample
 
-TUNE_RESULT = ROOT / "bench" / "results" / "tune_zoo_mlp_h100.json"
+TUNE_RESULT = ROOT / "bench" / "workloads" / "zoo_scripts" / "zoo_plain.py.cg-advise.json"   # real, H100
 
 
 def chromium_path():

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from advisor.cli import cli
 from conftest import ROOT, sample, sql
 
-TUNE_RESULT = ROOT / "bench" / "results" / "tune_zoo_mlp_h100.json"   # a real `cg-advise tune --json`
+TUNE_RESULT = ROOT / "bench" / "workloads" / "zoo_scripts" / "zoo_plain.py.cg-advise.json"   # real, H100
 
 
 def run(*args):
