@@ -22,7 +22,7 @@ from .trace import (GRAPH_LAUNCH_CALLS, GRAPH_TRACE, KERNEL, LAUNCH_CALLS, MEMCP
 
 HTML_ITERATIONS = 3          # iterations the HTML timeline shows
 HTML_MAX_EVENTS = 12_000     # events drawn in the HTML page at most (about 150 bytes each)
-PERFETTO_MAX_EVENTS = 500_000
+PERFETTO_MAX_EVENTS = 200_000
 
 # copyKind of CUPTI's memcpy records (the common ones)
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
