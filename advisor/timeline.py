@@ -54,7 +54,8 @@ class Timeline:
     lanes: list                      # Lane, NVTX first, then CPU threads, then GPU streams
     gaps: list                       # [(start, end)] idle GPU time inside iterations
     total_iterations: int
-    left_out: dict = field(default_factory=dict)   # kind -> events the cap left out
+    left_out: dict = field(default_factory=dict)   # kind -> events the cap left out (at least: each
+                                                   # table is read up to the cap)
 
     @property
     def events(self) -> int:
@@ -235,7 +236,7 @@ def _cap(gpu: dict, cpu: dict, nvtx: list, end: int, max_events: int):
     everything.sort(key=lambda e: e.start)
     cut = everything[max_events].start
     left_out: dict = {}
-    for e in everything[max_events:]:
+    for e in everything:
         if e.start >= cut:
             left_out[e.kind] = left_out.get(e.kind, 0) + 1
     return cut, left_out

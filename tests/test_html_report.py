@@ -181,3 +181,24 @@ def test_report_bad_inputs_are_one_line(tmp_path):
     assert run("report", tmp_path / "none.sqlite", "-o", page) == (
         2, "", f"cg-advise: error: {tmp_path / 'none.sqlite'}: no such file\n")
     assert not page.exists()
+
+
+def test_the_cap_cuts_the_window_and_says_what_it_left_out():
+    from advisor.analysis import analyse
+    from advisor.html_report import render_html
+    from advisor.timeline import build
+    from advisor.trace import open_trace
+
+    trace = open_trace(sample("zoo_mlp_profiled"))
+    analysis = analyse(trace)
+    whole = build(trace, analysis.main)
+    capped = build(trace, analysis.main, max_events=100)
+    assert capped.events <= 100 and capped.left_out and capped.start == whole.start and capped.end < whole.end
+    # every event kept starts before the cut; kept and left out add up to the whole window
+    assert all(e.start < capped.end for lane in capped.lanes for e in lane.events)
+    kernels = sql(sample("zoo_mlp_profiled"), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start < ? "
+                  "AND end > ?", capped.end, capped.start)[0][0]
+    assert sum(e.kind == "kernel" for lane in capped.lanes for e in lane.events) == kernels
+    assert capped.events + sum(capped.left_out.values()) <= whole.events
+    html = render_html(analysis, capped)
+    assert "The window was cut at the event cap: left out at least" in html
