@@ -108,8 +108,13 @@ def cli():
 @click.option("--nsys", "nsys_path", metavar="PATH", help="nsys used to export a .nsys-rep (default: $NSYS, PATH, /opt/nvidia).")
 @click.option("--reexport", is_flag=True, help="Export a .nsys-rep again although an older .sqlite exists (kept as .bak).")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
+@click.option("--html", "html_path", metavar="FILE", help="Also write an offline HTML report: timeline, iterations, "
+              "gaps, ranges, predictions.")
+@click.option("--perfetto", "perfetto_path", metavar="FILE", help="Also write the analysed iterations as a Chrome "
+              "trace JSON (Perfetto, chrome://tracing), with the iteration windows and gaps as tracks.")
+@click.option("--force", is_flag=True, help="Replace an existing --html or --perfetto file.")
 @one_line_errors
-def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_path):
+def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_path, html_path, perfetto_path, force):
     """Analyse REPORT, an exported .sqlite, a .nsys-rep, or a torch.profiler (Kineto) trace
     (.json, .json.gz): gaps, utilization, launch cost, syncs, per iteration and per NVTX range,
     a verdict, and the predicted speedup of each capture scope."""
@@ -121,14 +126,40 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 
     from .runrecord import read_beside
 
+    targets = _visual_targets(html_path, perfetto_path, force)
     model = load_model(model_path)
-    analysis = analyse(open_trace(sqlite_for(report, nsys_path, reexport)), pattern)
+    trace = open_trace(sqlite_for(report, nsys_path, reexport))
+    analysis = analyse(trace, pattern)
     analysis.predictions = predictions_for(analysis, model, read_beside(report))
     if as_json:
         click.echo(to_json(analysis))
     else:
         render(analysis, console(), max_ranges)
+    _write_visuals(targets, analysis, trace, report)
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
+
+
+def _visual_targets(html_path, perfetto_path, force) -> dict:
+    """The --html / --perfetto files, checked before any work (an existing one needs --force)."""
+    from .visual import check_target
+
+    targets = {}
+    if html_path:
+        targets["html"] = check_target(html_path, force, "--html")
+    if perfetto_path:
+        targets["perfetto"] = check_target(perfetto_path, force, "--perfetto")
+    return targets
+
+
+def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=None) -> None:
+    from .visual import size_note, write_html, write_perfetto
+
+    if "html" in targets:
+        size = write_html(targets["html"], analysis, trace, tune, diff, str(source))
+        _note(f"wrote {targets['html']} ({size_note(size)})")
+    if "perfetto" in targets:
+        size, events = write_perfetto(targets["perfetto"], analysis, trace, str(source))
+        _note(f"wrote {targets['perfetto']} ({events} events, {size / 1e6:.2f} MB; open it in ui.perfetto.dev)")
 
 
 @cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
@@ -154,10 +185,12 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 @click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
+@click.option("--html", "html_path", metavar="FILE", help="Also write an offline HTML report of the analysis "
+              "(an existing file is replaced only with --force).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
 def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run, backend, trace, cuda_graph_trace,
-            sample_cpu, nsys_path, pattern, as_json, model_path, command):
+            sample_cpu, nsys_path, pattern, as_json, model_path, html_path, command):
     """Run a script under Nsight Systems (or torch.profiler) with ranges around its iterations
     and submodules, then analyse the report.
 
@@ -186,6 +219,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     from .report import console, render, to_json
     from .trace import open_trace
 
+    targets = _visual_targets(html_path, None, force)
     model = load_model(model_path)
     warmup, iterations = prof.window(warmup, iterations, run_to_end, whole_run)
     target = prof.parse_target(list(command))
@@ -222,12 +256,14 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
         _note(f"report: {run.report}  export: {run.sqlite}  run record: {record_path.name}")
     else:
         _note(f"trace: {run.report}  run record: {record_path.name}")
-    analysis = analyse(open_trace(run.trace_file), pattern)
+    opened = open_trace(run.trace_file)
+    analysis = analyse(opened, pattern)
     analysis.predictions = predictions_for(analysis, model, record)
     if as_json:
         click.echo(to_json(analysis))
     else:
         render(analysis, console())
+    _write_visuals(targets, analysis, opened, str(run.report))
     if run.interrupted:
         raise prof.Interrupted(f"interrupted: the partial report {run.report} was analysed")
     if run.returncode != 0:
@@ -264,10 +300,13 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
               "(a cg-advise-tune-* folder in the temporary directory; removed by default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tune result as JSON.")
 @click.option("--apply", "apply_", is_flag=True, help="Patch the script with the winner (the original kept as .orig).")
+@click.option("--html", "html_path", metavar="FILE", help="Also write an offline HTML report: measured vs predicted "
+              "per scope, the winner's patch, and with --trace the profile's analysis.")
+@click.option("--force", is_flag=True, help="Replace an existing --html file.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
 def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps,
-         tolerance, keep_workdir, as_json, apply_, command):
+         tolerance, keep_workdir, as_json, apply_, html_path, force, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
 
@@ -289,6 +328,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     from . import profile as prof
     from .report import console, render_tune
 
+    targets = _visual_targets(html_path, None, force)
     target = prof.parse_target(list(command), command_name="tune")
     if target.argv[0] == "-m" or target.launcher:
         raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
@@ -300,8 +340,12 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
                           python=target.python)
     script = Path(target.argv[0])
     spec = find_step(script, options)   # everything that needs no GPU is checked before the CUDA probe
+    profiled = None
     if report:
-        options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
+        profiled = _analysis_of(report, model_path)
+        analysis = profiled[0]
+        options.predictions = analysis.predictions if "note" not in analysis.predictions else None
+        options.gpu_busy_ms = analysis.main.summary.gpu_busy_ms_per_iteration
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
         prof.check_cuda(target.python, "tune")
     with _progress(f"tuning {target.label}") as echo:
@@ -310,6 +354,11 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
         click.echo(json.dumps(saved, indent=2))
     else:
         render_tune(saved, result_table_rows(saved), run_spreads(saved), console())
+    if targets:
+        from .visual import winner_diff
+
+        analysis, opened = profiled or (None, None)
+        _write_visuals(targets, analysis, opened, report or script, saved, winner_diff(saved))
     if apply_ and saved["winner"] != "eager":
         from .patching import run_patch
 
@@ -328,7 +377,8 @@ def _cpu_list(text):
         raise CgAdviseError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
 
 
-def _predictions_from(report, model_path):
+def _analysis_of(report, model_path, pattern=None):
+    """(analysis with its predictions, the opened trace) of a profile export."""
     from .analysis import analyse
     from .nsys import sqlite_for
     from .predict import load_model, predictions_for
@@ -336,9 +386,38 @@ def _predictions_from(report, model_path):
 
     from .runrecord import read_beside
 
-    analysis = analyse(open_trace(sqlite_for(report)))
-    predictions = predictions_for(analysis, load_model(model_path), read_beside(report))
-    return (predictions if "note" not in predictions else None), analysis.main.summary.gpu_busy_ms_per_iteration
+    model = load_model(model_path)
+    trace = open_trace(sqlite_for(report))
+    analysis = analyse(trace, pattern)
+    analysis.predictions = predictions_for(analysis, model, read_beside(report))
+    return analysis, trace
+
+
+@cli.command("report")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("-o", "--output", "output", required=True, metavar="FILE", help="The HTML file to write.")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
+@click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
+@one_line_errors
+def report_command(results, output, force, pattern, model_path):
+    """Write one offline HTML report of RESULTS: a profile (.sqlite or .nsys-rep) and/or a
+    tune result (`tune --json`, or the SCRIPT.cg-advise.json tune saves beside the script).
+
+    \b
+    cg-advise report cg-advise-train.sqlite train.py.cg-advise.json -o report.html
+
+    Exit codes: 0 written, 2 bad input."""
+    from pathlib import Path
+
+    from .visual import check_target, split_results, winner_diff
+
+    targets = {"html": check_target(output, force, "-o/--output")}
+    profile_path, tune = split_results(results)
+    analysis, trace = _analysis_of(profile_path, model_path, pattern) if profile_path else (None, None)
+    saved = tune[1] if tune else None
+    diff = winner_diff(saved, Path(tune[0]).parent) if tune else None
+    _write_visuals(targets, analysis, trace, " + ".join(results), saved, diff)
 
 
 @cli.command("patch")

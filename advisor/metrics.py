@@ -131,6 +131,9 @@ class GroupMetrics:
     summary: Summary
     iterations: list
     ranges: list
+    # the raw figures behind the summary's gap and kernel statistics, for the plots of the
+    # HTML report (never in JSON): gap lengths inside iterations and kernel durations, in ns
+    distributions: dict = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         """Shallow where the parts are plain already (per-iteration rows are dicts): a deep
@@ -282,6 +285,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         summary=summary,
         iterations=per_iteration,
         ranges=_range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows),
+        distributions={"gap_ns": gap_lengths[inside], "kernel_ns": durations_ns,
+                       "iteration_windows_ns": (a, b), "cpu_windows_ns": cpu_windows},
     )
 
 
