@@ -394,7 +394,7 @@ def _no_report(profile: ProfileRun) -> CgAdviseError:
                              "or --whole-run to record the whole script)")
     if qdstrm and profile.backend == NSYS:
         return NsysError(f"nsys left only {qdstrm[0].name}: its importer failed (on Linux it needs libdw.so.1 "
-                         "from elfutils on LD_LIBRARY_PATH)")
+                         "from elfutils on LD_LIBRARY_PATH), or profile with --backend torch")
     if profile.returncode != 0 and tail:
         return ScriptFailed(f"{profile.target.label} exited with code {profile.returncode} and {tool} wrote no report; "
                             f"last output: {tail[-1]}")
