@@ -16,12 +16,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT / "sample_traces"
-PAGES = {   # screenshot name -> cg-advise arguments that write the page to {out}
-    "report_launch_bound": ["report", TRACES / "zoo_mlp_profiled.sqlite",
-                            ROOT / "bench" / "workloads" / "zoo_scripts" / "zoo_plain.py.cg-advise.json", "-o", "{out}"],
-    "report_gpu_bound": ["analyze", TRACES / "compute_eager.sqlite", "--html", "{out}"],
-    "report_graphed": ["analyze", TRACES / "launch_graphed.sqlite", "--html", "{out}"],
+PAGES = {   # screenshot name -> cg-advise arguments (paths relative to the checkout: the page shows them)
+    "report_launch_bound": ["report", "sample_traces/zoo_mlp_profiled.sqlite",
+                            "bench/workloads/zoo_scripts/zoo_plain.py.cg-advise.json", "-o", "{out}"],
+    "report_gpu_bound": ["analyze", "sample_traces/compute_eager.sqlite", "--html", "{out}"],
+    "report_graphed": ["analyze", "sample_traces/launch_graphed.sqlite", "--html", "{out}"],
 }
 
 
