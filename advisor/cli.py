@@ -254,8 +254,10 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
 
     \b
     cg-advise tune [OPTIONS] train.py [SCRIPT_ARGS]...
+    cg-advise tune [OPTIONS] -- torchrun --nproc-per-node 2 train.py [SCRIPT_ARGS]...
 
-    The script must run at least warmup + iterations steps (training steps, or model calls
+    Under torchrun every candidate runs on all ranks: the time is the slowest rank's, and
+    every rank's parameters are compared with eager's. The script must run at least warmup + iterations steps (training steps, or model calls
     of an inference loop). Exit codes: 0 eager is
     best (or --apply done), 1 a faster scope is ready to patch, 2 bad input, 4 no CUDA device.
     """
@@ -271,22 +273,25 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     from .report import console, render_tune
 
     target = prof.parse_target(list(command), command_name="tune")
-    if target.argv[0] == "-m" or target.launcher:
-        raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
+    launcher, worker = prof.split_launcher(target)
+    if worker[0] == "-m":
+        raise CgAdviseError("tune needs a script file, not a module (its training loop is rewritten per scope)")
+    if launcher and cpus:
+        raise CgAdviseError("--cpus pins one process; under torchrun the ranks would share those CPUs: leave it out")
     options = TuneOptions(scopes=parse_scopes(scopes), exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
                                                                repeats=repeats, check_steps=check_steps,
                                                                cpus=_cpu_list(cpus)),
                           tolerance=tolerance, runs=runs, step=step, keep_workdir=keep_workdir,
-                          python=target.python)
-    script = Path(target.argv[0])
+                          python=target.python, launcher=launcher)
+    script = Path(worker[0])
     spec = find_step(script, options)   # everything that needs no GPU is checked before the CUDA probe
     if report:
         options.predictions, options.gpu_busy_ms = _predictions_from(report, model_path)
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
         prof.check_cuda(target.python, "tune")
     with _progress(f"tuning {target.label}") as echo:
-        saved = run_tune(script, target.argv[1:], options, lambda line: echo(f"cg-advise: {line}"), spec)
+        saved = run_tune(script, worker[1:], options, lambda line: echo(f"cg-advise: {line}"), spec)
     if as_json:
         click.echo(json.dumps(saved, indent=2))
     else:
@@ -294,7 +299,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     if apply_ and saved["winner"] != "eager":
         from .patching import run_patch
 
-        _, note = run_patch(target.argv[0], None, True, step)
+        _, note = run_patch(str(script), None, True, step)
         _note(note)
         sys.exit(0)
     sys.exit(0 if saved["winner"] == "eager" else 1)

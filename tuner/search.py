@@ -40,6 +40,8 @@ class Candidate:
     stochastic: bool = False         # dropout was active: parameters cannot match eager bit for bit
     note: str = ""                   # something the user should know about an ok run
     window_ms: Optional[list] = None  # ms/iteration of each timed window of one process
+    rank_ms: Optional[list] = None   # under torchrun: each rank's ms/iteration (ms_per_iter is the slowest)
+    rank_differences: Optional[list] = None   # under torchrun: each rank's parameter difference from eager's
 
     @property
     def spread(self) -> float:

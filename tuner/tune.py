@@ -38,6 +38,7 @@ class TuneOptions:
     step: Optional[str] = None         # --step [module:]function: where the loop is
     keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
     python: str = sys.executable       # the interpreter that runs the user's script (its torch)
+    launcher: list = field(default_factory=list)   # torchrun and its arguments: every candidate runs on all ranks
 
 
 ALL_SCOPES = tuple(dict.fromkeys(SCOPE_ORDER + INFERENCE_ORDER))
@@ -106,7 +107,7 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
 
     def measure(scope: str, step=None):
         return run_repeated(script, args, scope, settings, workdir, options.candidate_timeout_s, options.runs,
-                            step=step, python=options.python, deadline=deadline)
+                            step=step, python=options.python, deadline=deadline, launcher=options.launcher)
 
     eager, eager_snapshot = measure("eager")
     shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
@@ -142,6 +143,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
             "note": result.note,
             "eager_ms": eager.ms_per_iter,
             "eager_run_ms": eager.run_ms,
+            "eager_rank_ms": eager.rank_ms,
+            "launcher": list(options.launcher),
             "runs": options.runs,
             "eager_peak_mb": eager.peak_mb,
             "gpu_busy_ms": options.gpu_busy_ms,
