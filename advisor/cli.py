@@ -219,7 +219,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
 
 @cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 @click.option("--scopes", metavar="S,...", help="Capture scopes to try (default: all of the loop's kind: "
-              "full_iteration,fwd_bwd,submodule,compile for training, forward,compile for inference).")
+              "full_iteration,fwd_bwd,submodule,compile for training, forward,compile for inference; "
+              "a DDP loop also full_iteration_allreduce_outside).")
 @click.option("--exhaustive", is_flag=True, help="Also try scopes the model predicts hopeless.")
 @click.option("--step", metavar="[MODULE:]FUNCTION", help="The function whose loop is the step, e.g. train or "
               "Trainer.fit (default: found in the whole script).")
@@ -329,7 +330,8 @@ def _predictions_from(report, model_path):
 
 @cli.command("patch")
 @click.argument("script", type=click.Path(path_type=str))
-@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile", "forward"]),
+@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration",
+                                            "full_iteration_allreduce_outside", "compile", "forward"]),
               help="Force a scope (default: the winner of the saved tune result).")
 @click.option("--step", metavar="[MODULE:]FUNCTION", help="The function whose loop to rewrite (default: the "
               "tune result's, else found in the whole script).")

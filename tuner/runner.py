@@ -22,9 +22,9 @@ from advisor.profile import PACKAGE_PARENT
 from .errors import classify
 from .harness import ENV, TIMING_DONE, Settings
 from .patch import make_patch
-from .search import Candidate
+from .search import ALLREDUCE_OUTSIDE, Candidate
 
-GRAPH_SCOPES = ("full_iteration", "fwd_bwd", "submodule", "forward")   # compile may legitimately not graph
+GRAPH_SCOPES = ("full_iteration", ALLREDUCE_OUTSIDE, "fwd_bwd", "submodule", "forward")   # compile may legitimately not graph
 DEFAULT_TOLERANCE = 1e-3   # max |candidate - eager| / max |eager| over all parameters
 
 

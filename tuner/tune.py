@@ -19,7 +19,8 @@ from advisor.sourcefile import write_text
 from .discover import discover
 from .harness import Settings, step_counter
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_repeated
-from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan, scopes_for
+from .ddp import uses_ddp
+from .search import DDP_ORDER, INFERENCE_ORDER, choose, plan, scopes_for
 
 SCHEMA = "cg-advise.tune/1"
 
@@ -41,7 +42,7 @@ class TuneOptions:
     launcher: list = field(default_factory=list)   # torchrun and its arguments: every candidate runs on all ranks
 
 
-ALL_SCOPES = tuple(dict.fromkeys(SCOPE_ORDER + INFERENCE_ORDER))
+ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
@@ -62,7 +63,7 @@ def find_step(script, options: TuneOptions):
     script = Path(script)
     spec = discover(script, step=options.step)
     inference = spec.kind == "inference"
-    kind_scopes = scopes_for(spec.kind)
+    kind_scopes = scopes_for(spec.kind, uses_ddp(script, spec))
     wrong = [s for s in options.scopes or () if s not in kind_scopes]
     if wrong:
         raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if inference else 'a training'} "
@@ -101,7 +102,7 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
 def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdir: Path, save_partial) -> dict:
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
-    kind_scopes = scopes_for(spec.kind)
+    kind_scopes = scopes_for(spec.kind, uses_ddp(script, spec))
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict())})
     deadline = time.monotonic() + options.budget_s
 
