@@ -197,7 +197,7 @@ class _Rewriter:
                 raise self.refuse("no model of the loop is wrapped in DistributedDataParallel (this scope is "
                                   "full_iteration with DDP's all-reduce outside the graph)")
             return
-        if self.scope == "compile":
+        if self.scope in ("compile", "forward"):   # compile is torch's own; forward is for inference loops
             return
         if self.ddp.find_unused:
             raise self.refuse(f"{self.ddp.name} is built with find_unused_parameters=True: DDP searches the "
