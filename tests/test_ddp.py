@@ -125,3 +125,12 @@ def test_ddp_rewrites_run_to_the_end_as_eager_on_the_cpu(scope, workload):
     patched = folder / f"patched_{scope}.py"
     patched.write_bytes(make_patch(folder / "ddp_train.py", scope).patched_bytes)
     assert torchrun(patched, *WORKLOAD_ARGS, cwd=folder) == eager and len(eager) == 2
+
+
+def test_the_gpu_failure_scripts_are_python():
+    """bench/gpu_ddp.py's multi-rank failure scripts run only on two GPUs: here, they must compile."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_ddp import FAILURES
+
+    for name, text in FAILURES.items():
+        compile(text.replace("{cuda}", "True").replace("{backend}", "nccl"), name, "exec")

@@ -3,6 +3,7 @@ models and the data, so that the two training loops differ only in their step.""
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -56,5 +57,7 @@ def loader(args, shape) -> tuple:
 def report(model, loss) -> None:
     """Each rank's last loss and parameter checksum: the patched script must print the same."""
     checksum = sum(float(p.detach().double().abs().sum()) for p in model.parameters())
-    print(f"rank {dist.get_rank()}: last loss {loss.item():.6f} parameter checksum {checksum:.6f}", flush=True)
+    # one write per line: the ranks share the terminal
+    sys.stdout.write(f"rank {dist.get_rank()}: last loss {loss.item():.6f} parameter checksum {checksum:.6f}\n")
+    sys.stdout.flush()
     dist.destroy_process_group()
