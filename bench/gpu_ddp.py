@@ -260,10 +260,10 @@ def failures(run: Run, work: Path) -> None:
         run.save()
 
 
-def guarded(run: Run, name: str, step: str, work) -> None:
+def guarded(run: Run, name: str, step: str, function, *args) -> None:
     """One workload's step; an error of this script is recorded, and the other workloads go on."""
     try:
-        work()
+        function(run, name, *args)
     except Exception as error:   # noqa: BLE001 - the run must finish and save what it has
         run.result["workloads"].setdefault(name, {})[f"{step}_error"] = f"{type(error).__name__}: {error}"
     run.save()
@@ -305,11 +305,11 @@ def main():
             run.result["workloads"][name] = {"skipped": f"deadline: {run.left():.0f} s left"}
             continue
         print(f"gpu_ddp: tune {name} (budget {share:.0f} s)", flush=True)
-        guarded(run, name, "tune", lambda: tune_workload(run, name, work, share))
+        guarded(run, name, "tune", tune_workload, work, share)
     for name in names:
         if "tune" in run.result["workloads"].get(name, {}) and run.left() > 0:
             print(f"gpu_ddp: {name} to the end", flush=True)
-            guarded(run, name, "to_the_end", lambda: to_the_end(run, name, work, options.tolerance))
+            guarded(run, name, "to_the_end", to_the_end, work, options.tolerance)
     run.result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     run.save()
     for name, entry in run.result["workloads"].items():
