@@ -50,6 +50,14 @@ def ddp_names(module: cst.Module) -> set:
     return names
 
 
+FSDP_CALLEES = ("FullyShardedDataParallel", "FSDP", "fully_shard")
+
+
+def sharded(module: cst.Module) -> bool:
+    """Whether the script shards a model with FSDP (the wrapper, or FSDP2's fully_shard)."""
+    return bool(calls_in(module, lambda c: dotted(c.func).split(".")[-1] in FSDP_CALLEES))
+
+
 def find_ddp(module: cst.Module, models: list, loop) -> Optional[DdpModel]:
     """The DDP wrapper among the loop's ``models``: the last ``name = DistributedDataParallel(...)``
     in the file for one of them, or None where no model is one."""

@@ -34,7 +34,7 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .ddp import ASYNC_ERROR_HANDLING_OFF, DDP_WARMUP, SIDE_STREAM, built_on_side_stream, find_ddp
+from .ddp import ASYNC_ERROR_HANDLING_OFF, DDP_WARMUP, SIDE_STREAM, built_on_side_stream, find_ddp, sharded
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -191,6 +191,9 @@ class _Rewriter:
     def _check_ddp(self, loop) -> None:
         """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
         models = self.spec.models or ([self.spec.model] if self.spec.model else [])
+        if sharded(self.module) and self.scope not in ("compile", "forward"):
+            raise self.refuse("the script shards its model with FSDP, whose all-gathers and reduce-scatters run "
+                              "from Python hooks that a replayed graph skips; cg-advise does not capture FSDP loops")
         self.ddp = find_ddp(self.module, models, loop)
         if self.ddp is None:
             if self.scope == ALLREDUCE_OUTSIDE:
