@@ -162,6 +162,11 @@ class Run:
         return code, stdout, stderr, seconds
 
 
+def importable() -> str:
+    """The checkout first, the PYTHONPATH already set kept after it (the GPU machine's wheels)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def torchrun() -> list:
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
 
@@ -186,7 +191,7 @@ def tune_workload(run: Run, name: str, work: Path, budget: float) -> None:
     command = [sys.executable, "-m", "advisor.cli", "tune", "--json", "--scopes", SCOPES,
                *TIMING["cpu" if run.cpu else "gpu"].split(), "--budget", f"{budget:.0f}", "--",
                *torchrun(), script, *args]
-    env = {"PYTHONPATH": str(ROOT), **({"CG_ADVISE_ALLOW_NO_CUDA": "1"} if run.cpu else {})}
+    env = {"PYTHONPATH": importable(), **({"CG_ADVISE_ALLOW_NO_CUDA": "1"} if run.cpu else {})}
     code, stdout, stderr, seconds = run.run(command, work, budget + 120, env)
     entry["tune"] = {"exit": code, "seconds": round(seconds, 1), "stderr_tail": stderr.strip().splitlines()[-12:]}
     try:
@@ -217,7 +222,7 @@ def to_the_end(run: Run, name: str, work: Path, tolerance: float) -> None:
         return
     patched = work / f"{Path(script).stem}.{scope}.py"
     patched.write_bytes(make_patch(work / script, scope).patched_bytes)
-    env = {"PYTHONPATH": str(ROOT)}
+    env = {"PYTHONPATH": importable()}
     results = {}
     for label, path in (("eager", script), (scope, patched.name)):
         code, stdout, stderr, seconds = run.run([*torchrun(), path, *args], work, 300, env)
@@ -254,7 +259,7 @@ def failures(run: Run, work: Path) -> None:
             code = None
         log.close()
         text = (folder / f"{name}.txt").read_text(errors="replace")
-        failure = classify(text).to_dict() if code else None
+        failure = classify(text).to_dict() if code != 0 else None   # None: killed after FAILURE_WAIT
         run.result["failures"][name] = {"exit": code, "seconds": round(time.monotonic() - start, 1),
                                         "classified": failure, "tail": text.strip().splitlines()[-6:]}
         run.save()
