@@ -274,7 +274,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
 
 @cli.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 @click.option("--scopes", metavar="S,...", help="Capture scopes to try (default: all of the loop's kind: "
-              "full_iteration,fwd_bwd,submodule,compile for training, forward,compile for inference).")
+              "full_iteration,fwd_bwd,submodule,compile for training, forward,compile for inference; "
+              "a DDP loop also full_iteration_allreduce_outside).")
 @click.option("--exhaustive", is_flag=True, help="Also try scopes the model predicts hopeless.")
 @click.option("--step", metavar="[MODULE:]FUNCTION", help="The function whose loop is the step, e.g. train or "
               "Trainer.fit (default: found in the whole script).")
@@ -312,8 +313,10 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
 
     \b
     cg-advise tune [OPTIONS] train.py [SCRIPT_ARGS]...
+    cg-advise tune [OPTIONS] -- torchrun --nproc-per-node 2 train.py [SCRIPT_ARGS]...
 
-    The script must run at least warmup + iterations steps (training steps, or model calls
+    Under torchrun every candidate runs on all ranks: the time is the slowest rank's, and
+    every rank's parameters are compared with eager's. The script must run at least warmup + iterations steps (training steps, or model calls
     of an inference loop). Exit codes: 0 eager is
     best (or --apply done), 1 a faster scope is ready to patch, 2 bad input, 4 no CUDA device.
     """
@@ -330,15 +333,18 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
 
     targets = _visual_targets(html_path, None, force)
     target = prof.parse_target(list(command), command_name="tune")
-    if target.argv[0] == "-m" or target.launcher:
-        raise CgAdviseError("tune needs a script file run by one process (its training loop is rewritten per scope)")
+    launcher, worker = prof.split_launcher(target)
+    if worker[0] == "-m":
+        raise CgAdviseError("tune needs a script file, not a module (its training loop is rewritten per scope)")
+    if launcher and cpus:
+        raise CgAdviseError("--cpus pins one process; under torchrun the ranks would share those CPUs: leave it out")
     options = TuneOptions(scopes=parse_scopes(scopes), exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
                                                                repeats=repeats, check_steps=check_steps,
                                                                cpus=_cpu_list(cpus)),
                           tolerance=tolerance, runs=runs, step=step, keep_workdir=keep_workdir,
-                          python=target.python)
-    script = Path(target.argv[0])
+                          python=target.python, launcher=launcher)
+    script = Path(worker[0])
     spec = find_step(script, options)   # everything that needs no GPU is checked before the CUDA probe
     profiled = None
     if report:
@@ -349,7 +355,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     if os.environ.get("CG_ADVISE_ALLOW_NO_CUDA") != "1":  # test-only escape hatch
         prof.check_cuda(target.python, "tune")
     with _progress(f"tuning {target.label}") as echo:
-        saved = run_tune(script, target.argv[1:], options, lambda line: echo(f"cg-advise: {line}"), spec)
+        saved = run_tune(script, worker[1:], options, lambda line: echo(f"cg-advise: {line}"), spec)
     if as_json:
         click.echo(json.dumps(saved, indent=2))
     else:
@@ -362,7 +368,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
     if apply_ and saved["winner"] != "eager":
         from .patching import run_patch
 
-        _, note = run_patch(target.argv[0], None, True, step)
+        _, note = run_patch(str(script), None, True, step)
         _note(note)
         sys.exit(0)
     sys.exit(0 if saved["winner"] == "eager" else 1)
@@ -422,7 +428,8 @@ def report_command(results, output, force, pattern, model_path):
 
 @cli.command("patch")
 @click.argument("script", type=click.Path(path_type=str))
-@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration", "compile", "forward"]),
+@click.option("--scope", type=click.Choice(["submodule", "fwd_bwd", "full_iteration",
+                                            "full_iteration_allreduce_outside", "compile", "forward"]),
               help="Force a scope (default: the winner of the saved tune result).")
 @click.option("--step", metavar="[MODULE:]FUNCTION", help="The function whose loop to rewrite (default: the "
               "tune result's, else found in the whole script).")

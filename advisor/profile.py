@@ -74,6 +74,7 @@ class Target:
         return self.script
 
 
+BOOTSTRAP = ["-m", "advisor.inject"]   # before each worker's script under a launcher
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 LAUNCHER_FLAGS = {"--standalone", "--run-path", "--run_path"}   # torchrun options that take no value
 
@@ -104,7 +105,16 @@ def inject_workers(argv: list) -> tuple:
         return options + ["-m", *rest], script
     if not module:
         check_script(Path(rest[0]))
-    return options + ["-m", "advisor.inject"] + (["-m"] if module else []) + rest, rest[0]
+    return options + BOOTSTRAP + (["-m"] if module else []) + rest, rest[0]
+
+
+def split_launcher(target: Target) -> tuple:
+    """(the launcher with its own arguments, each worker's ``script.py args``) of a target run
+    under torchrun: tune puts its harness where profile puts the NVTX bootstrap."""
+    at = next((i for i in range(len(target.argv)) if target.argv[i:i + 2] == BOOTSTRAP), None)
+    if not target.launcher or at is None:
+        return [], list(target.argv)
+    return [*target.launcher, *target.argv[:at]], target.argv[at + 2:]
 
 
 def window(warmup: Optional[int], iterations: Optional[int], run_to_end: bool, whole_run: bool) -> tuple:

@@ -49,3 +49,27 @@ def test_a_cpu_build_is_named_as_such():
     failure = classify("  File \"/w/train.py\", line 3, in <module>\n"
                        "RuntimeError: Tried to instantiate dummy base class CUDAGraph\n")
     assert (failure.kind, failure.where) == ("no-cuda", "/w/train.py:3")
+
+
+def test_a_collective_on_one_rank_only_captured_under_torchrun():
+    """gloo on the CPU (tests/capture_errors/README.md): rank 1 all-reduces once more than rank 0;
+    both time out after 5 s. The workers' own error is the message, not torchrun's summary."""
+    text = (MESSAGES / "gloo_collective_on_one_rank.txt").read_text()
+    assert "ChildFailedError" in text
+    failure = classify(text)
+    assert failure.kind == "collective-mismatch"
+    assert failure.where.startswith("/tmp/fail/collective_on_one_rank.py:")
+    assert failure.message.startswith("RuntimeError: [") and failure.message.endswith(
+        "Timed out waiting 5000ms for recv operation to complete")
+
+
+@pytest.mark.parametrize("text,kind", [
+    # the strings PyTorch's C++ prints (quoted in tuner/errors.py); to be confirmed on the GPUs
+    ("RuntimeError: Capturing NCCL collectives is only allowed with NCCL >= 2.9.6", "nccl-not-capturable"),
+    ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This "
+     "error indicates that your module has parameters that were not used in producing loss.", "ddp-reduction-unfinished"),
+    ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, "
+     "NumelOut=1, Timeout(ms)=20000) ran for 20001 milliseconds before timing out.", "collective-mismatch"),
+])
+def test_multi_rank_failure_classes(text, kind):
+    assert classify(text).kind == kind

@@ -82,8 +82,8 @@ def test_tune_needs_cuda(tmp_path):
 
 
 def test_tune_refuses_modules_and_missing_scripts():
-    assert run("--", "python3", "-m", "pkg")[0:3:2] == (2, "cg-advise: error: tune needs a script file "
-                                                          "run by one process (its training loop is rewritten per scope)\n")
+    assert run("--", "python3", "-m", "pkg")[0:3:2] == (2, "cg-advise: error: tune needs a script file, "
+                                                          "not a module (its training loop is rewritten per scope)\n")
     assert run("missing.py")[0:3:2] == (2, "cg-advise: error: missing.py: no such file\n")
 
 

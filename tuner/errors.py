@@ -64,6 +64,33 @@ RULES = (
      (r"CUDA out of memory", r"OutOfMemoryError", r"cudaErrorMemoryAllocation"),
      "the graph's private memory pool did not fit next to the eager allocations",
      "share one pool between graphs (pool=graph.pool()), capture fewer scopes, or lower the batch size"),
+    # several ranks (torchrun): after the rules above, so that the first error of one rank (a sync
+    # during capture, an OOM) is named, not what the other ranks see once it is gone
+    ("nccl-not-capturable",
+     # ProcessGroupNCCL.cpp, errorIfCapturingNonCapturableNCCL:
+     #   "Capturing NCCL collectives is only allowed with NCCL >= 2.9.6"
+     (r"Capturing NCCL collectives is only allowed with NCCL >= 2\.9\.6",),
+     "this NCCL cannot record collectives in a CUDA graph",
+     "keep the all-reduce outside the graph (full_iteration_allreduce_outside, fwd_bwd), or use NCCL >= 2.9.6"),
+    ("ddp-reduction-unfinished",
+     # reducer.cpp, ensure_prior_reduction_finished: "Expected to have finished reduction in the prior
+     #   iteration before starting a new one. ..."
+     (r"Expected to have finished reduction in the prior iteration before starting a new one",),
+     "DDP's reducer did not get every gradient of the previous iteration: a graph replayed a backward "
+     "without DDP's hooks armed (the DDP wrapper itself graphed), or a parameter took no part in the loss",
+     "graph the wrapped module (model.module), which DDP then all-reduces eagerly, or capture the whole "
+     "iteration with DDP built on a side stream"),
+    ("collective-mismatch",
+     # ProcessGroupNCCL.cpp, the watchdog: "[Rank ", rank_, "] ", "Watchdog caught collective operation
+     #   timeout: ", work, " ran for ", timeElapsed.count(), " milliseconds before timing out."
+     # gloo, transport/tcp/unbound_buffer.cc: "Timed out waiting ", timeout, "ms for recv operation to complete"
+     #   (tests/capture_errors/gloo_collective_on_one_rank.txt, on the CPU)
+     (r"Watchdog caught collective operation timeout", r"Timed out waiting \d+ms for (recv|send) operation"),
+     "a rank waited in a collective that another rank never joined: the ranks did not run the same "
+     "collectives in the same order (a collective on one rank only, or one rank replaying a graph that "
+     "holds the all-reduce while another ran its step eagerly)",
+     "make every rank take the same path at each iteration (batches of one shape on every rank: "
+     "DistributedSampler(drop_last=True) and a DataLoader with drop_last=True; the same capture on every rank)"),
 )
 
 FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -95,12 +122,19 @@ def user_frame(text: str) -> Optional[str]:
     return f"{path}:{line}"
 
 
+RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")   # torchrun's workers prefix their tracebacks so
+LAUNCHER_ERROR = "ChildFailedError"             # torchrun's own summary: that a worker failed, not why
+
+
 def error_line(text: str) -> str:
-    """The exception line of a traceback (or the text's last non-empty line)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        if re.match(r"^[\w.]+(Error|Exception)\b", line) or line.startswith(("RuntimeError", "torch.")):
-            return line
+    """The exception line of a traceback (or the text's last non-empty line); under torchrun,
+    the workers' own error rather than the launcher's summary of it."""
+    lines = [RANK_PREFIX.sub("", line.strip()).strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)
+              or line.startswith(("RuntimeError", "torch."))]
+    own = [line for line in errors if LAUNCHER_ERROR not in line]
+    if own or errors:
+        return (own or errors)[-1]
     return lines[-1] if lines else ""
 
 

@@ -12,6 +12,10 @@ correctness check against eager); over steps ``warmup`` to
 writes RESULT.json and, with ``to_end`` (tune's default), lets the script run on to its own
 end, so that code after the loop (a final print, a ``return loss``, a checkpoint) runs too and
 a patch that breaks it fails here, not at the end of the user's long run.
+
+Under torchrun each worker runs the harness: ``{rank}`` in RESULT.json and in the snapshot's
+path becomes the worker's RANK, so that every rank writes its own measurement and parameters
+(the runner takes the slowest rank's time and compares every rank's parameters with eager's).
 """
 
 from __future__ import annotations
@@ -63,13 +67,16 @@ class Measurement:
     timer: str = ""
     stochastic: bool = False    # dropout active in training: a graph draws other random numbers than eager
     graph_replays: int = 0      # CUDA graph replays seen: none means a graph scope fell back to eager
+    rank: int = 0               # torchrun's RANK of this worker (0 in a single process)
+    world_size: int = 1
 
 
 class StepTimer:
     def __init__(self, settings: Settings, result_path: str, torch_module):
         self.settings, self.result_path, self.torch = settings, result_path, torch_module
         self.cuda = torch_module.cuda.is_available()
-        self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock")
+        self.m = Measurement(timer="cuda events" if self.cuda else "cpu clock", rank=rank(),
+                             world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.params = {}        # id -> parameter, in the order the optimizers first stepped them
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
@@ -225,6 +232,16 @@ class StepTimer:
             json.dump(data, handle)
 
 
+def rank() -> int:
+    """This worker's rank under torchrun (RANK), 0 in a single process."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def per_rank(path: str) -> str:
+    """``path`` with ``{rank}`` replaced by this worker's rank."""
+    return path.replace("{rank}", str(rank()))
+
+
 def _tensors(output) -> list:
     """The tensors in a model's output: a tensor, nested tuples, lists and dicts (ModelOutput)."""
     if hasattr(output, "detach") and hasattr(output, "shape"):
@@ -246,15 +263,19 @@ def parse_cpus(text: str) -> list:
 
 
 def spin_gpu(torch, seconds: float) -> None:
-    """An idle GPU runs at low clocks; short, launch-bound loops would be timed before it speeds up."""
-    a = torch.randn(2048, 2048, device="cuda")
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for _ in range(8):
-            a = torch.tanh(a @ a)
-        torch.cuda.synchronize()
-    del a
-    torch.cuda.empty_cache()
+    """An idle GPU runs at low clocks; short, launch-bound loops would be timed before it speeds up.
+    Under torchrun each worker spins its own GPU (LOCAL_RANK), and leaves the current device as
+    it was: the script sets it."""
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    with torch.cuda.device(device):
+        a = torch.randn(2048, 2048, device=device)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(8):
+                a = torch.tanh(a @ a)
+            torch.cuda.synchronize(device)
+        del a
+        torch.cuda.empty_cache()
 
 
 def main(argv=None) -> None:
@@ -262,8 +283,9 @@ def main(argv=None) -> None:
     if len(argv) < 2:
         print("usage: python -m tuner.harness RESULT.json script.py [args...]", file=sys.stderr)
         raise SystemExit(2)
-    result_path, target = argv[0], argv[1:]
+    result_path, target = per_rank(argv[0]), argv[1:]
     settings = Settings(**json.loads(os.environ.get(ENV, "{}")))
+    settings.snapshot = per_rank(settings.snapshot)
     if settings.cpus and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, settings.cpus)
     import torch

@@ -5,6 +5,14 @@ Scopes of a training loop: ``full_iteration`` (the step's statements become a fu
 captured whole), ``fwd_bwd`` (the model's forward and backward graphed), ``submodule`` (each
 top-level child graphed), ``compile`` (``torch.compile(mode="reduce-overhead")``). Of an
 inference loop: ``forward`` (a graph per batch-size bucket) and ``compile``.
+
+A model wrapped in DistributedDataParallel: ``full_iteration`` holds DDP's all-reduce (NCCL
+error handling off, DDP built on a side stream, 11 eager warm-up iterations: tuner/ddp.py);
+``full_iteration_allreduce_outside`` captures forward and backward under ``no_sync()`` and
+all-reduces the gradients eagerly before the optimizer step; ``fwd_bwd`` and ``submodule``
+graph the wrapped module (``model.module``), so that DDP's hooks all-reduce eagerly after the
+graphed backward. A graphed DDP wrapper (make_graphed_callables of the DDP module) would
+not all-reduce at all on replay: DDP's Python, which arms its hooks, never runs.
 """
 
 from __future__ import annotations
@@ -26,11 +34,13 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
+from .ddp import ASYNC_ERROR_HANDLING_OFF, DDP_WARMUP, SIDE_STREAM, built_on_side_stream, find_ddp, sharded
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
-from .search import scopes_for
+from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
 
-PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", "compile", "forward")
+PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", ALLREDUCE_OUTSIDE, "compile", "forward")
+GRAPH_ALLREDUCE = ("full_iteration",)   # under DDP, the scopes whose graph holds the all-reduce
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta")
 
 
@@ -133,6 +143,7 @@ class _Rewriter:
     def __init__(self, spec: StepSpec, scope: str, path: Path):
         self.spec, self.scope, self.path = spec, scope, path
         self.optimizer_outside = False
+        self.ddp = None
 
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
@@ -148,12 +159,13 @@ class _Rewriter:
         self.positions, self.parents = positions, parents
         self.declared = (None, [])   # (function, names bound to None at its start)
         outer = self._outermost_loop(parents, loop)
-        allowed = scopes_for(self.spec.kind)
+        self.module = wrapper.module
+        self._check_ddp(loop)
+        allowed = scopes_for(self.spec.kind, self.ddp is not None)
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
-        self.module = wrapper.module
-        if self.scope == "full_iteration":
+        if self.scope.startswith("full_iteration"):
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
         else:
@@ -162,14 +174,42 @@ class _Rewriter:
         module = wrapper.module.visit(transformer)
         if not transformer.inserted:
             raise self.refuse("could not place the setup code before the loop")
-        if self.scope == "full_iteration" and not self.optimizer_outside:
+        if self.scope.startswith("full_iteration") and not self.optimizer_outside:
             module = self._capturable_optimizer(module)
         if self.scope != "compile":
             # autocast must not cache casts inside a captured region, wherever it is built: in the
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
-        return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
+        in_graph = self.ddp is not None and self.scope in GRAPH_ALLREDUCE
+        if in_graph:
+            module = built_on_side_stream(module, self.ddp)
+        module = _add_helper(module, self.scope, SIDE_STREAM if in_graph else "") if self.scope in HELPERS \
+            else _with_torch_import(module)
+        return _at_the_top(module, ASYNC_ERROR_HANDLING_OFF, "os") if in_graph else module
+
+    def _check_ddp(self, loop) -> None:
+        """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
+        models = self.spec.models or ([self.spec.model] if self.spec.model else [])
+        if sharded(self.module) and self.scope not in ("compile", "forward"):
+            raise self.refuse("the script shards its model with FSDP, whose all-gathers and reduce-scatters run "
+                              "from Python hooks that a replayed graph skips; cg-advise does not capture FSDP loops")
+        self.ddp = find_ddp(self.module, models, loop)
+        if self.ddp is None:
+            if self.scope == ALLREDUCE_OUTSIDE:
+                raise self.refuse("no model of the loop is wrapped in DistributedDataParallel (this scope is "
+                                  "full_iteration with DDP's all-reduce outside the graph)")
+            return
+        if self.scope in ("compile", "forward"):   # compile is torch's own; forward is for inference loops
+            return
+        if self.ddp.find_unused:
+            raise self.refuse(f"{self.ddp.name} is built with find_unused_parameters=True: DDP searches the "
+                              "autograd graph for unused parameters on the host at every forward, which a "
+                              "replayed graph skips; it cannot be captured")
+        if self.ddp.no_sync and self.scope.startswith("full_iteration"):
+            raise self.refuse(f"the loop skips the all-reduce with {self.ddp.name}.no_sync() on some iterations; a "
+                              "captured iteration does the same on every replay (use fwd_bwd: DDP all-reduces "
+                              "eagerly after the graphed backward)")
 
     def _outermost_loop(self, parents, loop):
         """The loop to put setup before: the outermost loop around ours in the same block."""
@@ -253,13 +293,21 @@ class _Rewriter:
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
                            "batch-size bucket\n" for m in models)
         elif self.scope == "fwd_bwd":
-            code = "".join(f"_cg_graph_forward({m}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
-                           for m in models)
+            code = "".join(f"_cg_graph_forward({self._wrapped(m)}{accumulate})  # cg-advise: forward and backward as "
+                           f"CUDA graphs{self._eager_allreduce(m)}\n" for m in models)
         else:
-            code = "".join(f"for _cg_child in {m}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
+            code = "".join(f"for _cg_child in {self._wrapped(m)}.children():  # cg-advise: each top-level submodule as "
+                           f"CUDA graphs{self._eager_allreduce(m)}\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
         return list(cst.parse_module(code).body), loop
+
+    def _wrapped(self, model: str) -> str:
+        """The module to graph for ``model``: under DDP, the module it wraps."""
+        return f"{model}.module" if self.ddp and self.ddp.name == model else model
+
+    def _eager_allreduce(self, model: str) -> str:
+        return " (DDP all-reduces eagerly after the graphed backward)" if self.ddp and self.ddp.name == model else ""
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
@@ -296,7 +344,7 @@ class _Rewriter:
         # then forward, loss and backward are captured and the optimizer step stays eager
         # so does an optimizer that cannot step inside a graph (LBFGS, SparseAdam, a third-party
         # class we do not know): capturing its step failed as "optimizer-not-capturable"
-        self.optimizer_outside = (bool(spec.scaler or spec.scheduler or spec.lr_set)
+        self.optimizer_outside = (bool(spec.scaler or spec.scheduler or spec.lr_set) or self.scope == ALLREDUCE_OUTSIDE
                                   or not self._optimizer_steps_in_graphs())
         optimizers = self._optimizers()
         is_step = self._step_flags(loop)
@@ -439,6 +487,10 @@ class _Rewriter:
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=core) else ""
         clone += ", accumulate=True" if accumulate else ""
+        if self.ddp and self.scope in GRAPH_ALLREDUCE:
+            clone += f", warmup={DDP_WARMUP}"   # DDP sets up its buckets in the first iterations
+        elif self.ddp:
+            clone += f", allreduce={self.ddp.name}"   # captured under its no_sync(), all-reduced after each replay
         setup = [step_def] + list(cst.parse_module(
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)
@@ -510,6 +562,8 @@ class _Rewriter:
         ret = f"    return {', '.join(returns)}\n" if returns else ""
         what = ("One micro-step's forward, loss and backward, captured by cg-advise; the gradients add up over "
                 "the replays." if accumulate else
+                "Forward, loss and backward, captured by cg-advise without DDP's all-reduce; the gradients are "
+                "all-reduced and the optimizer steps after each replay." if self.scope == ALLREDUCE_OUTSIDE else
                 "Forward, loss and backward, captured by cg-advise; the optimizer steps after each replay."
                 if self.optimizer_outside else
                 "One training iteration, captured whole by cg-advise (scope full_iteration).")
@@ -654,12 +708,25 @@ def _with_torch_import(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body[:at] + list(cst.parse_module("import torch\n").body) + body[at:])
 
 
-def _add_helper(module: cst.Module, scope: str) -> cst.Module:
+def _at_the_top(module: cst.Module, code: str, needs: str) -> cst.Module:
+    """``code`` right after the last top-level import, ``import needs`` added if missing: a
+    setting the script must make before anything runs."""
+    body = list(module.body)
+    at = _last_import(body) + 1
+    imported = any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
+                   and any(dotted(a.name) == needs and not a.asname for a in s.body[0].names) for s in body)
+    statements = list(cst.parse_module(("" if imported else f"import {needs}\n") + code).body)
+    if imported:
+        statements[0] = statements[0].with_changes(leading_lines=[cst.EmptyLine()])
+    return module.with_changes(body=body[:at] + statements + body[at:])
+
+
+def _add_helper(module: cst.Module, scope: str, extra: str = "") -> cst.Module:
     """The helper goes after the last top-level import (``import torch`` added if missing)."""
     body = list(module.body)
     last_import = _last_import(body)
     has_torch = _imports_torch(body)
-    helper = list(cst.parse_module(HELPERS[scope]).body)
+    helper = list(cst.parse_module(HELPERS[scope] + extra).body)
     imports = [s for s in helper if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)]
     helper = helper[len(imports):]  # the helper's own imports join the file's
     helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,17 +22,18 @@ from advisor.profile import PACKAGE_PARENT
 from .errors import classify
 from .harness import ENV, TIMING_DONE, Settings
 from .patch import make_patch
-from .search import Candidate
+from .search import ALLREDUCE_OUTSIDE, Candidate
 
-GRAPH_SCOPES = ("full_iteration", "fwd_bwd", "submodule", "forward")   # compile may legitimately not graph
+GRAPH_SCOPES = ("full_iteration", ALLREDUCE_OUTSIDE, "fwd_bwd", "submodule", "forward")   # compile may legitimately not graph
 DEFAULT_TOLERANCE = 1e-3   # max |candidate - eager| / max |eager| over all parameters
 
 
 def run_candidate(script: Path, args: list, scope: str, settings: Settings, workdir: Path,
                   timeout: float, python: str = sys.executable, target: Optional[Path] = None,
-                  step: Optional[str] = None) -> tuple:
+                  step: Optional[str] = None, launcher: Optional[list] = None) -> tuple:
     """(Candidate, snapshot path or None) for one scope; eager runs the script as it is, and so
-    does a given ``target`` (an already patched script)."""
+    does a given ``target`` (an already patched script). Under a ``launcher`` (torchrun and its
+    arguments) every rank runs the harness: the snapshot is then a list, one per rank."""
     candidate = Candidate(scope)
     given, target = target is not None, target or script
     if scope != "eager" and not given:
@@ -41,26 +44,28 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
             return candidate, None
         target = script.with_name(f".cg_tune_{scope}_{script.name}")
         target.write_bytes(patched)
-    snapshot = workdir / f"{scope}.params.pt"
-    result = workdir / f"{scope}.json"
+    ranked = ".{rank}" if launcher else ""   # the harness of each rank writes its own files
+    snapshot = workdir / f"{scope}{ranked}.params.pt"
+    result = workdir / f"{scope}{ranked}.json"
+    for stale in workdir.glob(f"{scope}.*json"):   # a rank that dies early must not leave an old result
+        stale.unlink()
     env = {**os.environ, ENV: json.dumps(asdict(Settings(**{**asdict(settings), "snapshot": str(snapshot),
                                                             "script_dir": str(script.parent.resolve())}))),
            "PYTHONPATH": PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    harness = ["-m", "tuner.harness", str(result), str(target), *args]
+    if launcher:
+        env.setdefault("PET_MASTER_PORT", str(free_port()))   # torchrun's --master-port, unless given
     try:
-        process = subprocess.run([python, "-m", "tuner.harness", str(result), str(target), *args],
-                                 capture_output=True, text=True, env=env, timeout=timeout)
-        stderr = process.stderr
-        returncode = process.returncode
-    except subprocess.TimeoutExpired:
-        stderr, returncode = f"timed out after {timeout:.0f} s", None
+        stderr, returncode = _run(([*launcher] if launcher else [python]) + harness, env, timeout)
     finally:
         if target != script and not given:
             target.unlink(missing_ok=True)
-    data = json.loads(result.read_text()) if result.exists() else {}
+    data = read_ranks(workdir, scope) if launcher else json.loads(result.read_text()) if result.exists() else {}
     candidate.ms_per_iter = data.get("ms_per_iter")
     candidate.peak_mb = data.get("peak_mb")
     candidate.stochastic = bool(data.get("stochastic"))
     candidate.window_ms = data.get("window_ms") or None
+    candidate.rank_ms = data.get("rank_ms")
     after_timing = TIMING_DONE in stderr
     if data.get("complete") and (returncode == 0 or (returncode is None and after_timing)):
         candidate.status = "ok"
@@ -80,7 +85,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     else:
         candidate.status = "failed"
         if returncode is None:
-            candidate.failure = {"kind": "timeout", "message": stderr}
+            candidate.failure = {"kind": "timeout", "message": stderr.strip().splitlines()[-1]}
         elif returncode == 0:  # the script ended before the harness had what it needs
             candidate.failure = {"kind": "incomplete", "message": data.get("note", ""), "steps": data.get("steps")}
         else:
@@ -90,7 +95,62 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
                 candidate.failure["where"] = f"{script}:{where.rsplit(':', 1)[1]} of the {scope} rewrite"
             if after_timing:
                 candidate.failure = after_the_loop(candidate.failure, scope)
-    return candidate, Path(data["snapshot"]) if data.get("snapshot") else None
+    snapshots = data.get("snapshot")
+    return candidate, ([Path(p) for p in snapshots] if isinstance(snapshots, list) else
+                       Path(snapshots) if snapshots else None)
+
+
+def _run(command: list, env: dict, timeout: float) -> tuple:
+    """(stderr, exit code or None on a timeout). The command runs in its own process group,
+    killed whole on a timeout: torchrun's workers must not outlive it."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               errors="replace", start_new_session=True)
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+        return stderr, process.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate()
+        return f"{stderr}\ntimed out after {timeout:.0f} s", None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def read_ranks(workdir: Path, scope: str) -> dict:
+    """Every rank's measurement as one: complete when each rank of the world completed, the
+    slowest rank's ms/iteration (every rank waits for it at each all-reduce), the largest
+    peak memory, the fewest steps and graph replays, and each rank's snapshot, in rank order."""
+    ranks = []
+    for path in workdir.glob(f"{scope}.*.json"):
+        try:
+            ranks.append(json.loads(path.read_text()))
+        except ValueError:   # a rank killed while it wrote
+            continue
+    if not ranks:
+        return {}
+    ranks.sort(key=lambda r: r.get("rank", 0))
+    world = max(r.get("world_size", 1) for r in ranks)
+    timed = [r["ms_per_iter"] for r in ranks if r.get("ms_per_iter") is not None]
+    slowest = max(ranks, key=lambda r: r.get("ms_per_iter") or 0.0)
+    complete = len(ranks) == world and all(r.get("complete") for r in ranks)
+    snapshots = [r.get("snapshot") for r in ranks]
+    return {
+        "complete": complete,
+        "ms_per_iter": max(timed) if complete else None,
+        "rank_ms": [r.get("ms_per_iter") for r in ranks],
+        "window_ms": slowest.get("window_ms"),
+        "peak_mb": max((r["peak_mb"] for r in ranks if r.get("peak_mb") is not None), default=None),
+        "stochastic": any(r.get("stochastic") for r in ranks),
+        "graph_replays": min(r.get("graph_replays") or 0 for r in ranks),
+        "steps": min(r.get("steps") or 0 for r in ranks),
+        "snapshot": snapshots if complete and all(snapshots) else None,
+        "note": next((r["note"] for r in ranks if r.get("note")), "")
+        + ("" if len(ranks) == world else f" ({len(ranks)} of {world} ranks wrote a result)"),
+    }
 
 
 def over_budget(scope: str) -> Candidate:
@@ -112,7 +172,8 @@ def after_the_loop(failure: dict, scope: str) -> dict:
 
 def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,
                  runs: int = 1, target: Optional[Path] = None, step: Optional[str] = None,
-                 python: str = sys.executable, deadline: Optional[float] = None) -> tuple:
+                 python: str = sys.executable, deadline: Optional[float] = None,
+                 launcher: Optional[list] = None) -> tuple:
     """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
     (a host-bound loop's timing varies from process to process), peak memory the largest;
     the first failure ends it."""
@@ -122,7 +183,7 @@ def run_repeated(script: Path, args: list, scope: str, settings: Settings, workd
         if left <= 0:
             return over_budget(scope), None
         candidate, snapshot = run_candidate(script, args, scope, settings, workdir, left, python=python,
-                                            target=target, step=step)
+                                            target=target, step=step, launcher=launcher)
         if candidate.status != "ok" and (candidate.failure or {}).get("kind") == "timeout" and left < timeout:
             return over_budget(scope), None    # stopped by the budget, not by a hang of its own
         if candidate.status != "ok":
@@ -135,7 +196,11 @@ def run_repeated(script: Path, args: list, scope: str, settings: Settings, workd
     return candidate, snapshot
 
 
-def max_relative_difference(reference: Path, other: Path) -> float:
+def max_relative_difference(reference, other) -> float:
+    """Max |other - reference| / max |reference| over all parameters; for lists of snapshots
+    (one per rank), the largest over the ranks."""
+    if isinstance(reference, list) or isinstance(other, list):
+        return max(rank_differences(reference, other))
     import torch
 
     a, b = torch.load(reference), torch.load(other)
@@ -145,6 +210,13 @@ def max_relative_difference(reference: Path, other: Path) -> float:
     return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a, b)) / scale
 
 
+def rank_differences(reference, other) -> list:
+    """Each rank's difference from the same rank of the reference; inf if the ranks differ."""
+    if not isinstance(reference, list) or not isinstance(other, list) or len(reference) != len(other):
+        return [float("inf")]
+    return [max_relative_difference(a, b) for a, b in zip(reference, other)]
+
+
 def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, tolerance: float,
                         stochastic: bool = False) -> None:
     """Parameters (or outputs) after the check steps against eager's. With dropout active in
@@ -152,6 +224,8 @@ def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, toleranc
     numbers than eager."""
     if candidate.status != "ok" or eager_snapshot is None or snapshot is None:
         return
+    if isinstance(snapshot, list):
+        candidate.rank_differences = rank_differences(eager_snapshot, snapshot)
     difference = max_relative_difference(eager_snapshot, snapshot)
     candidate.correct = difference <= tolerance
     if candidate.correct:

@@ -16,15 +16,20 @@ MIN_GAIN = 0.03            # a win must beat eager by more than this and than th
                            # iteration is a pure graph replay (bench/results/repeatability.json)
 SCOPE_ORDER = ("full_iteration", "fwd_bwd", "submodule", "compile")
 INFERENCE_ORDER = ("forward", "compile")
+# a DDP loop's whole iteration once more with the all-reduce outside the graph: the forward and
+# backward captured under no_sync(), the gradients all-reduced and the optimizer stepped eagerly
+ALLREDUCE_OUTSIDE = "full_iteration_allreduce_outside"
+DDP_ORDER = ("full_iteration", ALLREDUCE_OUTSIDE, "fwd_bwd", "submodule", "compile")
 
 
-def scopes_for(kind: str) -> tuple:
-    """The scopes of a loop of this kind (StepSpec.kind), in the order tried."""
-    return INFERENCE_ORDER if kind == "inference" else SCOPE_ORDER
+def scopes_for(kind: str, ddp: bool = False) -> tuple:
+    """The scopes of a loop of this kind (StepSpec.kind), in the order tried; a loop whose model
+    is wrapped in DistributedDataParallel has one more."""
+    return INFERENCE_ORDER if kind == "inference" else DDP_ORDER if ddp else SCOPE_ORDER
 
 
 # the prediction that stands for a scope: an inference loop's forward graph is its whole iteration
-PREDICTED_AS = {"forward": "full_iteration"}
+PREDICTED_AS = {"forward": "full_iteration", ALLREDUCE_OUTSIDE: "full_iteration"}
 
 
 @dataclass
@@ -40,6 +45,8 @@ class Candidate:
     stochastic: bool = False         # dropout was active: parameters cannot match eager bit for bit
     note: str = ""                   # something the user should know about an ok run
     window_ms: Optional[list] = None  # ms/iteration of each timed window of one process
+    rank_ms: Optional[list] = None   # under torchrun: each rank's ms/iteration (ms_per_iter is the slowest)
+    rank_differences: Optional[list] = None   # under torchrun: each rank's parameter difference from eager's
 
     @property
     def spread(self) -> float:

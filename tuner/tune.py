@@ -19,7 +19,8 @@ from advisor.sourcefile import write_text
 from .discover import discover
 from .harness import Settings, step_counter
 from .runner import DEFAULT_TOLERANCE, check_against_eager, new_workdir, run_repeated
-from .search import INFERENCE_ORDER, SCOPE_ORDER, choose, plan, scopes_for
+from .ddp import uses_ddp
+from .search import DDP_ORDER, INFERENCE_ORDER, choose, plan, scopes_for
 
 SCHEMA = "cg-advise.tune/1"
 
@@ -38,9 +39,10 @@ class TuneOptions:
     step: Optional[str] = None         # --step [module:]function: where the loop is
     keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
     python: str = sys.executable       # the interpreter that runs the user's script (its torch)
+    launcher: list = field(default_factory=list)   # torchrun and its arguments: every candidate runs on all ranks
 
 
-ALL_SCOPES = tuple(dict.fromkeys(SCOPE_ORDER + INFERENCE_ORDER))
+ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
@@ -61,7 +63,7 @@ def find_step(script, options: TuneOptions):
     script = Path(script)
     spec = discover(script, step=options.step)
     inference = spec.kind == "inference"
-    kind_scopes = scopes_for(spec.kind)
+    kind_scopes = scopes_for(spec.kind, uses_ddp(script, spec))
     wrong = [s for s in options.scopes or () if s not in kind_scopes]
     if wrong:
         raise CgAdviseError(f"scope {', '.join(wrong)} does not apply to {'an inference' if inference else 'a training'} "
@@ -100,13 +102,13 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
 def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdir: Path, save_partial) -> dict:
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
-    kind_scopes = scopes_for(spec.kind)
+    kind_scopes = scopes_for(spec.kind, uses_ddp(script, spec))
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict())})
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None):
         return run_repeated(script, args, scope, settings, workdir, options.candidate_timeout_s, options.runs,
-                            step=step, python=options.python, deadline=deadline)
+                            step=step, python=options.python, deadline=deadline, launcher=options.launcher)
 
     eager, eager_snapshot = measure("eager")
     shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
@@ -142,6 +144,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
             "note": result.note,
             "eager_ms": eager.ms_per_iter,
             "eager_run_ms": eager.run_ms,
+            "eager_rank_ms": eager.rank_ms,
+            "launcher": list(options.launcher),
             "runs": options.runs,
             "eager_peak_mb": eager.peak_mb,
             "gpu_busy_ms": options.gpu_busy_ms,

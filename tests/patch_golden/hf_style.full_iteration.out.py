@@ -1,6 +1,7 @@
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 import collections.abc
+import contextlib
 
 
 class _CgFullIterationGraph:
@@ -12,13 +13,16 @@ class _CgFullIterationGraph:
     Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
-    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False):
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None):
         self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
         self.models = [m for m in models if isinstance(m, torch.nn.Module)]
         self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
         # micro-steps: each replay's backward adds into the gradients, which the script zeroes
         # (or sets to None) after its optimizer step, outside the graph
         self.accumulate = accumulate
+        # a DistributedDataParallel model whose all-reduce stays out of the graph: the step is
+        # captured under its no_sync(), and each replay's gradients are averaged over the ranks here
+        self.allreduce = allreduce
         self.graph = None
 
     def _zero_grad(self, set_to_none=True):
@@ -39,7 +43,7 @@ class _CgFullIterationGraph:
             saved = self._snapshot()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            with torch.cuda.stream(side), self._no_sync():
                 for _ in range(self.warmup):
                     self._zero_grad()
                     self.step(*self.static_inputs)
@@ -50,7 +54,7 @@ class _CgFullIterationGraph:
                 self.grads = [(p, torch.zeros_like(p)) for p in self._params() if p.requires_grad]
                 for p, grad in self.grads:
                     p.grad = grad
-            with torch.cuda.graph(self.graph):
+            with self._no_sync(), torch.cuda.graph(self.graph):
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
             self._restore(saved)
@@ -68,9 +72,24 @@ class _CgFullIterationGraph:
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
         self.graph.replay()
+        if self.allreduce is not None:
+            self._average_gradients()
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _no_sync(self):
+        return self.allreduce.no_sync() if self.allreduce is not None else contextlib.nullcontext()
+
+    def _average_gradients(self):
+        # what DDP's hooks would have done in the backward: the mean of every rank's gradients
+        grads = [p.grad for p in self._params() if p.grad is not None]
+        flat = torch._utils._flatten_dense_tensors(grads)
+        group = self.allreduce.process_group
+        torch.distributed.all_reduce(flat, group=group)
+        flat /= torch.distributed.get_world_size(group)
+        for grad, mean in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+            grad.copy_(mean)
 
     def _params(self):
         params = ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]

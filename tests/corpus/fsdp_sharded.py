@@ -1,0 +1,17 @@
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = FSDP(nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256)).cuda())
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for x in [torch.randn(32, 256, device="cuda") for _ in range(300)]:
+    optimizer.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+dist.destroy_process_group()

@@ -1,0 +1,136 @@
+"""DDP under torchrun on the CPU (gloo): real two-process runs of the harness (the slowest
+rank's time, every rank's parameters against eager's), the all-reduce-outside helper's
+average against DDP's own, and the DDP rewrites run to the end of the script. What needs
+CUDA (captures, NCCL in a graph) is in bench/gpu_ddp.sh."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from advisor.cli import cli
+from advisor.profile import PACKAGE_PARENT, parse_target, split_launcher
+from conftest import ROOT
+from tuner.harness import Settings
+from tuner.patch import make_patch
+from tuner.runner import new_workdir, run_candidate
+
+TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+SCRIPT = ROOT / "tests" / "scripts" / "ddp_cpu.py"
+SMALL = Settings(warmup=2, iterations=6, repeats=2, check_steps=3, gpu_warmup_s=0)
+LAUNCHER = [TORCHRUN, "--nproc-per-node", "2"]
+
+pytestmark = pytest.mark.skipif(not Path(TORCHRUN).exists() or not torch.distributed.is_available(),
+                                reason="needs torchrun and torch.distributed")
+
+
+def test_the_launcher_and_the_worker_are_told_apart():
+    target = parse_target(["torchrun", "--nproc-per-node", "2", "--standalone", str(SCRIPT), "--steps", "3"])
+    assert split_launcher(target) == (["torchrun", "--nproc-per-node", "2", "--standalone"], [str(SCRIPT), "--steps", "3"])
+    target = parse_target(["python3", "-m", "torch.distributed.run", "--nproc_per_node=2", str(SCRIPT)])
+    assert split_launcher(target) == (["python3", "-m", "torch.distributed.run", "--nproc_per_node=2"], [str(SCRIPT)])
+    assert split_launcher(parse_target([str(SCRIPT), "--steps", "3"])) == ([], [str(SCRIPT), "--steps", "3"])
+
+
+def test_every_rank_is_measured_and_compared(tmp_path):
+    workdir = new_workdir()
+    eager, reference = run_candidate(SCRIPT, [], "eager", SMALL, workdir, 300, launcher=LAUNCHER)
+    ranks = sorted(workdir.glob("eager.*.json"))
+    measured = [json.loads(p.read_text()) for p in ranks]
+    assert [m["rank"] for m in measured] == [0, 1] and all(m["complete"] for m in measured)
+    assert eager.status == "ok" and eager.rank_ms == [m["ms_per_iter"] for m in measured]
+    assert eager.ms_per_iter == max(m["ms_per_iter"] for m in measured)   # the slowest rank's
+    assert [p.name for p in reference] == ["eager.0.params.pt", "eager.1.params.pt"]
+    rank0, rank1 = (torch.load(p) for p in reference)
+    assert all(torch.equal(a, b) for a, b in zip(rank0, rank1))   # DDP keeps the ranks in step
+
+    from tuner.runner import check_against_eager
+
+    same, snapshots = run_candidate(SCRIPT, [], "again", SMALL, workdir, 300, launcher=LAUNCHER, target=SCRIPT)
+    check_against_eager(same, reference, snapshots, 1e-3)
+    assert same.correct is True and same.rank_differences == [0.0, 0.0]
+    moved, snapshots = run_candidate(SCRIPT, ["--perturb-rank", "1"], "moved", SMALL, workdir, 300,
+                                     launcher=LAUNCHER, target=SCRIPT)
+    check_against_eager(moved, reference, snapshots, 1e-3)
+    assert moved.status == "mismatch" and moved.rank_differences[0] == 0.0 and moved.rank_differences[1] > 1e-3
+    # the difference, computed here from the files: rank 1 moved by 0.5 in step 3, the last before the snapshot
+    theirs = torch.load(snapshots[1])
+    expected = max(float((a - b).abs().max()) for a, b in zip(rank1, theirs)) / max(float(a.abs().max()) for a in rank1)
+    assert moved.rank_differences[1] == pytest.approx(expected, rel=1e-6)
+
+
+def test_tune_under_torchrun_on_the_cpu(tmp_path):
+    script = tmp_path / "ddp_cpu.py"
+    shutil.copy(SCRIPT, script)
+    result = CliRunner().invoke(cli, ["tune", "--json", "--scopes", "fwd_bwd", "--warmup", "2", "--iterations", "6",
+                                      "--repeats", "2", "--check-steps", "3", "--", *LAUNCHER, str(script)],
+                                env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert result.exit_code == 0, result.stderr
+    saved = json.loads(result.stdout)
+    assert saved["launcher"] == LAUNCHER and saved["winner"] == "eager"
+    assert len(saved["eager_rank_ms"]) == 2 and saved["eager_ms"] == max(saved["eager_rank_ms"])
+    row, = saved["rows"]
+    assert (row["scope"], row["failure"]["kind"]) == ("fwd_bwd", "ran-eagerly")   # no GPU: the rewrite's fallback
+    assert len(row["rank_ms"]) == 2
+
+
+def test_cpus_and_modules_are_refused_under_torchrun():
+    result = CliRunner().invoke(cli, ["tune", "--cpus", "0-1", "--", *LAUNCHER, str(SCRIPT)])
+    assert (result.exit_code, result.stderr) == (2, "cg-advise: error: --cpus pins one process; under torchrun the ranks "
+                                                    "would share those CPUs: leave it out\n")
+    result = CliRunner().invoke(cli, ["tune", "--", *LAUNCHER, "-m", "some.module"])
+    assert (result.exit_code, result.stderr) == (2, "cg-advise: error: tune needs a script file, not a module (its training "
+                                                    "loop is rewritten per scope)\n")
+
+
+def torchrun(script, *args, cwd):
+    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
+    done = subprocess.run([*LAUNCHER, str(script), *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+
+
+def test_the_helper_averages_gradients_as_ddp_does(tmp_path):
+    lines = torchrun(ROOT / "tests" / "scripts" / "ddp_average_check.py", cwd=tmp_path)
+    assert len(lines) == 2
+    for line in lines:
+        difference, local = float(line.split()[3]), float(line.split()[5])
+        assert difference <= 1e-6 and local > 1e-4   # the ranks' own gradients did differ
+
+
+WORKLOAD_ARGS = ("--steps", "8", "--width", "16")
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    """(folder, what each rank prints) of bench's DDP workload run as it is."""
+    folder = tmp_path_factory.mktemp("ddp")
+    for name in ("ddp_train.py", "ddp_common.py"):
+        shutil.copy(ROOT / "bench" / "workloads" / name, folder / name)
+    return folder, torchrun(folder / "ddp_train.py", *WORKLOAD_ARGS, cwd=folder)
+
+
+@pytest.mark.parametrize("scope", ["full_iteration", "full_iteration_allreduce_outside", "fwd_bwd"])
+def test_ddp_rewrites_run_to_the_end_as_eager_on_the_cpu(scope, workload):
+    """Without a GPU each rewrite takes its eager path: it must run under torchrun to the end and
+    print what the original prints (the GPU path is measured by bench/gpu_ddp.sh)."""
+    folder, eager = workload
+    patched = folder / f"patched_{scope}.py"
+    patched.write_bytes(make_patch(folder / "ddp_train.py", scope).patched_bytes)
+    assert torchrun(patched, *WORKLOAD_ARGS, cwd=folder) == eager and len(eager) == 2
+
+
+def test_the_gpu_failure_scripts_are_python():
+    """bench/gpu_ddp.py's multi-rank failure scripts run only on two GPUs: here, they must compile."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gpu_ddp import FAILURES
+
+    for name, text in FAILURES.items():
+        compile(text.replace("{cuda}", "True").replace("{backend}", "nccl"), name, "exec")
