@@ -184,11 +184,11 @@ def same_numbers(a: dict, b: dict, tolerance: float) -> bool:
         abs(x - y) <= tolerance * max(abs(x), abs(y), 1e-12) for rank in a for x, y in zip(a[rank], b[rank]))
 
 
-def tune_workload(run: Run, name: str, work: Path, budget: float) -> None:
+def tune_workload(run: Run, name: str, work: Path, budget: float, scopes: str = SCOPES) -> None:
     script, gpu_args, cpu_args = WORKLOADS[name]
     args = (cpu_args if run.cpu else gpu_args).split()
     entry = run.result["workloads"].setdefault(name, {"script": script, "args": args})
-    command = [sys.executable, "-m", "advisor.cli", "tune", "--json", "--scopes", SCOPES,
+    command = [sys.executable, "-m", "advisor.cli", "tune", "--json", "--scopes", scopes,
                *TIMING["cpu" if run.cpu else "gpu"].split(), "--budget", f"{budget:.0f}", "--",
                *torchrun(), script, *args]
     env = {"PYTHONPATH": importable(), **({"CG_ADVISE_ALLOW_NO_CUDA": "1"} if run.cpu else {})}
@@ -282,6 +282,7 @@ def main():
     parser.add_argument("--only", help="workloads to run, e.g. mlp,transformer")
     parser.add_argument("--tolerance", type=float, default=1e-3, help="relative, for the printed numbers")
     parser.add_argument("--no-failures", action="store_true", help="skip the multi-rank failure scripts")
+    parser.add_argument("--scopes", default=SCOPES, help=f"scopes tune tries (default: {SCOPES})")
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     work = options.out / "work"   # tune saves its result beside the script: a copy, not the checkout
@@ -310,7 +311,7 @@ def main():
             run.result["workloads"][name] = {"skipped": f"deadline: {run.left():.0f} s left"}
             continue
         print(f"gpu_ddp: tune {name} (budget {share:.0f} s)", flush=True)
-        guarded(run, name, "tune", tune_workload, work, share)
+        guarded(run, name, "tune", tune_workload, work, share, options.scopes)
     for name in names:
         if "tune" in run.result["workloads"].get(name, {}) and run.left() > 0:
             print(f"gpu_ddp: {name} to the end", flush=True)

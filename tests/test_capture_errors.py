@@ -73,3 +73,17 @@ def test_a_collective_on_one_rank_only_captured_under_torchrun():
 ])
 def test_multi_rank_failure_classes(text, kind):
     assert classify(text).kind == kind
+
+
+@pytest.mark.parametrize("name,kind,where", [
+    ("nccl_collective_on_one_rank", "collective-mismatch", "/root/out/ddp/work/collective_on_one_rank.py:14"),
+    ("nccl_capture_replayed_unevenly", "collective-mismatch", None),   # the watchdog's line names no user frame
+    ("nccl_full_capture_default_stream_ddp", "sync-during-capture",
+     "/root/out/ddp/work/full_capture_default_stream_ddp.py:20"),
+])
+def test_multi_rank_failures_captured_on_two_gpus(name, kind, where):
+    """NCCL on two H200 (tests/capture_errors/README.md): the classes the multi-rank rules give."""
+    failure = classify((MESSAGES / f"{name}.txt").read_text())
+    assert (failure.kind, failure.where) == (kind, where)
+    if kind == "collective-mismatch":
+        assert "Watchdog caught collective operation timeout" in failure.message

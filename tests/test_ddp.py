@@ -15,6 +15,7 @@ import torch
 from click.testing import CliRunner
 
 from advisor.cli import cli
+from advisor.errors import CgAdviseError
 from advisor.profile import PACKAGE_PARENT, parse_target, split_launcher
 from conftest import ROOT
 from tuner.harness import Settings
@@ -68,7 +69,7 @@ def test_every_rank_is_measured_and_compared(tmp_path):
 def test_tune_under_torchrun_on_the_cpu(tmp_path):
     script = tmp_path / "ddp_cpu.py"
     shutil.copy(SCRIPT, script)
-    result = CliRunner().invoke(cli, ["tune", "--json", "--scopes", "fwd_bwd", "--warmup", "2", "--iterations", "6",
+    result = CliRunner().invoke(cli, ["tune", "--json", "--scopes", "full_iteration_allreduce_outside", "--warmup", "2", "--iterations", "6",
                                       "--repeats", "2", "--check-steps", "3", "--", *LAUNCHER, str(script)],
                                 env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert result.exit_code == 0, result.stderr
@@ -76,7 +77,7 @@ def test_tune_under_torchrun_on_the_cpu(tmp_path):
     assert saved["launcher"] == LAUNCHER and saved["winner"] == "eager"
     assert len(saved["eager_rank_ms"]) == 2 and saved["eager_ms"] == max(saved["eager_rank_ms"])
     row, = saved["rows"]
-    assert (row["scope"], row["failure"]["kind"]) == ("fwd_bwd", "ran-eagerly")   # no GPU: the rewrite's fallback
+    assert (row["scope"], row["failure"]["kind"]) == ("full_iteration_allreduce_outside", "ran-eagerly")   # no GPU
     assert len(row["rank_ms"]) == 2
 
 
@@ -117,7 +118,17 @@ def workload(tmp_path_factory):
     return folder, torchrun(folder / "ddp_train.py", *WORKLOAD_ARGS, cwd=folder)
 
 
-@pytest.mark.parametrize("scope", ["full_iteration", "full_iteration_allreduce_outside", "fwd_bwd"])
+@pytest.mark.parametrize("scope", ["full_iteration", "fwd_bwd", "submodule"])
+def test_ddp_scopes_that_failed_on_the_gpus_are_refused(scope, workload):
+    """Measured on two H200 (bench/results/ddp_h200.md): the all-reduce captured inside the graph
+    hung, make_graphed_callables' global-mode capture was invalidated by NCCL's watchdog."""
+    folder, _ = workload
+    with pytest.raises(CgAdviseError, match=f"cannot apply {scope}: model is DistributedDataParallel: .* on two H200 "
+                                            r"GPUs \(torch 2.11\), so it is not offered under DDP"):
+        make_patch(folder / "ddp_train.py", scope)
+
+
+@pytest.mark.parametrize("scope", ["full_iteration_allreduce_outside"])
 def test_ddp_rewrites_run_to_the_end_as_eager_on_the_cpu(scope, workload):
     """Without a GPU each rewrite takes its eager path: it must run under torchrun to the end and
     print what the original prints (the GPU path is measured by bench/gpu_ddp.sh)."""

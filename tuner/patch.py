@@ -41,6 +41,12 @@ from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", ALLREDUCE_OUTSIDE, "compile", "forward")
 GRAPH_ALLREDUCE = ("full_iteration",)   # under DDP, the scopes whose graph holds the all-reduce
+# scopes whose capture failed under DDP on the GPU (bench/gpu_ddp.py; bench/results/ddp_h200.md)
+DDP_FAILED_ON_GPU = {
+    "full_iteration": "capturing its all-reduce inside the graph hung before the first replay",
+    "fwd_bwd": "make_graphed_callables captures in global mode, which NCCL's watchdog thread invalidated",
+    "submodule": "make_graphed_callables captures in global mode, which NCCL's watchdog thread invalidated",
+}
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta")
 
 
@@ -206,6 +212,9 @@ class _Rewriter:
             raise self.refuse(f"{self.ddp.name} is built with find_unused_parameters=True: DDP searches the "
                               "autograd graph for unused parameters on the host at every forward, which a "
                               "replayed graph skips; it cannot be captured")
+        if self.scope in DDP_FAILED_ON_GPU:
+            raise self.refuse(f"{self.ddp.name} is DistributedDataParallel: {DDP_FAILED_ON_GPU[self.scope]} on two "
+                              "H200 GPUs (torch 2.11), so it is not offered under DDP")
         if self.ddp.no_sync and self.scope.startswith("full_iteration"):
             raise self.refuse(f"the loop skips the all-reduce with {self.ddp.name}.no_sync() on some iterations; a "
                               "captured iteration does the same on every replay (use fwd_bwd: DDP all-reduces "

@@ -54,7 +54,11 @@ class _CgFullIterationGraph:
                 self.grads = [(p, torch.zeros_like(p)) for p in self._params() if p.requires_grad]
                 for p, grad in self.grads:
                     p.grad = grad
-            with self._no_sync(), torch.cuda.graph(self.graph):
+            # under a process group NCCL's watchdog thread queries events during the capture,
+            # which a global-mode capture takes as an error: only this thread's calls must not
+            distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+            mode = "thread_local" if distributed else "global"
+            with self._no_sync(), torch.cuda.graph(self.graph, capture_error_mode=mode):
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
             self._restore(saved)
