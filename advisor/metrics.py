@@ -148,6 +148,14 @@ class _Launches:
     api_start: np.ndarray
     api_end: np.ndarray
     api_tid: np.ndarray
+    _order: np.ndarray | None = None
+
+    @property
+    def order(self) -> np.ndarray:
+        """An argsort of the launch times, made once for the many range lookups that use it."""
+        if self._order is None:
+            self._order = np.argsort(self.api_start, kind="stable")
+        return self._order
 
 
 def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
@@ -174,7 +182,7 @@ def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
 def _owners(rows: np.ndarray, launches: _Launches) -> np.ndarray:
     """The range (index into rows) each GPU operation was launched from; -1 for none, and for
     an operation whose launching call was not found."""
-    owner = project(rows, launches.api_start, launches.api_tid)
+    owner = project(rows, launches.api_start, launches.api_tid, launches.order)
     owner[launches.index < 0] = -1
     return owner
 

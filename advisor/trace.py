@@ -160,12 +160,20 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
     columns = {t: set(db[t].columns_dict) for t in tables if t.startswith(("CUPTI_", "NVTX_"))}
     strings = "StringIds" in tables
 
+    op_queries = _op_queries(columns)
+    names = _call_names(db, strings) if RUNTIME in columns else {}
+    runtime_query = _runtime_query(columns, strings, names)
+    tables_read = [(table, sql, dtype) for _, table, sql, dtype in op_queries]
+    if runtime_query:
+        tables_read.append((RUNTIME, *runtime_query))
+    queries = [(sql, dtype, _rows_at_most(db, table)) for table, sql, dtype in tables_read]
     columns_reader = reader(path, db.conn)
-    try:
-        ops = _read_ops(db, columns, columns_reader.fetch)
-        runtime, category, names = _read_runtime(db, columns, strings, columns_reader.fetch)
+    try:   # the big tables side by side (the Arrow reader runs them at once)
+        results = columns_reader.fetch_many(queries)
     finally:
         columns_reader.close()
+    ops = _ops(op_queries, results[:len(op_queries)])
+    runtime, category = _runtime(results[len(op_queries)] if runtime_query else None, names)
     nvtx, nvtx_names = _read_nvtx(db, columns, strings)
     return Trace(
         path=path,
@@ -196,10 +204,10 @@ _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", 
 _READ_NODE_OPS = np.dtype(_READ_OPS.descr + [("in_graph", "i8")])
 
 
-def _read_ops(db, columns: dict, fetch) -> np.ndarray:
-    """Kernels, copies, memsets and graph replays; only the columns the analysis uses are read
-    (the kind is the table's, a graph replay is in a graph by definition)."""
-    parts = []
+def _op_queries(columns: dict) -> list:
+    """(kind, table, sql, dtype) for the kernels, copies, memsets and graph replays; only the columns
+    the analysis uses are read (the kind is the table's, a graph replay is in a graph by definition)."""
+    queries = []
     for kind, table in OP_TABLES:
         cols = columns.get(table)
         if not cols:
@@ -209,14 +217,34 @@ def _read_ops(db, columns: dict, fetch) -> np.ndarray:
         extra = ", graphNodeId IS NOT NULL AND graphNodeId != 0" if node else ""
         sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({pid}, 0), coalesce(correlationId, 0){extra} "
                f"FROM {table} WHERE end IS NOT NULL")
-        rows = fetch(sql, _READ_NODE_OPS if node else _READ_OPS)
-        part = np.empty(len(rows), OPS_DTYPE)
+        queries.append((kind, table, sql, _READ_NODE_OPS if node else _READ_OPS))
+    return queries
+
+
+def _rows_at_most(db, table: str):
+    """How many rows ``table`` holds at most: its largest rowid (read off the b-tree's last
+    page, no scan; rowids below 1 would make it no bound, which only costs speed); None where
+    it cannot be read."""
+    try:
+        largest = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return None
+    if largest is None:   # an empty table
+        return 0
+    return largest if isinstance(largest, int) and largest > 0 else None
+
+
+def _ops(queries: list, results: list) -> np.ndarray:
+    """The operations of every table in one array, in start order."""
+    ops = np.empty(sum(len(rows) for rows in results), OPS_DTYPE)
+    at = 0
+    for (kind, _, _, dtype), rows in zip(queries, results):
+        part = ops[at:at + len(rows)]
         for name in _READ_OPS.names:
             part[name] = rows[name]
         part["kind"] = kind
-        part["in_graph"] = rows["in_graph"] != 0 if node else kind == OP_GRAPH
-        parts.append(part)
-    ops = np.concatenate(parts) if parts else np.empty(0, OPS_DTYPE)
+        part["in_graph"] = rows["in_graph"] != 0 if "in_graph" in dtype.names else kind == OP_GRAPH
+        at += len(rows)
     return _sorted_by_start(ops)
 
 
@@ -231,19 +259,29 @@ def _needed(name: str) -> bool:
     return "Launch" in name or name in SYNC_CALLS or name.startswith(NEEDED_CALL_PREFIXES)
 
 
-def _read_runtime(db, columns: dict, strings: bool, fetch):
-    """The runtime calls the analysis needs (CALL_* per row, names by id)."""
-    cols = columns.get(RUNTIME)
-    if not cols:
-        return np.empty(0, RUNTIME_DTYPE), np.empty(0, np.int8), {}
-    names = {}
-    if strings:
-        rows = db.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'").fetchall()
-        names = {ident: strip_version(value) for ident, value in rows}
+def _call_names(db, strings: bool) -> dict:
+    """name_id -> CUDA call name without its version suffix."""
+    if not strings:
+        return {}
+    rows = db.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'").fetchall()
+    return {ident: strip_version(value) for ident, value in rows}
+
+
+def _runtime_query(columns: dict, strings: bool, names: dict):
+    """(sql, dtype) of the runtime calls the analysis needs; None without a runtime table."""
+    if not columns.get(RUNTIME):
+        return None
     needed = sorted(ident for ident, name in names.items() if _needed(name))
     where = f" WHERE nameId IN ({', '.join(map(str, needed))})" if strings and needed else ""
-    runtime = _sorted_by_start(fetch(f"SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0), "
-                                     f"coalesce(nameId, 0) FROM {RUNTIME}{where}", RUNTIME_DTYPE))
+    return (f"SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0), "
+            f"coalesce(nameId, 0) FROM {RUNTIME}{where}", RUNTIME_DTYPE)
+
+
+def _runtime(rows, names: dict):
+    """The runtime calls in start order, and CALL_* per row."""
+    if rows is None:
+        return np.empty(0, RUNTIME_DTYPE), np.empty(0, np.int8)
+    runtime = _sorted_by_start(rows)
     lookup_size = max(max(names, default=0), int(runtime["name_id"].max(initial=0))) + 1
     lookup = np.zeros(lookup_size, np.int8)
     for ident, name in names.items():
@@ -253,7 +291,7 @@ def _read_runtime(db, columns: dict, strings: bool, fetch):
             lookup[ident] = CALL_GRAPH_LAUNCH
         elif name in SYNC_CALLS:
             lookup[ident] = CALL_SYNC
-    return runtime, lookup[runtime["name_id"]], names
+    return runtime, lookup[runtime["name_id"]]
 
 
 def _read_nvtx(db, columns: dict, strings: bool):
