@@ -62,10 +62,11 @@ class Gaps:
     @classmethod
     def of(cls, lengths_ns: np.ndarray) -> "Gaps":
         us = lengths_ns / 1e3
-        bins = np.digitize(us, GAP_BUCKETS_US)
+        bins = np.searchsorted(GAP_BUCKETS_US, us, side="right")   # np.digitize's bins, for increasing edges
         counts = np.bincount(bins, minlength=len(GAP_LABELS))
-        return cls(int(len(us)), float(lengths_ns.sum() / 1e6), _percentile(us, 50), _percentile(us, 90),
-                   _percentile(us, 99), dict(zip(GAP_LABELS, (int(c) for c in counts))))
+        p50, p90, p99 = np.percentile(us, (50, 90, 99)) if len(us) else (0.0, 0.0, 0.0)
+        return cls(int(len(us)), float(lengths_ns.sum() / 1e6), float(p50), float(p90), float(p99),
+                   dict(zip(GAP_LABELS, (int(c) for c in counts))))
 
 
 @dataclass
@@ -148,14 +149,15 @@ class _Launches:
     api_start: np.ndarray
     api_end: np.ndarray
     api_tid: np.ndarray
-    _order: np.ndarray | None = None
+    _order: tuple = ()
 
     @property
-    def order(self) -> np.ndarray:
-        """An argsort of the launch times, made once for the many range lookups that use it."""
-        if self._order is None:
-            self._order = np.argsort(self.api_start, kind="stable")
-        return self._order
+    def order(self) -> np.ndarray | None:
+        """An argsort of the launch times, None where they are in order already (one thread
+        launches in the order the GPU runs): made once for the many range lookups that use it."""
+        if not self._order:
+            self._order = (None if in_order(self.api_start) else np.argsort(self.api_start, kind="stable"),)
+        return self._order[0]
 
 
 def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
@@ -174,9 +176,12 @@ def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
     pos_clipped = np.minimum(pos, max(len(sorted_keys) - 1, 0))
     found = (pos < len(sorted_keys)) & (sorted_keys[pos_clipped] == op_key) if len(rt) else np.zeros(len(ops), bool)
     index = np.where(found, order[pos_clipped] if len(rt) else 0, -1)
+    if not len(rt):
+        return _Launches(index, *(np.zeros(len(ops), np.int64) for _ in range(3)))
+    if found.all():   # every operation's call is in the export: no blanks to fill
+        return _Launches(index, rt["start"][index], rt["end"][index], rt["tid"][index])
     safe = np.maximum(index, 0)
-    pick = (lambda col: np.where(found, rt[col][safe], 0)) if len(rt) else (lambda col: np.zeros(len(ops), np.int64))
-    return _Launches(index, pick("start"), pick("end"), pick("tid"))
+    return _Launches(index, *(np.where(found, rt[col][safe], 0) for col in ("start", "end", "tid")))
 
 
 def _owners(rows: np.ndarray, launches: _Launches) -> np.ndarray:
@@ -189,7 +194,7 @@ def _owners(rows: np.ndarray, launches: _Launches) -> np.ndarray:
 
 def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | None) -> GroupMetrics:
     in_group = (trace.ops["pid"] == global_pid) & (trace.ops["device"] == device)
-    ops = trace.ops[in_group]
+    ops = trace.ops if in_group.all() else trace.ops[in_group]   # one process on one GPU: no copy
     launches = match_launches(trace, ops)
     busy = Union.of(ops["start"], ops["end"])
     op_ns = ops["end"] - ops["start"]
@@ -367,15 +372,15 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
     each owner's intervals into its own time band makes one vectorised union do them all."""
     if len(starts) == 0:
         return np.zeros(owners)
-    band = int(ends.max() - starts.min()) + 1
     base = starts.min()
-    shift = owner.astype(np.int64) * band - base
+    band = int(ends.max() - base) + 1
+    shift = owner * band
+    shift -= base
     keys = starts + shift
+    shifted_ends = ends + shift
     if not in_order(keys):   # in order already when owners follow time
         order = np.argsort(keys, kind="stable")
-        keys, shifted_ends = keys[order], (ends + shift)[order]
-    else:
-        shifted_ends = ends + shift
+        keys, shifted_ends = keys[order], shifted_ends[order]
     merged = Union.of(keys, shifted_ends)
     return np.bincount(merged.starts // band, weights=merged.ends - merged.starts, minlength=owners)
 

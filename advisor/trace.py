@@ -309,12 +309,19 @@ def _read_nvtx(db, columns: dict, strings: bool):
     ).fetchall()
     if not rows:
         return np.empty(0, NVTX_DTYPE), []
-    texts = [row[4] if row[4] is not None else "" for row in rows]
-    names, codes = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    starts, ends, tids, types, texts = zip(*rows)
+    # the names sorted and each row's index into them, as np.unique gives them, without sorting
+    # every row's text: the distinct names are few
+    first_seen = {}
+    seen = np.fromiter((first_seen.setdefault("" if t is None else t, len(first_seen)) for t in texts),
+                       np.int64, len(texts))
+    names = sorted(first_seen)
+    position = {name: i for i, name in enumerate(names)}
+    rank = np.array([position[name] for name in first_seen], np.int64)
     nvtx = np.empty(len(rows), NVTX_DTYPE)
-    numeric = np.array([row[:4] for row in rows], dtype=np.int64)
-    nvtx["start"], nvtx["end"], nvtx["tid"], nvtx["event_type"] = numeric.T
-    nvtx["name"] = codes
+    for name, values in (("start", starts), ("end", ends), ("tid", tids), ("event_type", types)):
+        nvtx[name] = np.array(values, dtype=np.int64)
+    nvtx["name"] = rank[seen]
     return nvtx, [str(name) for name in names]
 
 
