@@ -56,7 +56,12 @@ class SqliteColumns:
 
     def fetch_many(self, queries: list) -> list:
         """Each (sql, dtype, rows)'s columns, one query after the other."""
-        return [self.fetch(sql, dtype) for sql, dtype, _ in queries]
+        return self.start(queries)()
+
+    def start(self, queries: list):
+        """fetch_many(queries), run when the returned function is called (on this thread:
+        an sqlite3 connection belongs to the thread that opened it)."""
+        return lambda: [self.fetch(sql, dtype) for sql, dtype, _ in queries]
 
     def close(self) -> None:
         pass
@@ -75,6 +80,7 @@ class ArrowColumns:
         self._database = adbc_driver_sqlite.connect(read_only_uri(path))
         self._fallback = SqliteColumns(path, conn)
         self._connections = [adbc_driver_manager.AdbcConnection(self._database)]
+        self._pool = None
 
     def fetch(self, sql: str, dtype: np.dtype) -> np.ndarray:
         """The query's columns; a query the driver refuses or cannot type (a damaged table, a
@@ -82,20 +88,25 @@ class ArrowColumns:
         return self.fetch_many([(sql, dtype, None)])[0]
 
     def fetch_many(self, queries: list) -> list:
-        """Each (sql, dtype, rows)'s columns, the queries run at once on connections of their own;
-        those the driver fails are read by sqlite3 afterwards (its connection is this thread's).
-        ``rows``, the most rows the query can return (None: unknown), lets the driver build the
-        whole result as one batch inside execute_query, where it lets go of the GIL (later batches
-        are fetched holding it)."""
+        return self.start(queries)()
+
+    def start(self, queries: list):
+        """Starts reading each (sql, dtype, rows)'s columns, the queries at once on connections
+        of their own, and returns the function that waits for them; what the driver fails is
+        read by sqlite3 then (its connection is the caller's thread's). ``rows``, the most rows
+        a query can return (None: unknown), lets the driver build the whole result as one batch
+        inside execute_query, where it lets go of the GIL (later batches are fetched holding it):
+        the caller's thread is free meanwhile."""
         while len(self._connections) < len(queries):
             self._connections.append(self._manager.AdbcConnection(self._database))
-        if len(queries) < 2:
-            results = [self._try_fetch(self._connections[0], *query) for query in queries]
-        else:
-            with ThreadPoolExecutor(len(queries)) as pool:
-                results = list(pool.map(self._try_fetch, self._connections, *zip(*queries)))
-        return [self._fallback.fetch(sql, dtype) if result is None else result
-                for result, (sql, dtype, _) in zip(results, queries)]
+        self._pool = ThreadPoolExecutor(max(len(queries), 1))
+        pending = [self._pool.submit(self._try_fetch, connection, *query)
+                   for connection, query in zip(self._connections, queries)]
+
+        def wait() -> list:
+            return [self._fallback.fetch(sql, dtype) if future.result() is None else future.result()
+                    for future, (sql, dtype, _) in zip(pending, queries)]
+        return wait
 
     def _try_fetch(self, connection, sql: str, dtype: np.dtype, rows):
         try:
@@ -126,6 +137,8 @@ class ArrowColumns:
         return out
 
     def close(self) -> None:
+        if self._pool is not None:   # no connection closed under a query still running
+            self._pool.shutdown(wait=True)
         for connection in self._connections:
             connection.close()
         self._database.close()

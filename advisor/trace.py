@@ -168,13 +168,14 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         tables_read.append((RUNTIME, *runtime_query))
     queries = [(sql, dtype, _rows_at_most(db, table)) for table, sql, dtype in tables_read]
     columns_reader = reader(path, db.conn)
-    try:   # the big tables side by side (the Arrow reader runs them at once)
-        results = columns_reader.fetch_many(queries)
+    try:   # the big tables side by side (the Arrow reader runs them at once), the small ones meanwhile
+        wait = columns_reader.start(queries)
+        nvtx, nvtx_names = _read_nvtx(db, columns, strings)
+        results = wait()
     finally:
         columns_reader.close()
     ops = _ops(op_queries, results[:len(op_queries)])
     runtime, category = _runtime(results[len(op_queries)] if runtime_query else None, names)
-    nvtx, nvtx_names = _read_nvtx(db, columns, strings)
     return Trace(
         path=path,
         schema_version=str(schema),
