@@ -396,11 +396,26 @@ def range_groups(trace, rows_all, limit: int = MAX_RANGE_GROUPS) -> list:
     return [(str(unique[g]), inverse == g) for g in order]
 
 
+def _first_start_last_end(starts, ends, owner, owners: int):
+    """Earliest start and latest end of each owner's intervals (sorted by start)."""
+    first = np.full(owners, np.iinfo(np.int64).max)
+    last = np.zeros(owners, np.int64)
+    if in_order(owner):   # owners follow time: each one's intervals are one run, its first the earliest
+        heads = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+        first[owner[heads]] = starts[heads]
+        last[owner[heads]] = np.maximum(np.maximum.reduceat(ends, heads), 0)
+    else:
+        np.minimum.at(first, owner, starts)
+        np.maximum.at(last, owner, ends)
+    return first, last
+
+
 def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
     rows_all = process_rows(trace, global_pid)
     results = []
     is_kernel = ops["kind"] == OP_KERNEL
-    delay = ops["start"] - launches.api_end
+    op_start, op_end = np.ascontiguousarray(ops["start"]), np.ascontiguousarray(ops["end"])
+    delay = op_start - launches.api_end
     for label, in_group in range_groups(trace, rows_all):
         rows = outermost(rows_all[in_group])
         owner = _owners(rows, launches)
@@ -409,11 +424,9 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
             continue
         calls = len(rows)
         o = owner[mine]
-        busy = busy_per_owner(ops["start"][mine], ops["end"][mine], o, calls)
-        first = np.full(calls, np.iinfo(np.int64).max)
-        last = np.zeros(calls, np.int64)
-        np.minimum.at(first, o, ops["start"][mine])
-        np.maximum.at(last, o, ops["end"][mine])
+        starts, ends = op_start[mine], op_end[mine]
+        busy = busy_per_owner(starts, ends, o, calls)
+        first, last = _first_start_last_end(starts, ends, o, calls)
         worked = np.bincount(o, minlength=calls) > 0
         span = (last - first)[worked].astype(float)
         cpu = (rows["end"] - rows["start"])[worked].astype(float)
@@ -421,13 +434,14 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
         sync_ns = np.bincount(sync_owner[sync_owner >= 0], weights=(sync_rows["end"] - sync_rows["start"])[sync_owner >= 0],
                               minlength=calls)[worked]
         # A starved GPU runs each launch at once: then the range lasts as long as its CPU side.
-        queued = _median(delay[mine & is_kernel]) >= QUEUE_AHEAD_US * 1e3
+        mine_kernels = mine & is_kernel
+        queued = _median(delay[mine_kernels]) >= QUEUE_AHEAD_US * 1e3
         wall = span if queued else np.maximum(span, cpu)
         utilization = _median(np.divide(busy[worked], wall, out=np.zeros(len(wall)), where=wall > 0))
         results.append(RangeMetrics(
             name=label,
             calls=calls,
-            kernels_per_call=_median(np.bincount(owner[mine & is_kernel], minlength=calls)[worked]),
+            kernels_per_call=_median(np.bincount(owner[mine_kernels], minlength=calls)[worked]),
             gpu_busy_ms_per_call=_median(busy[worked]) / 1e6,
             gpu_span_ms_per_call=_median(span) / 1e6,
             cpu_ms_per_call=_median(cpu) / 1e6,
