@@ -166,18 +166,17 @@ def match_launches(trace: Trace, ops: np.ndarray) -> _Launches:
     # OS pids stay below 2**22 on Linux and correlation ids below 2**39: one int64 key
     rt_key = pid_of(rt["tid"]) << 39 | rt["corr"]
     op_key = pid_of(ops["pid"]) << 39 | ops["corr"]
+    if not len(rt):
+        return _Launches(np.full(len(ops), -1), *(np.zeros(len(ops), np.int64) for _ in range(3)))
     if in_order(rt_key):   # one process: ids grow with time
-        order = np.arange(len(rt_key))
-        sorted_keys = rt_key
+        order, sorted_keys = None, rt_key
     else:
         order = np.argsort(rt_key, kind="stable")
         sorted_keys = rt_key[order]
     pos = np.searchsorted(sorted_keys, op_key)
-    pos_clipped = np.minimum(pos, max(len(sorted_keys) - 1, 0))
-    found = (pos < len(sorted_keys)) & (sorted_keys[pos_clipped] == op_key) if len(rt) else np.zeros(len(ops), bool)
-    index = np.where(found, order[pos_clipped] if len(rt) else 0, -1)
-    if not len(rt):
-        return _Launches(index, *(np.zeros(len(ops), np.int64) for _ in range(3)))
+    pos_clipped = np.minimum(pos, len(sorted_keys) - 1)
+    found = (pos < len(sorted_keys)) & (sorted_keys[pos_clipped] == op_key)
+    index = np.where(found, pos_clipped if order is None else order[pos_clipped], -1)
     if found.all():   # every operation's call is in the export: no blanks to fill
         return _Launches(index, rt["start"][index], rt["end"][index], rt["tid"][index])
     safe = np.maximum(index, 0)
@@ -246,6 +245,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     med_busy, med_period = _median(busy_ns) / 1e6, _median(period) / 1e6
     utilization = _median(util_each)
     sync_share = _median(np.divide(sync_ns_per_iter, cpu_period, out=np.zeros(n), where=cpu_period > 0))
+    delay_median = _median(delay_us)
     summary = Summary(
         iterations=n,
         iteration_source=source,
@@ -265,7 +265,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         kernel_share_under_50us=float(np.mean(durations_us < 50)) if len(durations_us) else 0.0,
         launch_api_median_us=_median(api_us),
         launch_api_ms_per_iteration=_median(launch_ms),
-        launch_to_start_median_us=_median(delay_us),
+        launch_to_start_median_us=delay_median,
         launch_to_start_p90_us=_percentile(delay_us, 90),
         syncs_per_iteration=_median(sync_per_iter),
         sync_ms_per_iteration=_median(sync_ns_per_iter) / 1e6,
@@ -276,7 +276,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         small_kernel_share=small_kernel_share(durations_ns),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid),
-        verdict=verdict(utilization, sync_share, graphed_share, _median(delay_us) >= QUEUE_AHEAD_US),
+        verdict=verdict(utilization, sync_share, graphed_share, delay_median >= QUEUE_AHEAD_US),
     )
     summary.reasons = _reasons(summary, sync_share)
     per_iteration = [
