@@ -97,6 +97,8 @@ class ArrowColumns:
         a query can return (None: unknown), lets the driver build the whole result as one batch
         inside execute_query, where it lets go of the GIL (later batches are fetched holding it):
         the caller's thread is free meanwhile."""
+        if self._pool is not None:   # the connections are the last call's until its queries end
+            self._pool.shutdown(wait=True)
         while len(self._connections) < len(queries):
             self._connections.append(self._manager.AdbcConnection(self._database))
         self._pool = ThreadPoolExecutor(max(len(queries), 1))
