@@ -25,12 +25,11 @@ class Union:
         if len(starts) == 0:
             return cls(np.empty(0, np.int64), np.empty(0, np.int64))
         reach = np.maximum.accumulate(ends)
-        first = np.empty(len(starts), bool)
-        first[0] = True
-        first[1:] = starts[1:] > reach[:-1]
-        heads = np.flatnonzero(first)
+        first = np.empty(len(starts) + 1, bool)   # each run's first interval, and one past the last
+        first[0] = first[-1] = True
+        np.greater(starts[1:], reach[:-1], out=first[1:-1])
         # an interval's reach is its run's largest end so far: at the run's last one, the run's end
-        return cls(starts[heads], reach[_last_of_runs(heads, len(starts))])
+        return cls(starts[first[:-1]], reach[first[1:]])
 
     @property
     def total(self) -> int:
@@ -51,14 +50,6 @@ class Union:
     def busy_within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Busy time in [a, b) for each window."""
         return self.busy_before(b) - self.busy_before(a)
-
-
-def _last_of_runs(heads: np.ndarray, n: int) -> np.ndarray:
-    """Index of the last element of each run, the runs starting at ``heads`` (sorted) of n."""
-    last = np.empty(len(heads), np.int64)
-    last[:-1] = heads[1:] - 1
-    last[-1] = n - 1
-    return last
 
 
 def count_within(sorted_times: np.ndarray, a: np.ndarray, b: np.ndarray, weights=None) -> np.ndarray:

@@ -23,6 +23,7 @@ measured and deleted in turn, and the time and memory per kernel show whether co
 import argparse
 import json
 import math
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -159,6 +160,8 @@ def measure(big: Path, kernels: int, runs: int) -> dict:
     """Everything printed for one export, side by side in this run."""
     from advisor.columns import arrow_available
 
+    print(f"load average before (1, 5, 15 min; {os.cpu_count()} cores): "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     aggregate_scan(big)  # warm the page cache for all
     aggregate = min(aggregate_scan(big) for _ in range(3))
     scan = raw_scan(big)
@@ -186,6 +189,8 @@ def measure(big: Path, kernels: int, runs: int) -> dict:
     stats = nsys_stats(big)
     if stats is not None:
         print(f"nsys stats --report cuda_gpu_kern_sum:              {stats:.2f} s")
+    print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine "
+          f"slows every figure; the ratio is taken side by side)")
     fresh, base, resident = peak_resident(big)
     peak = peak_memory(big)
     print(f"analysis in a fresh process: {fresh:.2f} s, peak resident {resident / 2**20:.0f} MiB "
