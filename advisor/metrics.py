@@ -298,15 +298,28 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     )
 
 
+def _first_of_each(owner: np.ndarray):
+    """The owners (>= 0) that occur, sorted, and where each first occurs: np.unique's answer,
+    without its sort where the owners follow one another in order (iterations follow time)."""
+    at = np.flatnonzero(owner >= 0)
+    owned = owner[at]
+    if in_order(owned):
+        head = np.empty(len(owned), bool)
+        head[:1] = True
+        np.not_equal(owned[1:], owned[:-1], out=head[1:])
+        return owned[head], at[head]
+    used, first = np.unique(owner, return_index=True)
+    keep = used >= 0
+    return used[keep], first[keep]
+
+
 def _windows(trace, ops, launches, found: IterationRanges | None, global_pid: int):
     """GPU windows [a, b) per iteration (first operation of one to the first of the next) and
     the matching CPU windows (range start to next range start)."""
     if found is not None and len(found.rows) and len(ops):
         rows = found.rows
         owner = _owners(rows, launches)
-        used, first = np.unique(owner, return_index=True)   # ops are sorted by start
-        keep = used >= 0
-        used, first = used[keep], first[keep]
+        used, first = _first_of_each(owner)   # ops are sorted by start
         if len(used):
             a = ops["start"][first]
             last_end = np.zeros(len(rows), np.int64)

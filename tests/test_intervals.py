@@ -58,3 +58,19 @@ def test_busy_time_and_extent_per_owner_match_a_loop(seed):
         assert busy[k] == len(covered)
         assert first[k] == (starts[mine].min() if mine.any() else np.iinfo(np.int64).max)
         assert last[k] == (ends[mine].max() if mine.any() else 0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_first_occurrence_of_each_owner_matches_a_loop(seed):
+    from advisor.metrics import _first_of_each
+
+    rng = np.random.default_rng(seed)
+    owner = rng.integers(-1, 6, int(rng.integers(0, 60)))
+    if seed % 2:   # owners that follow one another, with unowned operations between
+        owner = np.where(owner >= 0, np.sort(owner), -1)
+    first = {}
+    for i, o in enumerate(owner.tolist()):
+        if o >= 0:
+            first.setdefault(o, i)
+    used, at = _first_of_each(owner)
+    assert used.tolist() == sorted(first) and at.tolist() == [first[o] for o in sorted(first)]
