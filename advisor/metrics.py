@@ -6,6 +6,7 @@ what leaves this module is milliseconds or microseconds, named so.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -230,6 +231,12 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     gap_ns_per_iter = np.bincount(gap_window[inside], weights=gap_lengths[inside], minlength=n)
 
     sync_rows, sync_per_iter, sync_ns_per_iter = _syncs(trace, in_process, cpu_windows)
+    # the per-range metrics on the second core while this one does the summary: numpy lets go
+    # of the GIL in its passes over big arrays (0.42 -> 0.33 s of analysis at 1M kernels)
+    launches.order  # noqa: B018 - computed here once, not raced for by the two threads
+    worker = ThreadPoolExecutor(1)
+    ranges = worker.submit(_range_metrics, trace, global_pid, ops, launches, api_ns, sync_rows)
+    worker.shutdown(wait=False)   # its one task still runs; ranges.result() waits for it
     graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & in_process
     graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
 
@@ -294,7 +301,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         gpu=trace.devices.get(int(device), ""),
         summary=summary,
         iterations=per_iteration,
-        ranges=_range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows),
+        ranges=ranges.result(),
     )
 
 
