@@ -43,6 +43,13 @@ class Analysis:
         }
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique, without its sort where every value is the same (one process, one GPU)."""
+    if len(values) and (values == values[0]).all():
+        return values[:1].copy()
+    return np.unique(values)
+
+
 def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
     if not trace.has_cuda:
         if trace.backend != "nsys":
@@ -58,7 +65,7 @@ def analyse(trace: Trace, iteration_pattern: str | None = None) -> Analysis:
         # the one rule for "nothing to analyse": no kernel ran (copies and memsets alone are no loop)
         raise TraceError(f"{trace.path.name}: nothing to analyse: no kernel ran in this export "
                          f"({len(ops)} memory copies and sets)")
-    pairs = [(pid, dev) for pid in np.unique(ops["pid"]) for dev in np.unique(ops["device"][ops["pid"] == pid])]
+    pairs = [(pid, dev) for pid in _distinct(ops["pid"]) for dev in _distinct(ops["device"][ops["pid"] == pid])]
     groups = [analyse_group(trace, int(pid), int(dev), iteration_pattern) for pid, dev in pairs]
     busiest = max(range(len(groups)), key=lambda i: groups[i].summary.gpu_busy_ms_per_iteration
                   * max(groups[i].summary.iterations, 1))

@@ -25,11 +25,11 @@ class Union:
         if len(starts) == 0:
             return cls(np.empty(0, np.int64), np.empty(0, np.int64))
         reach = np.maximum.accumulate(ends)
-        first = np.empty(len(starts), bool)
-        first[0] = True
-        first[1:] = starts[1:] > reach[:-1]
-        heads = np.flatnonzero(first)
-        return cls(starts[heads], np.maximum.reduceat(ends, heads))
+        first = np.empty(len(starts) + 1, bool)   # each run's first interval, and one past the last
+        first[0] = first[-1] = True
+        np.greater(starts[1:], reach[:-1], out=first[1:-1])
+        # an interval's reach is its run's largest end so far: at the run's last one, the run's end
+        return cls(starts[first[:-1]], reach[first[1:]])
 
     @property
     def total(self) -> int:
@@ -62,10 +62,38 @@ def count_within(sorted_times: np.ndarray, a: np.ndarray, b: np.ndarray, weights
     return cumulative[hi] - cumulative[lo]
 
 
-def assign(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Index of the range (sorted, non-overlapping starts) holding each time, or -1."""
+def assign(times: np.ndarray, starts: np.ndarray, ends: np.ndarray, order=None) -> np.ndarray:
+    """Index of the range (sorted, non-overlapping starts) holding each time, or -1. ``order``
+    (an argsort of ``times``, or None) lets big arrays of times be assigned with two binary
+    searches per range instead of one per time: the same indexes."""
     if len(starts) == 0:
         return np.full(len(times), -1)
+    if len(times) > 4 * len(starts) and in_order(starts):
+        if order is None and in_order(times):
+            return _assign_in_order(times, starts, ends)
+        if order is not None:
+            idx = np.empty(len(times), np.int64)
+            idx[order] = _assign_in_order(times[order], starts, ends)
+            return idx
     idx = np.searchsorted(starts, times, side="right") - 1
     inside = (idx >= 0) & (times <= ends[np.maximum(idx, 0)])
     return np.where(inside, idx, -1)
+
+
+def _assign_in_order(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """assign() for times in order: range i holds the times from its start up to its end or
+    the next range's start (a time is the latest range's that starts at or before it), so its
+    indexes are one run, and the runs and the gaps between them are laid down by np.repeat."""
+    n, ranges = len(times), len(starts)
+    lo = np.searchsorted(times, starts, side="left")
+    hi = np.searchsorted(times, ends, side="right")
+    hi[:-1] = np.minimum(hi[:-1], lo[1:])
+    hi = np.maximum(hi, lo)
+    lengths = np.empty(2 * ranges + 1, np.int64)
+    lengths[0] = lo[0]
+    lengths[2:-1:2] = lo[1:] - hi[:-1]
+    lengths[-1] = n - hi[-1]
+    lengths[1::2] = hi - lo
+    values = np.full(2 * ranges + 1, -1, np.int64)
+    values[1::2] = np.arange(ranges)
+    return np.repeat(values, lengths)

@@ -103,14 +103,18 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
 
 
 
-def project(rows: np.ndarray, times: np.ndarray, tids: np.ndarray) -> np.ndarray:
+def project(rows: np.ndarray, times: np.ndarray, tids: np.ndarray, order=None) -> np.ndarray:
     """Index of the range (rows sorted, non-overlapping) each call lies in; push/pop ranges
-    take calls of their own thread only, start/end ranges any thread of the process."""
-    idx = assign(times, rows["start"], rows["end"])
-    hit = idx >= 0
-    safe = np.maximum(idx, 0)
-    wrong_thread = hit & (rows["event_type"][safe] == NVTX_PUSH_POP) & (rows["tid"][safe] != tids)
-    return np.where(wrong_thread, -1, idx)
+    take calls of their own thread only, start/end ranges any thread of the process.
+    ``order``: an argsort of ``times``, where the caller has one (see assign)."""
+    idx = assign(times, rows["start"], rows["end"], order)
+    push_pop = rows["event_type"] == NVTX_PUSH_POP
+    if not push_pop.any():
+        return idx
+    at = np.where(idx >= 0, idx, len(rows))   # the range, or one past the last for none
+    wrong_thread = np.append(push_pop, False)[at] & (np.append(rows["tid"], 0)[at] != tids)
+    idx[wrong_thread] = -1
+    return idx
 
 
 def check_pattern(trace: Trace, pattern: str) -> None:

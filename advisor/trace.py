@@ -174,13 +174,22 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
     columns = {t: set(db[t].columns_dict) for t in tables if t.startswith(("CUPTI_", "NVTX_"))}
     strings = "StringIds" in tables
 
+    op_queries = _op_queries(columns)
+    names = _call_names(db, strings) if RUNTIME in columns else {}
+    runtime_query = _runtime_query(columns, strings, names)
+    tables_read = [(table, sql, dtype) for _, table, sql, dtype in op_queries]
+    if runtime_query:
+        tables_read.append((RUNTIME, *runtime_query))
+    queries = [(sql, dtype, _rows_at_most(db, table)) for table, sql, dtype in tables_read]
     columns_reader = reader(path, db.conn)
-    try:
-        ops = _read_ops(db, columns, columns_reader.fetch)
-        runtime, category, names = _read_runtime(db, columns, strings, columns_reader.fetch)
+    try:   # the big tables side by side (the Arrow reader runs them at once), the small ones meanwhile
+        wait = columns_reader.start(queries)
+        nvtx, nvtx_names = _read_nvtx(db, columns, strings)
+        results = wait()
     finally:
         columns_reader.close()
-    nvtx, nvtx_names = _read_nvtx(db, columns, strings)
+    ops = _ops(op_queries, results[:len(op_queries)])
+    runtime, category = _runtime(results[len(op_queries)] if runtime_query else None, names)
     return Trace(
         path=path,
         schema_version=str(schema),
@@ -210,10 +219,10 @@ _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", 
 _READ_NODE_OPS = np.dtype(_READ_OPS.descr + [("in_graph", "i8")])
 
 
-def _read_ops(db, columns: dict, fetch) -> np.ndarray:
-    """Kernels, copies, memsets and graph replays; only the columns the analysis uses are read
-    (the kind is the table's, a graph replay is in a graph by definition)."""
-    parts = []
+def _op_queries(columns: dict) -> list:
+    """(kind, table, sql, dtype) for the kernels, copies, memsets and graph replays; only the columns
+    the analysis uses are read (the kind is the table's, a graph replay is in a graph by definition)."""
+    queries = []
     for kind, table in OP_TABLES:
         cols = columns.get(table)
         if not cols:
@@ -223,15 +232,40 @@ def _read_ops(db, columns: dict, fetch) -> np.ndarray:
         extra = ", graphNodeId IS NOT NULL AND graphNodeId != 0" if node else ""
         sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({pid}, 0), coalesce(correlationId, 0){extra} "
                f"FROM {table} WHERE end IS NOT NULL")
-        rows = fetch(sql, _READ_NODE_OPS if node else _READ_OPS)
-        part = np.empty(len(rows), OPS_DTYPE)
-        for name in _READ_OPS.names:
-            part[name] = rows[name]
-        part["kind"] = kind
-        part["in_graph"] = rows["in_graph"] != 0 if node else kind == OP_GRAPH
-        parts.append(part)
-    ops = np.concatenate(parts) if parts else np.empty(0, OPS_DTYPE)
-    return _sorted_by_start(ops)
+        queries.append((kind, table, sql, _READ_NODE_OPS if node else _READ_OPS))
+    return queries
+
+
+def _rows_at_most(db, table: str):
+    """How many rows ``table`` holds at most: its largest rowid (read off the b-tree's last
+    page, no scan; rowids below 1 would make it no bound, which only costs speed); None where
+    it cannot be read."""
+    try:
+        largest = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return None
+    if largest is None:   # an empty table
+        return 0
+    return largest if isinstance(largest, int) and largest > 0 else None
+
+
+def _ops(queries: list, results: list) -> np.ndarray:
+    """The operations of every table in one array, in start order: each field gathered on its
+    own (gathering whole 42-byte records is several times slower)."""
+    sizes = [len(rows) for rows in results]
+    fields = {name: np.concatenate([rows[name] for rows in results]) if results else np.empty(0, np.int64)
+              for name in _READ_OPS.names}
+    fields["kind"] = np.repeat(np.array([kind for kind, *_ in queries], np.int8), sizes)
+    fields["in_graph"] = np.concatenate([rows["in_graph"] != 0 if "in_graph" in dtype.names
+                                         else np.full(len(rows), kind == OP_GRAPH)
+                                         for (kind, _, _, dtype), rows in zip(queries, results)]) \
+        if results else np.empty(0, bool)
+    # the order _sorted_by_start gives
+    order = None if in_order(fields["start"]) else np.argsort(fields["start"], kind="stable")
+    ops = np.empty(sum(sizes), OPS_DTYPE)
+    for name, values in fields.items():
+        ops[name] = values if order is None else values[order]
+    return ops
 
 
 # runtime calls the analysis uses: those that launch work (their correlationId ties them to a
@@ -245,19 +279,29 @@ def _needed(name: str) -> bool:
     return "Launch" in name or name in SYNC_CALLS or name.startswith(NEEDED_CALL_PREFIXES)
 
 
-def _read_runtime(db, columns: dict, strings: bool, fetch):
-    """The runtime calls the analysis needs (CALL_* per row, names by id)."""
-    cols = columns.get(RUNTIME)
-    if not cols:
-        return np.empty(0, RUNTIME_DTYPE), np.empty(0, np.int8), {}
-    names = {}
-    if strings:
-        rows = db.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'").fetchall()
-        names = {ident: strip_version(value) for ident, value in rows}
+def _call_names(db, strings: bool) -> dict:
+    """name_id -> CUDA call name without its version suffix."""
+    if not strings:
+        return {}
+    rows = db.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'").fetchall()
+    return {ident: strip_version(value) for ident, value in rows}
+
+
+def _runtime_query(columns: dict, strings: bool, names: dict):
+    """(sql, dtype) of the runtime calls the analysis needs; None without a runtime table."""
+    if not columns.get(RUNTIME):
+        return None
     needed = sorted(ident for ident, name in names.items() if _needed(name))
     where = f" WHERE nameId IN ({', '.join(map(str, needed))})" if strings and needed else ""
-    runtime = _sorted_by_start(fetch(f"SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0), "
-                                     f"coalesce(nameId, 0) FROM {RUNTIME}{where}", RUNTIME_DTYPE))
+    return (f"SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0), "
+            f"coalesce(nameId, 0) FROM {RUNTIME}{where}", RUNTIME_DTYPE)
+
+
+def _runtime(rows, names: dict):
+    """The runtime calls in start order, and CALL_* per row."""
+    if rows is None:
+        return np.empty(0, RUNTIME_DTYPE), np.empty(0, np.int8)
+    runtime = _sorted_by_start(rows)
     lookup_size = max(max(names, default=0), int(runtime["name_id"].max(initial=0))) + 1
     lookup = np.zeros(lookup_size, np.int8)
     for ident, name in names.items():
@@ -267,7 +311,12 @@ def _read_runtime(db, columns: dict, strings: bool, fetch):
             lookup[ident] = CALL_GRAPH_LAUNCH
         elif name in SYNC_CALLS:
             lookup[ident] = CALL_SYNC
-    return runtime, lookup[runtime["name_id"]], names
+    return runtime, lookup[runtime["name_id"]]
+
+
+# SQLite sorts within its page cache's size (2 MB by default) and spills the rest to temporary
+# files; the NVTX ranges of a million-kernel export are a few MB
+SORT_MEMORY_KIB = 65536
 
 
 def _read_nvtx(db, columns: dict, strings: bool):
@@ -279,18 +328,30 @@ def _read_nvtx(db, columns: dict, strings: bool):
         join = "LEFT JOIN StringIds s ON s.id = e.textId"
     else:
         text, join = "e.text", ""
-    rows = db.execute(
-        f"SELECT e.start, e.end, e.globalTid, e.eventType, {text} FROM {NVTX} e {join} "
-        f"WHERE e.eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END}) AND e.end IS NOT NULL ORDER BY e.start"
-    ).fetchall()
+    default_cache = db.execute("PRAGMA cache_size").fetchone()[0]
+    db.execute(f"PRAGMA cache_size = -{SORT_MEMORY_KIB}")   # the sort in memory, not in temporary files
+    try:
+        rows = db.execute(
+            f"SELECT e.start, e.end, e.globalTid, e.eventType, {text} FROM {NVTX} e {join} "
+            f"WHERE e.eventType IN ({NVTX_PUSH_POP}, {NVTX_START_END}) AND e.end IS NOT NULL ORDER BY e.start"
+        ).fetchall()
+    finally:
+        db.execute(f"PRAGMA cache_size = {int(default_cache)}")
     if not rows:
         return np.empty(0, NVTX_DTYPE), []
-    texts = [row[4] if row[4] is not None else "" for row in rows]
-    names, codes = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    starts, ends, tids, types, texts = zip(*rows)
+    # the names sorted and each row's index into them, as np.unique gives them, without sorting
+    # every row's text: the distinct names are few
+    first_seen = {}
+    seen = np.fromiter((first_seen.setdefault("" if t is None else t, len(first_seen)) for t in texts),
+                       np.int64, len(texts))
+    names = sorted(first_seen)
+    position = {name: i for i, name in enumerate(names)}
+    rank = np.array([position[name] for name in first_seen], np.int64)
     nvtx = np.empty(len(rows), NVTX_DTYPE)
-    numeric = np.array([row[:4] for row in rows], dtype=np.int64)
-    nvtx["start"], nvtx["end"], nvtx["tid"], nvtx["event_type"] = numeric.T
-    nvtx["name"] = codes
+    for name, values in (("start", starts), ("end", ends), ("tid", tids), ("event_type", types)):
+        nvtx[name] = np.array(values, dtype=np.int64)
+    nvtx["name"] = rank[seen]
     return nvtx, [str(name) for name in names]
 
 

@@ -84,3 +84,30 @@ def test_a_path_with_uri_characters_opens_read_only(tmp_path):
     shutil.copy(TRACES / "launch_eager.sqlite", folder / "t.sqlite")
     assert analyse(open_trace(folder / "t.sqlite")).main.summary.iterations == 40
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q?dir#x"]
+
+
+@pytest.mark.skipif(not columns.arrow_available(), reason="adbc-driver-sqlite / nanoarrow not installed")
+def test_queries_read_at_once_give_what_sqlite3_gives_one_by_one(tmp_path):
+    """The Arrow reader's concurrent queries (one batch each where the row bound is given,
+    several where it is too small or unknown) and a query it cannot type, read by sqlite3."""
+    import sqlite3
+
+    import numpy as np
+
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE a (x INTEGER, y INTEGER); CREATE TABLE b (x REAL);")
+    conn.executemany("INSERT INTO a VALUES (?, ?)", [(i, i * i) for i in range(1000)])
+    conn.executemany("INSERT INTO b VALUES (?)", [(i / 2,) for i in range(10)])
+    conn.commit()
+    two, one = np.dtype([("x", "i8"), ("y", "i8")]), np.dtype([("x", "i8")])
+    queries = [("SELECT x, y FROM a", two, 1000), ("SELECT x, y FROM a WHERE x % 3 = 0", two, 10),
+               ("SELECT x FROM a ORDER BY x DESC", one, None), ("SELECT x FROM b", one, 10)]
+    reader = columns.ArrowColumns(path, conn)
+    arrow = reader.fetch_many(queries)
+    reader.close()
+    plain = columns.SqliteColumns(path, conn).fetch_many(queries)
+    assert [rows.tolist() for rows in arrow] == [rows.tolist() for rows in plain]
+    assert arrow[0]["y"].tolist() == [i * i for i in range(1000)]
+    assert arrow[3]["x"].tolist() == [int(i / 2) for i in range(10)]
+    conn.close()
