@@ -5,6 +5,7 @@ CUDA (captures, NCCL in a graph) is in bench/gpu_ddp.sh."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,7 +96,8 @@ def torchrun(script, *args, cwd):
     done = subprocess.run([*LAUNCHER, str(script), *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    # the ranks share stdout: one rank's line can land inside another's before its newline
+    return sorted(line.strip() for line in re.findall(r"rank \d+: .*?(?=rank \d+: |$)", done.stdout, flags=re.M))
 
 
 def test_the_helper_averages_gradients_as_ddp_does(tmp_path):
