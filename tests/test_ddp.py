@@ -147,3 +147,19 @@ def test_the_gpu_failure_scripts_are_python():
 
     for name, text in FAILURES.items():
         compile(text.replace("{cuda}", "True").replace("{backend}", "nccl"), name, "exec")
+
+
+def test_a_ddp_model_built_in_a_helper_is_never_graphed_as_a_plain_module(workload):
+    """DDP returned by a helper: find_ddp cannot tie it to the loop's model, and graphing the
+    wrapper as a plain module would skip its all-reduce, so every graph scope is refused."""
+    folder, _ = workload
+    text = (folder / "ddp_train.py").read_text()
+    built = "    model = DDP(net.to(device), device_ids=[device.index] if device.type == \"cuda\" else None)\n"
+    assert built in text
+    wrapped = folder / "ddp_wrap.py"
+    wrapped.write_text(text.replace(built, "    model = wrap(net, device)\n").replace(
+        "def main():", "def wrap(net, device):\n    return DDP(net.to(device))\n\n\ndef main():"))
+    for scope in ("fwd_bwd", "submodule", "full_iteration"):
+        with pytest.raises(CgAdviseError, match="builds a DistributedDataParallel that cg-advise cannot trace"):
+            make_patch(wrapped, scope)
+    assert make_patch(wrapped, "compile").patched_bytes   # torch's own, left to torch

@@ -50,6 +50,14 @@ def ddp_names(module: cst.Module) -> set:
     return names
 
 
+def calls_ddp(module: cst.Module) -> bool:
+    """Whether the script builds a DistributedDataParallel anywhere (a helper that returns one
+    included): a loop whose model find_ddp cannot trace back to it must not be graphed as if
+    it were a plain module."""
+    names = ddp_names(module)
+    return bool(calls_in(module, lambda c: dotted(c.func) in names))
+
+
 FSDP_CALLEES = ("FullyShardedDataParallel", "FSDP", "fully_shard")
 
 

@@ -34,7 +34,8 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .ddp import ASYNC_ERROR_HANDLING_OFF, DDP_WARMUP, SIDE_STREAM, built_on_side_stream, find_ddp, sharded
+from .ddp import (ASYNC_ERROR_HANDLING_OFF, DDP_WARMUP, SIDE_STREAM, built_on_side_stream, calls_ddp, find_ddp,
+                  sharded)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -202,6 +203,10 @@ class _Rewriter:
                               "from Python hooks that a replayed graph skips; cg-advise does not capture FSDP loops")
         self.ddp = find_ddp(self.module, models, loop)
         if self.ddp is None:
+            if self.scope not in ("compile", "forward") and calls_ddp(self.module):
+                raise self.refuse("the script builds a DistributedDataParallel that cg-advise cannot trace to the "
+                                  "loop's model (built in a helper?); graphing it as a plain module would skip its "
+                                  "all-reduce: assign `model = DistributedDataParallel(...)` where the loop can see it")
             if self.scope == ALLREDUCE_OUTSIDE:
                 raise self.refuse("no model of the loop is wrapped in DistributedDataParallel (this scope is "
                                   "full_iteration with DDP's all-reduce outside the graph)")

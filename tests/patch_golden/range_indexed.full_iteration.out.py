@@ -87,13 +87,19 @@ class _CgFullIterationGraph:
 
     def _average_gradients(self):
         # what DDP's hooks would have done in the backward: the mean of every rank's gradients
-        grads = [p.grad for p in self._params() if p.grad is not None]
+        # (of the wrapped module's parameters only, as DDP), and, as DDP's forward does with
+        # broadcast_buffers, rank 0's buffers (BatchNorm statistics) for the next replay
+        ddp = self.allreduce
+        group = ddp.process_group
+        grads = [p.grad for p in ddp.module.parameters() if p.requires_grad and p.grad is not None]
         flat = torch._utils._flatten_dense_tensors(grads)
-        group = self.allreduce.process_group
         torch.distributed.all_reduce(flat, group=group)
         flat /= torch.distributed.get_world_size(group)
         for grad, mean in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
             grad.copy_(mean)
+        if getattr(ddp, "broadcast_buffers", False):
+            for buffer in ddp.module.buffers():
+                torch.distributed.broadcast(buffer, 0, group=group)
 
     def _params(self):
         params = ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
