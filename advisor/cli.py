@@ -126,7 +126,7 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 
     from .runrecord import read_beside
 
-    targets = _visual_targets(html_path, perfetto_path, force)
+    targets = _visual_targets(html_path, perfetto_path, force, report)
     model = load_model(model_path)
     trace = open_trace(sqlite_for(report, nsys_path, reexport))
     analysis = analyse(trace, pattern)
@@ -139,15 +139,21 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
     sys.exit(1 if analysis.main.summary.verdict in FINDINGS else 0)
 
 
-def _visual_targets(html_path, perfetto_path, force) -> dict:
-    """The --html / --perfetto files, checked before any work (an existing one needs --force)."""
-    from .visual import check_target
+def _visual_targets(html_path, perfetto_path, force, source=None) -> dict:
+    """The --html / --perfetto files, checked before any work (an existing one needs --force,
+    the two never one file; no Perfetto file of a torch.profiler trace, which already is one)."""
+    from .visual import check_target, is_chrome_trace
 
     targets = {}
     if html_path:
         targets["html"] = check_target(html_path, force, "--html")
     if perfetto_path:
+        if source is not None and is_chrome_trace(source):
+            raise CgAdviseError("--perfetto: a torch.profiler trace is already a Chrome trace: open it in Perfetto "
+                                "as it is")
         targets["perfetto"] = check_target(perfetto_path, force, "--perfetto")
+        if "html" in targets and targets["html"].resolve() == targets["perfetto"].resolve():
+            raise CgAdviseError(f"--html and --perfetto both name {perfetto_path}: give two files")
     return targets
 
 
@@ -383,7 +389,7 @@ def _cpu_list(text):
         raise CgAdviseError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
 
 
-def _analysis_of(report, model_path, pattern=None):
+def _analysis_of(report, model_path, pattern=None, nsys_path=None):
     """(analysis with its predictions, the opened trace) of a profile export."""
     from .analysis import analyse
     from .nsys import sqlite_for
@@ -393,7 +399,7 @@ def _analysis_of(report, model_path, pattern=None):
     from .runrecord import read_beside
 
     model = load_model(model_path)
-    trace = open_trace(sqlite_for(report))
+    trace = open_trace(sqlite_for(report, nsys_path))
     analysis = analyse(trace, pattern)
     analysis.predictions = predictions_for(analysis, model, read_beside(report))
     return analysis, trace
@@ -405,8 +411,9 @@ def _analysis_of(report, model_path, pattern=None):
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
 @click.option("--iteration-range", "pattern", metavar="REGEX", help="As for analyze.")
 @click.option("--model", "model_path", metavar="PATH", help="Benefit model JSON (default: the shipped H100 model).")
+@click.option("--nsys", "nsys_path", metavar="PATH", help="nsys used to export a .nsys-rep (default: $NSYS, PATH, /opt/nvidia).")
 @one_line_errors
-def report_command(results, output, force, pattern, model_path):
+def report_command(results, output, force, pattern, model_path, nsys_path):
     """Write one offline HTML report of RESULTS: a profile (.sqlite or .nsys-rep) and/or a
     tune result (`tune --json`, or the SCRIPT.cg-advise.json tune saves beside the script).
 
@@ -420,7 +427,7 @@ def report_command(results, output, force, pattern, model_path):
 
     targets = {"html": check_target(output, force, "-o/--output")}
     profile_path, tune = split_results(results)
-    analysis, trace = _analysis_of(profile_path, model_path, pattern) if profile_path else (None, None)
+    analysis, trace = _analysis_of(profile_path, model_path, pattern, nsys_path) if profile_path else (None, None)
     saved = tune[1] if tune else None
     diff = winner_diff(saved, Path(tune[0]).parent) if tune else None
     _write_visuals(targets, analysis, trace, " + ".join(results), saved, diff)

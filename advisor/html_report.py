@@ -69,7 +69,9 @@ def _header(analysis: Analysis) -> str:
         ("bound on speedup (traced)", f"{s.bound_speedup:.2f}x", ""),
     ]
     if "eager_ms" in p:
-        tiles.append(("untraced eager / bound", f"{p['eager_ms']:.3f} ms / {p['bound']:.2f}x", ""))
+        measured = str(p.get("eager_source", "")).startswith("measured")
+        tiles.append((f"{'untraced' if measured else 'estimated'} eager / bound",
+                      f"{p['eager_ms']:.3f} ms / {p['bound']:.2f}x", ""))
     if best.get("speedup"):
         tiles.append((f"best scope predicted: {p['best']}", f"{best['speedup']:.2f}x", ""))
     tile_html = "".join(f'<div class="tile {cls}"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
@@ -77,7 +79,8 @@ def _header(analysis: Analysis) -> str:
     reasons = "".join(f"<li>{esc(r)}</li>" for r in s.reasons)
     advice = p.get("advice") or p.get("note") or ""
     others = len(analysis.groups) - 1
-    return (f'<section id="summary"><p class="meta">{esc(t["path"])}: nsys {esc(t["nsys_version"])}, '
+    recorder = t.get("profiler") or f"nsys {t['nsys_version']}"
+    return (f'<section id="summary"><p class="meta">{esc(t["path"])}: {esc(recorder)}, '
             f"graph trace {esc(t['graph_trace_mode'])}; process {main.pid} ({esc(main.process or '?')}) on GPU "
             f"{main.device} ({esc(main.gpu or '?')}){f'; {others} other process/GPU pair(s) not drawn' if others else ''}"
             f"; {s.iterations} iterations from {esc(s.iteration_source)}</p>"

@@ -89,9 +89,21 @@ def open_kineto(path) -> KinetoTrace:
     return _read(path, data, events)
 
 
+MAX_US = 9.0e15           # microseconds whose nanoseconds still fit an int64
+MAX_ID = 2 ** 24          # process and thread ids share one int64 as pid << 24 | tid, as nsys's do
+
+
 def _number(event: dict, key: str):
+    """A finite time in microseconds, else None (the event is skipped: NaN, infinities and
+    values past int64 nanoseconds are no times)."""
     value = event.get(key)
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return value if abs(value) < MAX_US else None   # False for NaN too
+
+
+def _id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_ID
 
 
 def _ns(microseconds) -> np.ndarray:
@@ -112,7 +124,7 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
         if phase == "M":
             _metadata(event, labels, names)
             continue
-        if phase != "X" or not isinstance(event.get("pid"), int) or not isinstance(event.get("tid"), int):
+        if phase != "X" or not _id(event.get("pid")) or not _id(event.get("tid")):
             continue
         ts, dur = _number(event, "ts"), _number(event, "dur")
         if ts is None or dur is None:

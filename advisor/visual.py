@@ -16,12 +16,26 @@ TUNE_SCHEMA = "cg-advise.tune/1"
 SIZE_NOTE_BYTES = 3_000_000
 
 
+def is_chrome_trace(path) -> bool:
+    """A torch.profiler trace (JSON, gzip or not) rather than an Nsight Systems export or report,
+    by the file's first bytes; a file that cannot be read is left to the reader's own error."""
+    p = Path(path)
+    if p.suffix == ".nsys-rep":
+        return False
+    try:
+        with p.open("rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[")
+
+
 def check_target(path, force: bool, option: str) -> Path:
     """An output file we may write: never a folder, never an existing file without --force;
     asked before any work, so a refusal costs nothing."""
     target = Path(path)
-    if target.is_dir():
-        raise CgAdviseError(f"{option} {target}: is a folder; give the file's name")
+    if target.is_dir() or str(path).endswith(("/", "\\")):
+        raise CgAdviseError(f"{option} {path}: is a folder; give the file's name")
     if (target.exists() or target.is_symlink()) and not force:
         raise CgAdviseError(f"{option} {target}: exists; pass --force to replace it")
     if not target.parent.exists() and str(target.parent):
@@ -79,8 +93,8 @@ def read_tune_json(path) -> dict:
 
 def split_results(paths) -> tuple:
     """(the one profile export, the one tune result) among ``cg-advise report``'s inputs,
-    told apart by their content: an SQLite file or a .nsys-rep is a profile, JSON a tune
-    result."""
+    told apart by their content: an SQLite file, a .nsys-rep or a torch.profiler trace is a
+    profile, other JSON a tune result."""
     profile, tune = None, None
     for path in paths:
         p = Path(path)
@@ -90,8 +104,11 @@ def split_results(paths) -> tuple:
             raise CgAdviseError(f"{p}: is a folder; give a profile export (.sqlite, .nsys-rep) or a tune result (.json)")
         with p.open("rb") as handle:
             head = handle.read(16)
-        kind = "profile" if head.startswith(b"SQLite format 3") or p.suffix == ".nsys-rep" else "tune"
-        if kind == "profile":
+        tune_json = None
+        if not (head.startswith(b"SQLite format 3") or p.suffix in (".nsys-rep", ".sqlite", ".gz")):
+            tune_json = _json_or_none(p)
+        # a profile: an export, a report, or a torch.profiler trace (its JSON holds traceEvents)
+        if tune_json is None or (isinstance(tune_json, dict) and "traceEvents" in tune_json):
             if profile is not None:
                 raise CgAdviseError(f"{p}: a second profile ({profile} is the first): give one profile and one "
                                     "tune result at most")
@@ -101,6 +118,15 @@ def split_results(paths) -> tuple:
                 raise CgAdviseError(f"{p}: a second tune result: give one profile and one tune result at most")
             tune = (str(p), read_tune_json(p))
     return profile, tune
+
+
+def _json_or_none(path: Path):
+    """The file's JSON, or None when it is not JSON (then it is taken as a profile, whose reader
+    says what is wrong with it)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def winner_diff(tune: dict, beside: Optional[Path] = None) -> Optional[str]:

@@ -168,3 +168,19 @@ def test_torch_backend_end_to_end_on_the_cpu_keeps_the_old_trace_with_force(tmp_
     assert "cg-advise: trace: " in err and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))
     assert (tmp_path / "r.kineto.json.gz.bak").read_text() == "old"
     check_torch_run(tmp_path, "r", 2)
+
+
+def test_events_with_times_or_ids_that_are_not_numbers_are_skipped(tmp_path):
+    """NaN or overflowing times and ids past the global-id range are no events: skipped, no
+    warning, no overflow; the rest of the trace is analysed."""
+    with gzip.open(KINETO / "mlp_infer.json.gz") as handle:
+        data = json.load(handle)
+    kernels = [e for e in data["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["ts"], kernels[1]["dur"], kernels[2]["pid"] = float("nan"), 1e300, 2 ** 45
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    code, out, err = invoke("analyze", "--json", bad)
+    assert code in (0, 1) and err == "" and json.loads(out)["summary"]["verdict"]
+    from advisor.trace import OP_KERNEL, open_trace
+
+    assert int((open_trace(bad).ops["kind"] == OP_KERNEL).sum()) == len(kernels) - 3

@@ -32,6 +32,14 @@ pytestmark = pytest.mark.skipif(not Path(TORCHRUN).exists() or not torch.distrib
                                 reason="needs torchrun and torch.distributed")
 
 
+@pytest.fixture(autouse=True)
+def _workdirs_in_tmp_path(tmp_path, monkeypatch):
+    """tune's work folders (new_workdir) go under the test's own tmp_path, removed with it."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def test_the_launcher_and_the_worker_are_told_apart():
     target = parse_target(["torchrun", "--nproc-per-node", "2", "--standalone", str(SCRIPT), "--steps", "3"])
     assert split_launcher(target) == (["torchrun", "--nproc-per-node", "2", "--standalone"], [str(SCRIPT), "--steps", "3"])

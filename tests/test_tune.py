@@ -17,6 +17,14 @@ SCRIPT = ROOT / "tests" / "scripts" / "train_cpu_steps.py"
 SMALL = Settings(warmup=2, iterations=4, check_steps=2)
 
 
+@pytest.fixture(autouse=True)
+def _workdirs_in_tmp_path(tmp_path, monkeypatch):
+    """tune's work folders (new_workdir) go under the test's own tmp_path, removed with it."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def test_harness_times_and_snapshots_a_real_script():
     candidate, snapshot = run_candidate(SCRIPT, ["--steps", "10"], "eager", SMALL, new_workdir(), 120)
     assert candidate.status == "ok" and candidate.ms_per_iter > 0 and snapshot.exists()
