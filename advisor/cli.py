@@ -118,19 +118,10 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
     """Analyse REPORT, an exported .sqlite, a .nsys-rep, or a torch.profiler (Kineto) trace
     (.json, .json.gz): gaps, utilization, launch cost, syncs, per iteration and per NVTX range,
     a verdict, and the predicted speedup of each capture scope."""
-    from .analysis import analyse
-    from .nsys import sqlite_for
-    from .predict import load_model, predictions_for
     from .report import console, render, to_json
-    from .trace import open_trace
-
-    from .runrecord import read_beside
 
     targets = _visual_targets(html_path, perfetto_path, force, report)
-    model = load_model(model_path)
-    trace = open_trace(sqlite_for(report, nsys_path, reexport))
-    analysis = analyse(trace, pattern)
-    analysis.predictions = predictions_for(analysis, model, read_beside(report))
+    analysis, trace = _analysis_of(report, model_path, pattern, nsys_path, reexport)
     if as_json:
         click.echo(to_json(analysis))
     else:
@@ -142,15 +133,14 @@ def analyze(report, pattern, as_json, max_ranges, nsys_path, reexport, model_pat
 def _visual_targets(html_path, perfetto_path, force, source=None) -> dict:
     """The --html / --perfetto files, checked before any work (an existing one needs --force,
     the two never one file; no Perfetto file of a torch.profiler trace, which already is one)."""
-    from .visual import check_target, is_chrome_trace
+    from .visual import NO_PERFETTO_OF_CHROME_TRACE, check_target, is_chrome_trace
 
     targets = {}
     if html_path:
         targets["html"] = check_target(html_path, force, "--html")
     if perfetto_path:
         if source is not None and is_chrome_trace(source):
-            raise CgAdviseError("--perfetto: a torch.profiler trace is already a Chrome trace: open it in Perfetto "
-                                "as it is")
+            raise CgAdviseError(NO_PERFETTO_OF_CHROME_TRACE)
         targets["perfetto"] = check_target(perfetto_path, force, "--perfetto")
         if "html" in targets and targets["html"].resolve() == targets["perfetto"].resolve():
             raise CgAdviseError(f"--html and --perfetto both name {perfetto_path}: give two files")
@@ -389,8 +379,9 @@ def _cpu_list(text):
         raise CgAdviseError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
 
 
-def _analysis_of(report, model_path, pattern=None, nsys_path=None):
-    """(analysis with its predictions, the opened trace) of a profile export."""
+def _analysis_of(report, model_path, pattern=None, nsys_path=None, reexport=False):
+    """(analysis with its predictions, the opened trace) of a profile: an export, a report
+    (exported first) or a torch.profiler trace, with the run record beside it if any."""
     from .analysis import analyse
     from .nsys import sqlite_for
     from .predict import load_model, predictions_for
@@ -399,7 +390,7 @@ def _analysis_of(report, model_path, pattern=None, nsys_path=None):
     from .runrecord import read_beside
 
     model = load_model(model_path)
-    trace = open_trace(sqlite_for(report, nsys_path))
+    trace = open_trace(sqlite_for(report, nsys_path, reexport))
     analysis = analyse(trace, pattern)
     analysis.predictions = predictions_for(analysis, model, read_beside(report))
     return analysis, trace

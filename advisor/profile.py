@@ -294,7 +294,12 @@ def nsys_command(nsys: Nsys, options: ProfileOptions, target: Target) -> list:
     command += ["-o", str(options.output), "--force-overwrite", "true" if options.force else "false"]
     if target.launcher:  # the bootstrap runs in each worker, not around the launcher
         return command + target.launcher + target.argv
-    return command + [target.python, *target.python_flags, "-m", "advisor.inject", *target.argv]
+    return command + bootstrap_command(target)
+
+
+def bootstrap_command(target: Target) -> list:
+    """The user's interpreter running the script under the bootstrap (advisor/inject.py)."""
+    return [target.python, *target.python_flags, *BOOTSTRAP, *target.argv]
 
 
 def importable_env(environ=os.environ) -> dict:
@@ -310,7 +315,7 @@ def torch_command(target: Target) -> list:
     if target.launcher:
         raise CgAdviseError("--backend torch profiles one process: under a distributed launcher use nsys "
                             "(--backend nsys), or profile one rank's script directly")
-    return [target.python, *target.python_flags, "-m", "advisor.inject", *target.argv]
+    return bootstrap_command(target)
 
 
 def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -> dict:

@@ -16,18 +16,22 @@ TUNE_SCHEMA = "cg-advise.tune/1"
 SIZE_NOTE_BYTES = 3_000_000
 
 
+NO_PERFETTO_OF_CHROME_TRACE = ("--perfetto: a torch.profiler trace is already a Chrome trace: open it in Perfetto "
+                               "as it is")
+
+
 def is_chrome_trace(path) -> bool:
-    """A torch.profiler trace (JSON, gzip or not) rather than an Nsight Systems export or report,
-    by the file's first bytes; a file that cannot be read is left to the reader's own error."""
+    """A torch.profiler trace rather than an Nsight Systems export or report, by the file's first
+    bytes as open_trace tells them; a file that cannot be read is left to the reader's own error."""
+    from .kineto import looks_like_json
+
     p = Path(path)
     if p.suffix == ".nsys-rep":
         return False
     try:
-        with p.open("rb") as handle:
-            head = handle.read(16)
+        return looks_like_json(p)
     except OSError:
         return False
-    return head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[")
 
 
 def check_target(path, force: bool, option: str) -> Path:
@@ -64,7 +68,7 @@ def write_perfetto(target: Path, analysis, trace, source: str = "") -> tuple:
 
     group = analysis.main
     if not _is_export(trace):
-        raise CgAdviseError("--perfetto: a torch.profiler trace is already a Chrome trace: open it in Perfetto as it is")
+        raise CgAdviseError(NO_PERFETTO_OF_CHROME_TRACE)
     if not group.iterations:
         raise CgAdviseError("--perfetto: no GPU work in the analysed window: nothing to write")
     timeline = build(trace, group, range(len(group.iterations)), PERFETTO_MAX_EVENTS)
