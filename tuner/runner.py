@@ -224,9 +224,11 @@ def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, toleranc
     numbers than eager."""
     if candidate.status != "ok" or eager_snapshot is None or snapshot is None:
         return
-    if isinstance(snapshot, list):
+    if isinstance(snapshot, list):   # one snapshot per rank: each loaded once
         candidate.rank_differences = rank_differences(eager_snapshot, snapshot)
-    difference = max_relative_difference(eager_snapshot, snapshot)
+        difference = max(candidate.rank_differences)
+    else:
+        difference = max_relative_difference(eager_snapshot, snapshot)
     candidate.correct = difference <= tolerance
     if candidate.correct:
         return
