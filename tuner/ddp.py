@@ -1,14 +1,13 @@
 """DistributedDataParallel in the user's script, as the rewrite needs it: which model of the
 loop is the DDP wrapper, how it is built, and whether the loop skips the all-reduce with
-``no_sync()``; and the two edits PyTorch's rules for capturing DDP ask of the script.
+``no_sync()``.
 
-The rules (PyTorch's CUDA semantics notes, "Usage with DistributedDataParallel"): a graph
-may hold NCCL collectives if (1) NCCL's asynchronous error handling is off, which torchrun
-turns on in every worker (TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless set), (2) DDP was built
-under a side stream, so that its gradient hooks run off the default stream, and (3) at
-least 11 DDP iterations ran eagerly before the capture (DDP sets up and rebuilds its
-buckets in the first ones). A graph without the all-reduce needs none of this: DDP's
-Python runs eagerly around it, or the rewrite all-reduces the gradients itself.
+PyTorch's rules for a graph that holds NCCL collectives (async error handling off, DDP built
+under a side stream, 11 eager iterations first) were followed by the first DDP rewrite of
+``full_iteration``: on two H200 (torch 2.11) that capture hung, and make_graphed_callables'
+global-mode capture (``fwd_bwd``, ``submodule``) was invalidated by NCCL's watchdog thread
+(bench/results/ddp_h200.md). Those scopes are refused for a DDP model (tuner/patch.py); what
+is left keeps the all-reduce outside the graph, done by the rewrite itself.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from .dataflow import is_method
 from .discover import calls_in, dotted
 
 DDP_CLASS = "DistributedDataParallel"
-DDP_WARMUP = 11   # eager DDP iterations before a capture that holds its all-reduce
 
 
 @dataclass
@@ -86,39 +84,6 @@ def find_ddp(module: cst.Module, models: list, loop) -> Optional[DdpModel]:
     unused = next((a.value for a in call.args if a.keyword and a.keyword.value == "find_unused_parameters"), None)
     return DdpModel(name, call, find_unused=unused is not None and dotted(unused) != "False",
                     no_sync=bool(calls_in(loop, lambda c: is_method(c, name, "no_sync"))))
-
-
-def built_on_side_stream(module: cst.Module, ddp: DdpModel) -> cst.Module:
-    """``model = DDP(net, ...)`` -> ``model = _cg_on_side_stream(lambda: DDP(net, ...))``."""
-
-    class Wrap(cst.CSTTransformer):
-        def leave_Call(self, original, updated):
-            if not original.deep_equals(ddp.call):
-                return updated
-            return cst.Call(func=cst.Name("_cg_on_side_stream"),
-                            args=[cst.Arg(cst.Lambda(params=cst.Parameters(), body=updated))])
-
-    return module.visit(Wrap())
-
-
-ASYNC_ERROR_HANDLING_OFF = ('os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"  # cg-advise: NCCL collectives '
-                            'in a CUDA graph need it off (torchrun turns it on)\n')
-
-SIDE_STREAM = '''
-
-def _cg_on_side_stream(build):
-    """cg-advise: DistributedDataParallel built under a side stream, as a CUDA graph that holds
-    its all-reduce needs (its gradient hooks then run off the default stream); as it was
-    without a GPU."""
-    if not torch.cuda.is_available():
-        return build()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        built = build()
-    torch.cuda.current_stream().wait_stream(side)
-    return built
-'''
 
 
 def uses_ddp(path, spec) -> bool:

@@ -6,13 +6,12 @@ captured whole), ``fwd_bwd`` (the model's forward and backward graphed), ``submo
 top-level child graphed), ``compile`` (``torch.compile(mode="reduce-overhead")``). Of an
 inference loop: ``forward`` (a graph per batch-size bucket) and ``compile``.
 
-A model wrapped in DistributedDataParallel: ``full_iteration`` holds DDP's all-reduce (NCCL
-error handling off, DDP built on a side stream, 11 eager warm-up iterations: tuner/ddp.py);
-``full_iteration_allreduce_outside`` captures forward and backward under ``no_sync()`` and
-all-reduces the gradients eagerly before the optimizer step; ``fwd_bwd`` and ``submodule``
-graph the wrapped module (``model.module``), so that DDP's hooks all-reduce eagerly after the
-graphed backward. A graphed DDP wrapper (make_graphed_callables of the DDP module) would
-not all-reduce at all on replay: DDP's Python, which arms its hooks, never runs.
+A model wrapped in DistributedDataParallel: only ``full_iteration_allreduce_outside`` (and
+``compile``, torch's own) is offered. It captures forward and backward under ``no_sync()`` and
+all-reduces the gradients eagerly before the optimizer step. ``full_iteration`` with the
+all-reduce in the graph, and ``fwd_bwd``/``submodule`` of the wrapped module, failed on two
+GPUs and are refused (``DDP_FAILED_ON_GPU``); a graphed DDP wrapper itself would not
+all-reduce at all on replay: DDP's Python, which arms its hooks, never runs.
 """
 
 from __future__ import annotations
@@ -34,14 +33,12 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .ddp import (ASYNC_ERROR_HANDLING_OFF, DDP_WARMUP, SIDE_STREAM, built_on_side_stream, calls_ddp, find_ddp,
-                  sharded)
+from .ddp import calls_ddp, find_ddp, sharded
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", ALLREDUCE_OUTSIDE, "compile", "forward")
-GRAPH_ALLREDUCE = ("full_iteration",)   # under DDP, the scopes whose graph holds the all-reduce
 # scopes whose capture failed under DDP on the GPU (bench/gpu_ddp.py; bench/results/ddp_h200.md)
 DDP_FAILED_ON_GPU = {
     "full_iteration": "capturing its all-reduce inside the graph hung before the first replay",
@@ -188,12 +185,7 @@ class _Rewriter:
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
-        in_graph = self.ddp is not None and self.scope in GRAPH_ALLREDUCE
-        if in_graph:
-            module = built_on_side_stream(module, self.ddp)
-        module = _add_helper(module, self.scope, SIDE_STREAM if in_graph else "") if self.scope in HELPERS \
-            else _with_torch_import(module)
-        return _at_the_top(module, ASYNC_ERROR_HANDLING_OFF, "os") if in_graph else module
+        return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
 
     def _check_ddp(self, loop) -> None:
         """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
@@ -307,21 +299,13 @@ class _Rewriter:
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
                            "batch-size bucket\n" for m in models)
         elif self.scope == "fwd_bwd":
-            code = "".join(f"_cg_graph_forward({self._wrapped(m)}{accumulate})  # cg-advise: forward and backward as "
-                           f"CUDA graphs{self._eager_allreduce(m)}\n" for m in models)
+            code = "".join(f"_cg_graph_forward({m}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
+                           for m in models)
         else:
-            code = "".join(f"for _cg_child in {self._wrapped(m)}.children():  # cg-advise: each top-level submodule as "
-                           f"CUDA graphs{self._eager_allreduce(m)}\n"
+            code = "".join(f"for _cg_child in {m}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
         return list(cst.parse_module(code).body), loop
-
-    def _wrapped(self, model: str) -> str:
-        """The module to graph for ``model``: under DDP, the module it wraps."""
-        return f"{model}.module" if self.ddp and self.ddp.name == model else model
-
-    def _eager_allreduce(self, model: str) -> str:
-        return " (DDP all-reduces eagerly after the graphed backward)" if self.ddp and self.ddp.name == model else ""
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
@@ -501,9 +485,7 @@ class _Rewriter:
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=core) else ""
         clone += ", accumulate=True" if accumulate else ""
-        if self.ddp and self.scope in GRAPH_ALLREDUCE:
-            clone += f", warmup={DDP_WARMUP}"   # DDP sets up its buckets in the first iterations
-        elif self.ddp:
+        if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             clone += f", allreduce={self.ddp.name}"   # captured under its no_sync(), all-reduced after each replay
         setup = [step_def] + list(cst.parse_module(
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
@@ -722,25 +704,12 @@ def _with_torch_import(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body[:at] + list(cst.parse_module("import torch\n").body) + body[at:])
 
 
-def _at_the_top(module: cst.Module, code: str, needs: str) -> cst.Module:
-    """``code`` right after the last top-level import, ``import needs`` added if missing: a
-    setting the script must make before anything runs."""
-    body = list(module.body)
-    at = _last_import(body) + 1
-    imported = any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
-                   and any(dotted(a.name) == needs and not a.asname for a in s.body[0].names) for s in body)
-    statements = list(cst.parse_module(("" if imported else f"import {needs}\n") + code).body)
-    if imported:
-        statements[0] = statements[0].with_changes(leading_lines=[cst.EmptyLine()])
-    return module.with_changes(body=body[:at] + statements + body[at:])
-
-
-def _add_helper(module: cst.Module, scope: str, extra: str = "") -> cst.Module:
+def _add_helper(module: cst.Module, scope: str) -> cst.Module:
     """The helper goes after the last top-level import (``import torch`` added if missing)."""
     body = list(module.body)
     last_import = _last_import(body)
     has_torch = _imports_torch(body)
-    helper = list(cst.parse_module(HELPERS[scope] + extra).body)
+    helper = list(cst.parse_module(HELPERS[scope]).body)
     imports = [s for s in helper if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)]
     helper = helper[len(imports):]  # the helper's own imports join the file's
     helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
