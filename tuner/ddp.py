@@ -2,12 +2,15 @@
 loop is the DDP wrapper, how it is built, and whether the loop skips the all-reduce with
 ``no_sync()``.
 
-PyTorch's rules for a graph that holds NCCL collectives (async error handling off, DDP built
-under a side stream, 11 eager iterations first) were followed by the first DDP rewrite of
-``full_iteration``: on two H200 (torch 2.11) that capture hung, and make_graphed_callables'
-global-mode capture (``fwd_bwd``, ``submodule``) was invalidated by NCCL's watchdog thread
-(bench/results/ddp_h200.md). Those scopes are refused for a DDP model (tuner/patch.py); what
-is left keeps the all-reduce outside the graph, done by the rewrite itself.
+Every graph scope builds DDP under a side stream (PyTorch's rule for graphs with DDP): DDP
+keeps each parameter's gradient accumulator alive from its construction, and autograd runs an
+accumulator on the stream current when it was made; made on the default stream, the captured
+backward hands work to the default stream, which cannot join a capture. On two H200 (torch
+2.11) every capture of a DDP step was invalidated that way until DDP was built on a side
+stream (bench/ddp_capture_probe.py, bench/results/ddp_h200.md). The all-reduce stays outside
+the graph: done by the rewrite after each replay, or by DDP's hooks after a graphed backward
+of the wrapped module. The all-reduce inside the graph (NCCL async error handling off, 11
+eager iterations first) hung there and is refused (tuner/patch.py).
 """
 
 from __future__ import annotations
@@ -84,6 +87,36 @@ def find_ddp(module: cst.Module, models: list, loop) -> Optional[DdpModel]:
     unused = next((a.value for a in call.args if a.keyword and a.keyword.value == "find_unused_parameters"), None)
     return DdpModel(name, call, find_unused=unused is not None and dotted(unused) != "False",
                     no_sync=bool(calls_in(loop, lambda c: is_method(c, name, "no_sync"))))
+
+
+def built_on_side_stream(module: cst.Module, ddp: DdpModel) -> cst.Module:
+    """``model = DDP(net, ...)`` -> ``model = _cg_on_side_stream(lambda: DDP(net, ...))``."""
+
+    class Wrap(cst.CSTTransformer):
+        def leave_Call(self, original, updated):
+            if not original.deep_equals(ddp.call):
+                return updated
+            return cst.Call(func=cst.Name("_cg_on_side_stream"),
+                            args=[cst.Arg(cst.Lambda(params=cst.Parameters(), body=updated))])
+
+    return module.visit(Wrap())
+
+
+SIDE_STREAM = '''
+
+def _cg_on_side_stream(build):
+    """cg-advise: DistributedDataParallel built under a side stream, so that the gradient
+    accumulators it keeps run off the default stream, which a captured backward cannot use;
+    as it was without a GPU."""
+    if not torch.cuda.is_available():
+        return build()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        built = build()
+    torch.cuda.current_stream().wait_stream(side)
+    return built
+'''
 
 
 def uses_ddp(path, spec) -> bool:

@@ -34,8 +34,10 @@ RULES = (
     ("capture-invalidated",
      (r"operation failed due to a previous error during capture", r"cudaErrorStreamCaptureInvalidated"),
      "an earlier operation broke the capture; often another thread (pin_memory, a DataLoader worker, the "
-     "NCCL watchdog) touched CUDA during a global capture",
-     "capture with torch.cuda.graph(g, capture_error_mode='thread_local') and fix the first error reported"),
+     "NCCL watchdog) touched CUDA during a global capture, or the captured backward handed work to the default "
+     "stream (a DistributedDataParallel built on it keeps its gradient accumulators there)",
+     "capture with torch.cuda.graph(g, capture_error_mode='thread_local') and fix the first error reported; "
+     "build DistributedDataParallel under a side stream (with torch.cuda.stream(s): model = DDP(...))"),
     ("unjoined-side-stream",
      (r"capturing stream has unjoined work", r"cudaErrorStreamCaptureUnjoined"),
      "work forked to a side stream during capture was not joined back",

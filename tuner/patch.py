@@ -6,12 +6,13 @@ captured whole), ``fwd_bwd`` (the model's forward and backward graphed), ``submo
 top-level child graphed), ``compile`` (``torch.compile(mode="reduce-overhead")``). Of an
 inference loop: ``forward`` (a graph per batch-size bucket) and ``compile``.
 
-A model wrapped in DistributedDataParallel: only ``full_iteration_allreduce_outside`` (and
-``compile``, torch's own) is offered. It captures forward and backward under ``no_sync()`` and
-all-reduces the gradients eagerly before the optimizer step. ``full_iteration`` with the
-all-reduce in the graph, and ``fwd_bwd``/``submodule`` of the wrapped module, failed on two
-GPUs and are refused (``DDP_FAILED_ON_GPU``); a graphed DDP wrapper itself would not
-all-reduce at all on replay: DDP's Python, which arms its hooks, never runs.
+A model wrapped in DistributedDataParallel, always built under a side stream (tuner/ddp.py):
+``full_iteration_allreduce_outside`` captures forward and backward under ``no_sync()`` and
+all-reduces the gradients eagerly before the optimizer step; ``fwd_bwd`` and ``submodule``
+graph the wrapped module (``model.module``), so DDP's own hooks all-reduce after the graphed
+backward. ``full_iteration`` with the all-reduce in the graph hung on two GPUs and is refused
+(``DDP_FAILED_ON_GPU``); a graphed DDP wrapper itself would not all-reduce at all on replay:
+DDP's Python, which arms its hooks, never runs.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .ddp import calls_ddp, find_ddp, sharded
+from .ddp import SIDE_STREAM, built_on_side_stream, calls_ddp, find_ddp, sharded
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -42,9 +43,9 @@ PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", ALLREDUCE_OUTSIDE, "co
 # scopes whose capture failed under DDP on the GPU (bench/gpu_ddp.py; bench/results/ddp_h200.md)
 DDP_FAILED_ON_GPU = {
     "full_iteration": "capturing its all-reduce inside the graph hung before the first replay",
-    "fwd_bwd": "make_graphed_callables captures in global mode, which NCCL's watchdog thread invalidated",
-    "submodule": "make_graphed_callables captures in global mode, which NCCL's watchdog thread invalidated",
 }
+# the graph scopes offered under DDP; each needs DDP built under a side stream (tuner/ddp.py)
+DDP_GRAPH_SCOPES = (ALLREDUCE_OUTSIDE, "fwd_bwd", "submodule")
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta")
 
 
@@ -185,6 +186,8 @@ class _Rewriter:
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
+        if self.ddp is not None and self.scope in DDP_GRAPH_SCOPES:
+            return _add_helper(built_on_side_stream(module, self.ddp), self.scope, SIDE_STREAM)
         return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
 
     def _check_ddp(self, loop) -> None:
@@ -299,13 +302,22 @@ class _Rewriter:
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
                            "batch-size bucket\n" for m in models)
         elif self.scope == "fwd_bwd":
-            code = "".join(f"_cg_graph_forward({m}{accumulate})  # cg-advise: forward and backward as CUDA graphs\n"
-                           for m in models)
+            code = "".join(f"_cg_graph_forward({self._wrapped(m)}{accumulate})  # cg-advise: forward and backward as "
+                           f"CUDA graphs{self._eager_allreduce(m)}\n" for m in models)
         else:
-            code = "".join(f"for _cg_child in {m}.children():  # cg-advise: each top-level submodule as CUDA graphs\n"
+            code = "".join(f"for _cg_child in {self._wrapped(m)}.children():  # cg-advise: each top-level submodule as "
+                           f"CUDA graphs{self._eager_allreduce(m)}\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
         return list(cst.parse_module(code).body), loop
+
+    def _wrapped(self, model: str) -> str:
+        """The module to graph for ``model``: under DDP, the module it wraps (graphing the
+        wrapper would skip DDP's Python, which arms the all-reduce hooks)."""
+        return f"{model}.module" if self.ddp and self.ddp.name == model else model
+
+    def _eager_allreduce(self, model: str) -> str:
+        return " (DDP all-reduces eagerly after the graphed backward)" if self.ddp and self.ddp.name == model else ""
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
@@ -704,12 +716,12 @@ def _with_torch_import(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body[:at] + list(cst.parse_module("import torch\n").body) + body[at:])
 
 
-def _add_helper(module: cst.Module, scope: str) -> cst.Module:
+def _add_helper(module: cst.Module, scope: str, extra: str = "") -> cst.Module:
     """The helper goes after the last top-level import (``import torch`` added if missing)."""
     body = list(module.body)
     last_import = _last_import(body)
     has_torch = _imports_torch(body)
-    helper = list(cst.parse_module(HELPERS[scope]).body)
+    helper = list(cst.parse_module(HELPERS[scope] + extra).body)
     imports = [s for s in helper if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)]
     helper = helper[len(imports):]  # the helper's own imports join the file's
     helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])

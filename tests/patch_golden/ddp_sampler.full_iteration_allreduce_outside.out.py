@@ -198,11 +198,25 @@ class _CgFullIterationGraph:
         for tensor, copy in saved:
             tensor.copy_(copy)
 
+
+def _cg_on_side_stream(build):
+    """cg-advise: DistributedDataParallel built under a side stream, so that the gradient
+    accumulators it keeps run off the default stream, which a captured backward cannot use;
+    as it was without a GPU."""
+    if not torch.cuda.is_available():
+        return build()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        built = build()
+    torch.cuda.current_stream().wait_stream(side)
+    return built
+
 dist.init_process_group("nccl")
 local_rank = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local_rank)
 model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).cuda()
-model = DDP(model, device_ids=[local_rank])
+model = _cg_on_side_stream(lambda: DDP(model, device_ids=[local_rank]))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 dataset = TensorDataset(torch.randn(4096, 64), torch.randint(0, 10, (4096,)))
 sampler = DistributedSampler(dataset)
