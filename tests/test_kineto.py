@@ -12,7 +12,7 @@ from advisor import ranges
 from advisor.analysis import analyse
 from advisor.errors import TraceError
 from advisor.kineto import KinetoTrace, open_kineto
-from advisor.predict import load_model, predictions_for
+from advisor.predict import features_of, load_model, physical, predictions_for
 from advisor.trace import OP_GRAPH, OP_KERNEL, OP_MEMCPY, open_trace
 from conftest import TRACES, sql
 
@@ -312,6 +312,60 @@ def test_both_backends_agree_on_the_same_workload():
     assert torch.verdict == nsys.verdict == "launch-bound"
     assert torch.phases.marked and nsys.phases.marked
     assert torch.phases.optimizer_ops == nsys.phases.optimizer_ops
+
+
+def outside_shares(named):
+    """Per iteration (range start to the next one's start), the share of its host time
+    outside the forward and backward ranges that start in it: what compile and fwd_bwd leave
+    eager. ``named``: range name -> [(start, end)], any unit."""
+    its = sorted(named[ranges.ITERATION])
+    out = []
+    for (a, _), (b, _) in zip(its, its[1:]):
+        phases = sum(end - start for name in (ranges.FORWARD, ranges.BACKWARD) for start, end in named[name]
+                     if a <= start < b)
+        out.append((b - a - phases) / (b - a))
+    return out
+
+
+def test_same_baseline_predictions_differ_through_the_traced_host_split():
+    """Issue #15's prediction check (same baseline, the nsys run's record): what differs
+    between the two traces of mlp_launch is the traced split of host time. compile, fwd_bwd
+    and submodule leave the host work outside the forward and backward eager, and take it as
+    eager time x its share of the traced period; the torch trace's features with the nsys
+    trace's split predict what the nsys trace predicts. That split differs by 1.3 points
+    read as the model reads it (medians of period, forward and backward taken apart), by 0.4
+    read per iteration, where either trace's own iterations spread over 1.5-2.4 points
+    (interquartile): the difference is within each trace's noise; torch.profiler inflates
+    the forward and backward no measurably more than the rest here."""
+    record = json.loads((KINETO / "mlp_launch_nsys.cg-advise-run.json").read_text())
+    model = load_model()
+    summaries = {name: analyse(open_trace(path)).main.summary for name, path in
+                 (("nsys", KINETO / "mlp_launch_nsys.sqlite"), ("torch", kineto("mlp_launch")))}
+    features = {name: features_of(s, record) for name, s in summaries.items()}
+    compile_ = {name: physical(f, "compile", model)["speedup"] for name, f in features.items()}
+    assert compile_["torch"] / compile_["nsys"] - 1 == pytest.approx(0.041, abs=0.002)
+    split = ("period_ms", "forward_ms", "backward_ms")
+    with_nsys_split = {**features["torch"], **{k: features["nsys"][k] for k in split}}
+    assert physical(with_nsys_split, "compile", model)["speedup"] == pytest.approx(compile_["nsys"], rel=2e-3)
+    model_share = {name: (f["period_ms"] - f["forward_ms"] - f["backward_ms"]) / f["period_ms"]
+                   for name, f in features.items()}
+    assert model_share["nsys"] - model_share["torch"] == pytest.approx(0.013, abs=0.001)
+    # per iteration, in plain Python over the JSON and the export
+    named = {}
+    for e in events("mlp_launch"):
+        if e["cat"] == "user_annotation":
+            named.setdefault(e["name"], []).append((e["ts"], e["ts"] + e["dur"]))
+    torch_shares = outside_shares(named)
+    named = {}
+    for start, end, name in sql(KINETO / "mlp_launch_nsys.sqlite", """SELECT start, end, coalesce(text, (SELECT
+                                value FROM StringIds WHERE id = textId)) FROM NVTX_EVENTS WHERE eventType IN (59, 60)"""):
+        named.setdefault(name, []).append((start, end))
+    nsys_shares = outside_shares(named)
+    assert len(torch_shares) == len(nsys_shares) == 19
+    gap = statistics.median(nsys_shares) - statistics.median(torch_shares)
+    spreads = [np.subtract(*np.percentile(v, (75, 25))) for v in (nsys_shares, torch_shares)]
+    assert gap == pytest.approx(0.004, abs=0.001) and min(spreads) > 0.014 and max(spreads) < 0.025
+    assert abs(gap) < min(spreads) / 2
 
 
 def test_plain_json_reads_like_gzip(tmp_path):
