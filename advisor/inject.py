@@ -16,7 +16,9 @@ script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hook
 With a window, the warm-up iterations run untraced: the second half of them is timed here
 (CUDA events on the current stream, and the host clock), and the figures go into the summary
 file as ``untraced``: the eager baseline every prediction is measured against, taken without
-the tracer's own cost.
+the tracer's own cost. The host time of the phases (top-level forward, backward, optimizer
+step) in those iterations is timed too: the untraced split of the host time, which each
+tracer inflates in its own way (bench/backends_compare.py sets it beside both traces' split).
 
 Options come through the environment, so the script's own argv stays untouched:
 ``CG_ADVISE_WARMUP`` / ``CG_ADVISE_ITERATIONS`` bound a window (cudaProfilerStart/Stop
@@ -201,6 +203,10 @@ class Injector:
     recording: bool = False
     untraced: dict = field(default_factory=dict)   # the timed warm-up iterations, see _time_warmup
     _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
+    _timing: bool = False                          # inside the timed warm-up: the phases are timed too
+    _phase_open: dict = field(default_factory=dict)     # phase -> host seconds at its start
+    _phase_seconds: dict = field(default_factory=dict)  # phase -> host seconds since the last mark
+    _phase_marks: list = field(default_factory=list)    # _phase_seconds at each timed iteration end
     _depth: int = 0
     _pushed: list = field(default_factory=list)
     _iteration: object = None
@@ -260,12 +266,17 @@ class Injector:
         per call (autograd's device thread launches the kernels, so not a push/pop range)."""
         original = autograd.backward
         sink = self.sink
+        injector = self
 
         def backward(*args, **kwargs):
             handle = sink.start(ranges.BACKWARD)
+            if injector._timing:
+                injector._phase_start("backward")
             try:
                 return original(*args, **kwargs)
             finally:
+                if injector._timing:
+                    injector._phase_end("backward")
                 sink.end(handle)
 
         autograd.backward = backward
@@ -292,6 +303,8 @@ class Injector:
                 if self._iteration is None:
                     self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
             name = ranges.FORWARD
+            if self._timing:
+                self._phase_start("forward")
         elif depth == 1 and self._root is not None:
             child = self._child_names(self._root).get(id(module))
             if child is not None:
@@ -308,6 +321,8 @@ class Injector:
         if self._pushed.pop():
             self.sink.pop()
         if self._depth == 0 and module is self._root:
+            if self._timing:
+                self._phase_end("forward")
             self._end_top_level_call(module)
             self._adopt(module)
 
@@ -359,8 +374,12 @@ class Injector:
         if self._iteration is None and self._is_training_call(module):
             self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
         self.sink.push(ranges.FORWARD)
+        if self._timing:
+            self._phase_start("forward")
 
     def _after_root(self, module, args, output) -> None:
+        if self._timing:
+            self._phase_end("forward")
         self.sink.pop()
         self._depth -= 1
         self._end_top_level_call(module)
@@ -373,9 +392,13 @@ class Injector:
         """Opens the optimizer range. Returns None: PyTorch takes a pre-hook's return value as
         new arguments (and torch.cuda.nvtx.range_push, the fallback sink, returns a depth)."""
         self.sink.push(ranges.OPTIMIZER)
+        if self._timing:
+            self._phase_start("optimizer")
         return None
 
     def _after_step(self, optimizer, args, kwargs) -> None:
+        if self._timing:
+            self._phase_end("optimizer")
         self.sink.pop()   # the optimizer range
         if self._iteration is None:  # a second optimizer in the same iteration
             return
@@ -392,7 +415,9 @@ class Injector:
             return
         if not self.recording and self.iterations_done >= timed_from(window.warmup):
             self._mark()
+            self._timing = self.iterations_done < window.warmup
         if self.iterations_done == window.warmup and not self.recording:
+            self._timing = False
             self.untraced = self._time_warmup()
             self._begin_window()
         elif self.recording and self.iterations_done == window.warmup + window.iterations:
@@ -408,17 +433,34 @@ class Injector:
         except Exception:  # noqa: BLE001 - no CUDA (a CPU run): the host clock alone
             event = None
         self._marks.append((time.perf_counter(), event))
+        self._phase_marks.append(self._phase_seconds)
+        self._phase_seconds = {}
+
+    # -- the phases' untraced host time -----------------------------------------------------
+    def _phase_start(self, phase: str) -> None:
+        self._phase_open[phase] = time.perf_counter()
+
+    def _phase_end(self, phase: str) -> None:
+        began = self._phase_open.pop(phase, None)
+        if began is not None:
+            self._phase_seconds[phase] = self._phase_seconds.get(phase, 0.0) + time.perf_counter() - began
 
     def _time_warmup(self) -> dict:
         """ms per iteration over the timed warm-up iterations: the GPU timeline between CUDA
         events at iteration ends (what the GPU sees, gaps included), and the host clock; the
         median of the iterations, so that one slow iteration (a collection, a checkpoint) does
-        not move it, with every iteration kept for inspection."""
+        not move it, with every iteration kept for inspection; and the median host time per
+        iteration of each phase the iterations ran (``forward_ms_per_iteration``, ...)."""
         marks, self._marks = self._marks, []
+        phases, self._phase_marks = self._phase_marks[1:], []   # each timed iteration's, from its end mark
         if len(marks) < 2:
             return {}
         host = [(b[0] - a[0]) * 1e3 for a, b in zip(marks, marks[1:])]
         out = {"iterations": len(host), "host_ms_per_iteration": statistics.median(host), "host_ms": host}
+        for phase in ("forward", "backward", "optimizer"):
+            if any(phase in seconds for seconds in phases):
+                out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3
+                                                                      for seconds in phases)
         if all(event is not None for _, event in marks):
             try:
                 marks[-1][1].synchronize()

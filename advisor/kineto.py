@@ -9,8 +9,17 @@ microseconds as floats; they become integer nanoseconds here, and process and th
 become nsys's global ids (pid << 24 | tid), so the analysers see one shape whatever the
 backend. What Kineto lacks is said where it matters:
 
-- graph replays are never one operation: Kineto lists every kernel of a replayed graph with
-  the ``cudaGraphLaunch``'s correlation, so the trace is in nsys's ``node`` mode;
+- a graph replay is no one record: Kineto lists every kernel, copy and memset of a replayed
+  graph with the ``cudaGraphLaunch``'s correlation (as nsys's ``--cuda-graph-trace=node``
+  does). They are collapsed here into one graph-replay operation per launch, from its first
+  node's start to its last node's end, whatever streams the nodes ran on: what nsys's default
+  graph mode records (one ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` row per ``cudaGraphLaunch``).
+  So the trace reads as ``graph`` mode: the gaps between a replay's nodes are busy time, and
+  a replay is one GPU operation and no kernel, as in an nsys export. (A graph whose nodes run
+  on several GPUs, which CUPTI records once on its first node's GPU, gets one replay per GPU:
+  the analysis is per GPU.) What no reading can undo is the cost of tracing node by node:
+  it stretches each replay on the GPU (0.630 against 0.602 ms, +4.5 %, on the H100;
+  bench/results/backends_h100.md);
 - a range carries no push/pop or start/end type: the ranges that span threads (the
   iteration and backward ranges the bootstrap opens, autograd's device thread launching
   the backward kernels; ``ProfilerStep#N``) are taken as start/end ranges, the rest as
@@ -31,7 +40,7 @@ from . import ranges
 from .errors import TraceError
 from .trace import (
     CALL_GRAPH_LAUNCH, CALL_LAUNCH, CALL_OTHER, CALL_SYNC, GRAPH_LAUNCH_CALLS, LAUNCH_CALLS, NVTX_DTYPE,
-    NVTX_PUSH_POP, NVTX_START_END, OP_KERNEL, OP_MEMCPY, OP_MEMSET, OPS_DTYPE, RUNTIME_DTYPE, SYNC_CALLS,
+    NVTX_PUSH_POP, NVTX_START_END, OP_GRAPH, OP_KERNEL, OP_MEMCPY, OP_MEMSET, OPS_DTYPE, RUNTIME_DTYPE, SYNC_CALLS,
     Trace, _needed, _sorted_by_start,
 )
 
@@ -53,6 +62,7 @@ class KinetoTrace(Trace):
 
     spans: dict = field(default_factory=dict)   # global pid -> (first CUDA call start, last call end)
     details: str = ""
+    graph_nodes: int = 0                        # the kernels, copies and memsets collapsed into graph replays
 
     def cpu_span(self, global_pid: int):
         return self.spans.get(int(global_pid))
@@ -62,7 +72,8 @@ class KinetoTrace(Trace):
 
     @property
     def profiler(self) -> str:
-        return f"torch.profiler ({self.details})"
+        collapsed = f"; graph replays read from {self.graph_nodes} node records" if self.graph_nodes else ""
+        return f"torch.profiler ({self.details}{collapsed})"
 
 
 def looks_like_json(path: Path) -> bool:
@@ -138,9 +149,9 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
 
     runtime, runtime_category, runtime_names, owner, spans = _calls(calls)
     main_pid = max(spans, key=lambda p: spans[p][1] - spans[p][0]) if spans else _cpu_pid(labels, annotations)
-    ops = _ops(gpu, owner, main_pid, runtime, runtime_category)
+    ops, graph_nodes = _ops(gpu, owner, main_pid, runtime, runtime_category)
     nvtx, nvtx_names = _ranges(annotations)
-    graph_mode = "node" if ops["in_graph"].any() else "none"
+    graph_mode = "graph" if graph_nodes else "none"
     devices = {int(d["id"]): str(d.get("name", "")) for d in data.get("deviceProperties") or []
                if isinstance(d, dict) and isinstance(d.get("id"), int)}
     cupti = data.get("cupti_version")
@@ -163,6 +174,7 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
         backend=BACKEND,
         spans={pid << 24: span for pid, span in spans.items()},
         details=details,
+        graph_nodes=graph_nodes,
     )
 
 
@@ -235,12 +247,13 @@ def _category(name: str) -> int:
     return CALL_OTHER
 
 
-def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: np.ndarray) -> np.ndarray:
-    """Kernels, copies and memsets: each in the process whose call launched it (the profiled
-    process when the call is not in the trace), in a graph when a graph launch did."""
+def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: np.ndarray):
+    """Kernels, copies and memsets, each in the process whose call launched it (the profiled
+    process when the call is not in the trace); those a graph launch ran collapsed into one
+    replay per launch (see the module's docstring). Returns (ops, how many were collapsed)."""
     ops = np.empty(len(gpu), OPS_DTYPE)
     if not gpu:
-        return ops
+        return ops, 0
     corr = np.array([_correlation(e) for e in gpu], np.int64)
     start = _ns([e["ts"] for e in gpu])
     ops["start"] = start
@@ -251,7 +264,27 @@ def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: n
     ops["kind"] = [GPU_CATEGORIES[e["cat"]] for e in gpu]
     graph_corr = runtime["corr"][category == CALL_GRAPH_LAUNCH]
     ops["in_graph"] = np.isin(corr, graph_corr) & (corr != 0)
-    return _sorted_by_start(ops)
+    nodes = int(ops["in_graph"].sum())
+    if nodes:
+        ops = np.concatenate([ops[~ops["in_graph"]], _replays(ops[ops["in_graph"]])])
+    return _sorted_by_start(ops), nodes
+
+
+def _replays(nodes: np.ndarray) -> np.ndarray:
+    """One graph-replay operation per (process, GPU, graph launch) from the nodes it ran: the
+    first node's start to the last node's end, as a GRAPH_TRACE row of nsys spans a replay."""
+    keys = np.stack([nodes["pid"], nodes["device"], nodes["corr"]])
+    launches, which = np.unique(keys, axis=1, return_inverse=True)
+    which = which.reshape(-1)
+    replays = np.empty(launches.shape[1], OPS_DTYPE)
+    replays["pid"], replays["device"], replays["corr"] = launches
+    replays["start"] = np.iinfo(np.int64).max
+    replays["end"] = np.iinfo(np.int64).min
+    np.minimum.at(replays["start"], which, nodes["start"])
+    np.maximum.at(replays["end"], which, nodes["end"])
+    replays["kind"] = OP_GRAPH
+    replays["in_graph"] = True
+    return replays
 
 
 def _device(event: dict) -> int:

@@ -13,7 +13,12 @@ baseline (what a user gets; two processes' host-bound baselines differ by tens o
 a shared machine, whatever the backend) and with the same baseline, the nsys run's, so that
 only what the traces say differs. The torch run's record takes the nsys run's calibration and
 applied scopes (same GPU, same script) with its own baseline, unless it has a run record of
-its own. Prints markdown tables and the tolerance checks:
+its own. With the same baseline, what moves the predictions of the scopes that leave host
+work eager (compile, fwd_bwd, submodule) is the traced split of the host time: the share of
+the traced period outside the forward and backward, which each tracer inflates in its own
+way; it is printed for both traces beside the untraced split the bootstrap timed in each
+run's warm-up (runs from before the bootstrap timed it show none). Prints markdown tables
+and the tolerance checks:
 
     python bench/backends_compare.py OUT [--markdown FILE]
 """
@@ -64,6 +69,7 @@ def measure(trace_path: Path, record: dict, model: dict, same_baseline: dict) ->
     baseline = runrecord.measured_eager_ms(record)
     predictions = analysis.predictions
     shared = {**record, "untraced": same_baseline.get("untraced") or {}}
+    phases = s.phases
     return {
         "iterations": s.iterations, "kernels": s.kernels_per_iteration, "ops": s.gpu_ops_per_iteration,
         "busy_ms": s.gpu_busy_ms_per_iteration, "period_ms": s.gpu_period_ms, "verdict": s.verdict,
@@ -71,12 +77,30 @@ def measure(trace_path: Path, record: dict, model: dict, same_baseline: dict) ->
         "overhead": s.gpu_period_ms / baseline if baseline else None,
         "tracing_us_per_op": (s.gpu_period_ms - baseline) / s.gpu_ops_per_iteration * 1e3
         if baseline and s.gpu_ops_per_iteration else None,
-        "launch_api_ms": s.launch_api_ms_per_iteration, "between_ms": s.phases.between_iterations_ms,
+        "launch_api_ms": s.launch_api_ms_per_iteration, "between_ms": phases.between_iterations_ms,
+        "forward_ms": phases.forward_ms, "backward_ms": phases.backward_ms, "optimizer_ms": phases.optimizer_ms,
+        "outside_share": outside_share(s.gpu_period_ms, phases.forward_ms, phases.backward_ms)
+        if phases.marked else None,
+        "untraced_outside_share": untraced_outside_share(record.get("untraced") or {}),
         "eager_ms": predictions.get("eager_ms"), "eager_source": predictions.get("eager_source"),
         "speedups": speedups(predictions),
         "speedups_same_baseline": speedups(predictions_for(analysis, model, shared)),
         "note": predictions.get("note", ""),
     }
+
+
+def outside_share(period_ms, forward_ms, backward_ms):
+    """Share of the iteration's host time outside the forward and backward: what compile and
+    fwd_bwd leave eager (advisor/predict.py's physical model scales the traced one)."""
+    return (period_ms - forward_ms - backward_ms) / period_ms if period_ms else None
+
+
+def untraced_outside_share(untraced: dict):
+    """The same from the bootstrap's untraced warm-up, when it timed the phases."""
+    host, forward = untraced.get("host_ms_per_iteration"), untraced.get("forward_ms_per_iteration")
+    if not host or forward is None:
+        return None
+    return outside_share(host, forward, untraced.get("backward_ms_per_iteration", 0.0))
 
 
 def ratio(a, b):
@@ -153,6 +177,19 @@ def markdown(rows: list) -> str:
                      f"{fmt(ratio(n['baseline_ms'], t['baseline_ms']), 3)} | {fmt(n['overhead'], 2)}x | "
                      f"{fmt(t['overhead'], 2)}x | {fmt(n['tracing_us_per_op'], 1)} / {fmt(t['tracing_us_per_op'], 1)} | "
                      f"{f'{same[0]:.1%} ({same[1]})' if same else '-'} | {f'{own[0]:.1%} ({own[1]})' if own else '-'} |")
+    lines += ["", "Host time outside the forward and backward, share of the iteration (what compile and fwd_bwd "
+              "leave eager): traced, as the predictions read it, and untraced, as the bootstrap timed it in each "
+              "run's warm-up.", "",
+              "| workload | traced nsys | traced torch | torch - nsys | untraced (nsys run) | untraced (torch run) |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        n, t = row["nsys"], row["torch"]
+        if n.get("outside_share") is None and t.get("outside_share") is None:
+            continue
+        gap = (t["outside_share"] - n["outside_share"]) if None not in (n["outside_share"], t["outside_share"]) else None
+        lines.append(f"| {row['workload']} | {fmt(n['outside_share'])} | {fmt(t['outside_share'])} | "
+                     f"{f'{gap:+.3f}' if gap is not None else '-'} | {fmt(n.get('untraced_outside_share'))} | "
+                     f"{fmt(t.get('untraced_outside_share'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -58,7 +58,8 @@ def test_analyze_names_the_backend_in_the_report():
     assert code == 0 and err == ""
     # the first line, as rich wraps it at 120 columns
     assert "".join(out.splitlines()[:2]).startswith(
-        f"{KINETO / 'mlp_graphed.json.gz'}  torch.profiler (Kineto trace schema 1, CUPTI 130001), graph trace: node")
+        f"{KINETO / 'mlp_graphed.json.gz'}  torch.profiler (Kineto trace schema 1, CUPTI 130001; graph replays read "
+        "from 4600 node records), graph trace: graph")
     assert "\niterations: 20 from injected range 'cg-advise:iteration'\nverdict: graphed\n" in out
 
 

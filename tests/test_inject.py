@@ -98,6 +98,76 @@ def test_warmup_iterations_are_timed_before_the_window_opens():
     assert untraced["host_ms_per_iteration"] > 0 and "gpu_ms_per_iteration" not in untraced
 
 
+SLOW_SCRIPT = """
+import time
+import torch
+from torch import nn
+
+
+class Slow(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        time.sleep(0.020)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(0.010)
+        return grad
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return Slow.apply(self.layer(x))
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+opt.register_step_pre_hook(lambda *args: time.sleep(0.005))
+x = torch.randn(2, 4)
+for _ in range(10):
+    time.sleep(0.004)   # the next batch: outside every phase
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
+    """Forward, backward and optimizer step of each timed warm-up iteration, on the host
+    clock: the untraced split of the host time (a script that sleeps 20, 10 and 5 ms in
+    them and 4 ms outside them)."""
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SCRIPT)
+    injector = Injector(RecordingSink(), Window(warmup=8, iterations=1, run_to_end=True)).install()
+    saved = sys.argv[:]
+    try:
+        run_target([str(script)])
+    finally:
+        injector.remove()
+        sys.argv = saved
+    untraced = injector.summary()["untraced"]
+    assert untraced["iterations"] == 4
+    forward, backward = untraced["forward_ms_per_iteration"], untraced["backward_ms_per_iteration"]
+    optimizer = untraced["optimizer_ms_per_iteration"]
+    # at least what was slept; a loaded machine may add, never take away
+    assert 20 <= forward < 60 and 10 <= backward < 40 and 5 <= optimizer < 30
+    assert untraced["host_ms_per_iteration"] - forward - backward - optimizer >= 4
+    assert untraced["host_ms_per_iteration"] >= 39
+
+
+def test_an_inference_loop_times_its_forward_only():
+    _, injector = run_script("--steps", "12", "--inference", window=Window(warmup=8, iterations=2, run_to_end=True))
+    untraced = injector.summary()["untraced"]
+    assert untraced["iterations"] == 4
+    assert 0 < untraced["forward_ms_per_iteration"] <= untraced["host_ms_per_iteration"]
+    assert "backward_ms_per_iteration" not in untraced and "optimizer_ms_per_iteration" not in untraced
+
+
 def test_inference_iterations_are_forward_calls():
     sink, injector = run_script("--steps", "7", "--inference")
     assert sink.count("start") == 0

@@ -12,9 +12,9 @@ from advisor import ranges
 from advisor.analysis import analyse
 from advisor.errors import TraceError
 from advisor.kineto import KinetoTrace, open_kineto
-from advisor.predict import load_model, predictions_for
-from advisor.trace import OP_KERNEL, OP_MEMCPY, open_trace
-from conftest import TRACES
+from advisor.predict import features_of, load_model, physical, predictions_for
+from advisor.trace import OP_GRAPH, OP_KERNEL, OP_MEMCPY, open_trace
+from conftest import TRACES, sql
 
 KINETO = TRACES / "kineto"
 WORKLOADS = ["mlp_launch", "mlp_graphed", "mlp_infer"]
@@ -30,6 +30,33 @@ def events(name):
     """The trace's complete events, as json reads them."""
     with gzip.open(kineto(name)) as handle:
         return [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
+
+
+def graph_launches(ev):
+    """Correlation ids of the cudaGraphLaunch calls."""
+    return {e["args"]["correlation"] for e in ev if e["cat"] in CALL_CATEGORIES and e["name"] == "cudaGraphLaunch"}
+
+
+def operations(ev):
+    """The GPU operations as nsys's default graph mode records them: each kernel, copy and
+    memset launched one by one as it is, and the nodes of each graph launch (same correlation
+    id, same GPU) as one replay from the first node's start to the last node's end, of cat
+    "graph". Dicts with cat, ts, dur and args.correlation, as Kineto's events."""
+    launched = graph_launches(ev)
+    out, replays = [], {}
+    for e in ev:
+        if e["cat"] not in GPU_CATEGORIES:
+            continue
+        corr = e["args"]["correlation"]
+        if corr not in launched:
+            out.append(e)
+            continue
+        key = (e["args"]["device"], corr)
+        start, end = replays.get(key, (e["ts"], e["ts"] + e["dur"]))
+        replays[key] = (min(start, e["ts"]), max(end, e["ts"] + e["dur"]))
+    out += [{"cat": "graph", "ts": start, "dur": end - start, "args": {"correlation": corr}}
+            for (_, corr), (start, end) in replays.items()]
+    return out
 
 
 def merged(intervals):
@@ -50,11 +77,12 @@ def busy_within(union, a, b):
 def iterations_by_hand(name, range_name):
     """Per iteration range, in microseconds: the GPU window (first operation launched from it
     to the first of the next; the last one to its last operation's end), kernels starting in
-    it and GPU busy time in it. A call belongs to a range when it starts inside it, on any
+    it and GPU busy time in it (a graph replay one operation, no kernel, busy from its start
+    to its end, as nsys's graph mode has it: see operations). A call belongs to a range when it starts inside it, on any
     thread of the process (the iteration range spans autograd's thread)."""
     ev = events(name)
     calls = [e for e in ev if e["cat"] in CALL_CATEGORIES]
-    gpu = [e for e in ev if e["cat"] in GPU_CATEGORIES]
+    gpu = operations(ev)
     iters = sorted((e for e in ev if e["cat"] == "user_annotation" and e["name"] == range_name),
                    key=lambda e: e["ts"])
     by_corr = {}
@@ -70,7 +98,7 @@ def iterations_by_hand(name, range_name):
     union = merged((op["ts"], op["ts"] + op["dur"]) for op in gpu)
     kernels = [sum(1 for op in gpu if op["cat"] == "kernel" and a <= op["ts"] < b) for a, b in windows]
     busy = [busy_within(union, a, b) for a, b in windows]
-    return windows, kernels, busy
+    return windows, kernels, busy, [sum(1 for op in gpu if a <= op["ts"] < b) for a, b in windows]
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
@@ -79,20 +107,23 @@ def test_every_gpu_operation_and_cuda_call_is_read(name):
     trace = open_trace(kineto(name))
     assert isinstance(trace, KinetoTrace) and trace.backend == "torch.profiler"
     ops = trace.ops
-    assert int((ops["kind"] == OP_KERNEL).sum()) == sum(1 for e in ev if e["cat"] == "kernel")
-    assert int((ops["kind"] == OP_MEMCPY).sum()) == sum(1 for e in ev if e["cat"] == "gpu_memcpy")
-    assert len(ops) == sum(1 for e in ev if e["cat"] in GPU_CATEGORIES)
+    expected = operations(ev)
+    assert int((ops["kind"] == OP_KERNEL).sum()) == sum(1 for e in expected if e["cat"] == "kernel")
+    assert int((ops["kind"] == OP_MEMCPY).sum()) == sum(1 for e in expected if e["cat"] == "gpu_memcpy")
+    assert int((ops["kind"] == OP_GRAPH).sum()) == sum(1 for e in expected if e["cat"] == "graph")
+    assert len(ops) == len(expected)
     assert np.all(np.diff(ops["start"]) >= 0)
     # nanoseconds, to the nanosecond Kineto writes
-    first = min((e for e in ev if e["cat"] in GPU_CATEGORIES), key=lambda e: e["ts"])
+    first = min(expected, key=lambda e: e["ts"])
     assert ops["start"][0] == round(first["ts"] * 1000)
-    total_us = sum(e["dur"] for e in ev if e["cat"] in GPU_CATEGORIES)
-    assert (ops["end"] - ops["start"]).sum() / 1e3 == pytest.approx(total_us, abs=len(ops) * 1e-3)
+    total_us = sum(e["dur"] for e in expected)
+    assert (ops["end"] - ops["start"]).sum() / 1e3 == pytest.approx(total_us, abs=len(ops) * 2e-3)
     # every operation found its launching call by correlation id, in the profiled process
     cpu_pid = next(e["pid"] for e in ev if e["cat"] == "cuda_runtime")
     assert set(ops["pid"] >> 24) == {cpu_pid}
     launches = {e["args"]["correlation"] for e in ev if e["cat"] in CALL_CATEGORIES and "Launch" in e["name"]}
     assert set(ops["corr"][ops["kind"] == OP_KERNEL]) <= launches
+    assert set(ops["corr"][ops["kind"] == OP_GRAPH]) == graph_launches(ev)
     # the ranges: every record_function range, on its own thread
     annotations = [e for e in ev if e["cat"] == "user_annotation"]
     assert len(trace.nvtx) == len(annotations)
@@ -103,7 +134,7 @@ def test_every_gpu_operation_and_cuda_call_is_read(name):
 @pytest.mark.parametrize("name,range_name", [("mlp_launch", ranges.ITERATION), ("mlp_graphed", ranges.ITERATION),
                                              ("mlp_infer", ranges.FORWARD)])
 def test_per_iteration_figures_match_plain_python(name, range_name):
-    windows, kernels, busy = iterations_by_hand(name, range_name)
+    windows, kernels, busy, ops = iterations_by_hand(name, range_name)
     analysis = analyse(open_trace(kineto(name)))
     s = analysis.main.summary
     assert s.iterations == len(windows) == 20
@@ -114,8 +145,9 @@ def test_per_iteration_figures_match_plain_python(name, range_name):
         assert row["gpu_period_ms"] == pytest.approx((b - a) / 1e3, abs=1e-5)
         assert row["gpu_busy_ms"] == pytest.approx(u / 1e3, abs=k * 1e-6 + 1e-5)
     assert s.kernels_per_iteration == statistics.median(kernels)
+    assert s.gpu_ops_per_iteration == statistics.median(ops)
     # each operation rounded to the nanosecond at both ends
-    assert s.gpu_busy_ms_per_iteration == pytest.approx(statistics.median(busy) / 1e3, abs=max(kernels) * 2e-6)
+    assert s.gpu_busy_ms_per_iteration == pytest.approx(statistics.median(busy) / 1e3, abs=max(ops) * 2e-6)
     assert s.gpu_period_ms == pytest.approx(statistics.median(b - a for a, b in windows) / 1e3, rel=1e-5)
 
 
@@ -148,18 +180,105 @@ def test_backward_kernels_from_autograds_thread_count_in_the_iteration():
     assert backward.kernels_per_call == pytest.approx(len(inside) / len(spans), abs=1)
 
 
-def test_graph_kernels_are_listed_with_their_graph_launch():
-    """Kineto lists each kernel of a replayed graph with the cudaGraphLaunch's correlation id:
-    the trace is in nsys's node mode."""
+def test_a_graph_replay_is_one_operation_as_in_nsys_graph_mode():
+    """Kineto lists each kernel of a replayed graph with the cudaGraphLaunch's correlation id
+    (node mode); they are read as one replay per launch, first node's start to last node's
+    end, and the trace reads as nsys's default graph mode: no kernel in the replay, one GPU
+    operation, the gaps between nodes busy."""
     ev = events("mlp_graphed")
-    graph_corr = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaGraphLaunch"}
-    in_graph = [e for e in ev if e["cat"] == "kernel" and e["args"]["correlation"] in graph_corr]
+    launched = graph_launches(ev)
+    nodes = [e for e in ev if e["cat"] in GPU_CATEGORIES and e["args"]["correlation"] in launched]
+    assert len(launched) == 20 and len(nodes) == 20 * 230
+    assert {e["tid"] for e in nodes} == {7}   # every node on the launching stream here
     trace = open_trace(kineto("mlp_graphed"))
-    assert trace.graph_mode == "node"
-    assert int(trace.ops["in_graph"].sum()) == len(in_graph) > 0
+    assert trace.graph_mode == "graph" and trace.graph_nodes == len(nodes)
+    replays = trace.ops[trace.ops["kind"] == OP_GRAPH]
+    assert len(replays) == len(launched) and replays["in_graph"].all()
+    assert not trace.ops["in_graph"][trace.ops["kind"] != OP_GRAPH].any()
+    for corr, start, end in zip(replays["corr"], replays["start"], replays["end"]):
+        mine = [e for e in nodes if e["args"]["correlation"] == corr]
+        assert start == round(min(e["ts"] for e in mine) * 1000)
+        assert end == pytest.approx(max(e["ts"] + e["dur"] for e in mine) * 1000, abs=1)
     s = analyse(trace).main.summary
     assert s.verdict == "graphed" and s.graphed_share > 0.99
-    assert s.graph_launches_per_iteration == len(graph_corr) / 20 == 1
+    assert s.graph_launches_per_iteration == len(launched) / 20 == 1
+    # nsys's graph mode on the same workload (launch_graphed: the same script and model, on
+    # an H200) counts the same: no kernel, the replay and the two input copies per iteration
+    nsys = analyse(open_trace(TRACES / "launch_graphed.sqlite")).main.summary
+    assert (s.kernels_per_iteration, s.gpu_ops_per_iteration) == (nsys.kernels_per_iteration,
+                                                                   nsys.gpu_ops_per_iteration) == (0, 3)
+    assert s.gaps_per_iteration == nsys.gaps_per_iteration == 3
+    assert "graph replays read from 4600 node records" in trace.profiler
+
+
+def test_a_replay_over_several_streams_is_one_operation_per_gpu(tmp_path):
+    """Nodes of one launch on two streams: one replay (CUPTI's graph trace has one record per
+    launch, whatever streams its nodes use); on a second GPU: a replay there too, the analysis
+    being per GPU. A kernel launched one by one stays a kernel."""
+    def op(cat, ts, dur, corr, device=0, stream=7):
+        return {"ph": "X", "cat": cat, "name": "k", "pid": device, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "device": device, "stream": stream}}
+    def call(name, ts, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 9, "tid": 9, "ts": ts, "dur": 2.0,
+                "args": {"correlation": corr}}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
+        call("cudaLaunchKernel", 1.0, 1), call("cudaGraphLaunch", 5.0, 2),
+        op("kernel", 4.0, 1.0, 1),
+        op("kernel", 10.0, 2.0, 2, stream=7), op("kernel", 11.0, 5.0, 2, stream=21),
+        op("gpu_memset", 17.0, 1.0, 2, stream=7), op("kernel", 12.0, 1.0, 2, device=1)]}))
+    trace = open_trace(path)
+    assert trace.graph_mode == "graph" and trace.graph_nodes == 4
+    rows = [(int(o["device"]), int(o["kind"]), int(o["start"]), int(o["end"]), int(o["corr"])) for o in trace.ops]
+    assert rows == [(0, OP_KERNEL, 4000, 5000, 1), (0, OP_GRAPH, 10000, 18000, 2), (1, OP_GRAPH, 12000, 13000, 2)]
+    assert set(trace.ops["pid"] >> 24) == {9}
+
+
+def busy_per_iteration(name):
+    """GPU busy per iteration (ms), in plain Python: the union of the collapsed operations
+    within each iteration's GPU window (see iterations_by_hand)."""
+    _, _, busy, _ = iterations_by_hand(name, ranges.ITERATION)
+    return [u / 1e3 for u in busy]
+
+
+def test_graphed_busy_per_iteration_is_the_replays_as_in_nsys():
+    """The graphed workload's GPU busy per iteration, read kernel by kernel before: 0.572 ms
+    (the union of the nodes, the gaps between them idle), 5.4 % under nsys's 0.605 ms of the
+    same run on the same H100 (bench/results/backends_h100.json, run 1, whose torch half this
+    trace is). Read as replays it is 0.632 ms: the same meaning as nsys's, and 4.5 % above it,
+    which is per-node tracing's own cost on the GPU (the replay takes 0.630 ms traced node by
+    node against 0.602 ms as one record), not a reading of the trace. nsys's node mode shows
+    the same on the H200 (launch_graphed_node against launch_graphed, the same workload:
+    0.626 against 0.582 ms a replay, +7.6 %)."""
+    by_hand = busy_per_iteration("mlp_graphed")
+    s = analyse(open_trace(kineto("mlp_graphed"))).main.summary
+    assert s.gpu_busy_ms_per_iteration == pytest.approx(statistics.median(by_hand), abs=2e-6)
+    ev = events("mlp_graphed")
+    union = merged((e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in GPU_CATEGORIES)
+    windows, _, _, _ = iterations_by_hand("mlp_graphed", ranges.ITERATION)
+    union_of_nodes = [busy_within(union, a, b) / 1e3 for a, b in windows]
+    assert statistics.median(union_of_nodes) == pytest.approx(0.5717, abs=1e-4)   # what was reported before
+    assert statistics.median(by_hand) == pytest.approx(0.6318, abs=1e-4)
+    recorded = json.loads((TRACES.parent / "bench" / "results" / "backends_h100.json").read_text())
+    run1 = next(r for r in recorded["run1"] if r["workload"] == "mlp_graphed")
+    # this trace (the analysis rounds each node to the nanosecond)
+    assert run1["torch"]["busy_ms"] == pytest.approx(statistics.median(union_of_nodes), abs=1e-5)
+    nsys_h100 = run1["nsys"]["busy_ms"]
+    assert s.gpu_busy_ms_per_iteration / nsys_h100 == pytest.approx(1.045, abs=0.002)
+    # utilization (busy / period) now agrees with nsys's within half a point: busy and period are
+    # stretched alike, where the union of the nodes made 89 % of nsys's 98.7 %
+    assert s.gpu_utilization == pytest.approx(run1["nsys"]["busy_ms"] / run1["nsys"]["period_ms"], abs=0.005)
+    # against the committed nsys export of the same workload (launch_graphed, graph mode, an
+    # H200: another GPU, so its replay is 0.582 ms): 8.3 % above it
+    nsys_h200 = analyse(open_trace(TRACES / "launch_graphed.sqlite")).main.summary
+    assert s.gpu_busy_ms_per_iteration / nsys_h200.gpu_busy_ms_per_iteration == pytest.approx(1.083, abs=0.002)
+    assert s.gpu_utilization == pytest.approx(nsys_h200.gpu_utilization, abs=0.005)
+    # the per-node stretch, in nsys's own node mode on the H200 (same script): the replay
+    # spans of launch_graphed_node against launch_graphed's GRAPH_TRACE rows
+    node_span = sql(TRACES / "launch_graphed_node.sqlite", """SELECT AVG(e - s) FROM (SELECT MIN(start) s,
+                    MAX(end) e FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL GROUP BY correlationId)""")
+    graph_span = sql(TRACES / "launch_graphed.sqlite", "SELECT AVG(end - start) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    assert node_span[0][0] / graph_span[0][0] == pytest.approx(1.076, abs=0.002)
 
 
 def test_identity_processes_and_devices():
@@ -193,6 +312,60 @@ def test_both_backends_agree_on_the_same_workload():
     assert torch.verdict == nsys.verdict == "launch-bound"
     assert torch.phases.marked and nsys.phases.marked
     assert torch.phases.optimizer_ops == nsys.phases.optimizer_ops
+
+
+def outside_shares(named):
+    """Per iteration (range start to the next one's start), the share of its host time
+    outside the forward and backward ranges that start in it: what compile and fwd_bwd leave
+    eager. ``named``: range name -> [(start, end)], any unit."""
+    its = sorted(named[ranges.ITERATION])
+    out = []
+    for (a, _), (b, _) in zip(its, its[1:]):
+        phases = sum(end - start for name in (ranges.FORWARD, ranges.BACKWARD) for start, end in named[name]
+                     if a <= start < b)
+        out.append((b - a - phases) / (b - a))
+    return out
+
+
+def test_same_baseline_predictions_differ_through_the_traced_host_split():
+    """Issue #15's prediction check (same baseline, the nsys run's record): what differs
+    between the two traces of mlp_launch is the traced split of host time. compile, fwd_bwd
+    and submodule leave the host work outside the forward and backward eager, and take it as
+    eager time x its share of the traced period; the torch trace's features with the nsys
+    trace's split predict what the nsys trace predicts. That split differs by 1.3 points
+    read as the model reads it (medians of period, forward and backward taken apart), by 0.4
+    read per iteration, where either trace's own iterations spread over 1.5-2.4 points
+    (interquartile): the difference is within each trace's noise; torch.profiler inflates
+    the forward and backward no measurably more than the rest here."""
+    record = json.loads((KINETO / "mlp_launch_nsys.cg-advise-run.json").read_text())
+    model = load_model()
+    summaries = {name: analyse(open_trace(path)).main.summary for name, path in
+                 (("nsys", KINETO / "mlp_launch_nsys.sqlite"), ("torch", kineto("mlp_launch")))}
+    features = {name: features_of(s, record) for name, s in summaries.items()}
+    compile_ = {name: physical(f, "compile", model)["speedup"] for name, f in features.items()}
+    assert compile_["torch"] / compile_["nsys"] - 1 == pytest.approx(0.041, abs=0.002)
+    split = ("period_ms", "forward_ms", "backward_ms")
+    with_nsys_split = {**features["torch"], **{k: features["nsys"][k] for k in split}}
+    assert physical(with_nsys_split, "compile", model)["speedup"] == pytest.approx(compile_["nsys"], rel=2e-3)
+    model_share = {name: (f["period_ms"] - f["forward_ms"] - f["backward_ms"]) / f["period_ms"]
+                   for name, f in features.items()}
+    assert model_share["nsys"] - model_share["torch"] == pytest.approx(0.013, abs=0.001)
+    # per iteration, in plain Python over the JSON and the export
+    named = {}
+    for e in events("mlp_launch"):
+        if e["cat"] == "user_annotation":
+            named.setdefault(e["name"], []).append((e["ts"], e["ts"] + e["dur"]))
+    torch_shares = outside_shares(named)
+    named = {}
+    for start, end, name in sql(KINETO / "mlp_launch_nsys.sqlite", """SELECT start, end, coalesce(text, (SELECT
+                                value FROM StringIds WHERE id = textId)) FROM NVTX_EVENTS WHERE eventType IN (59, 60)"""):
+        named.setdefault(name, []).append((start, end))
+    nsys_shares = outside_shares(named)
+    assert len(torch_shares) == len(nsys_shares) == 19
+    gap = statistics.median(nsys_shares) - statistics.median(torch_shares)
+    spreads = [np.subtract(*np.percentile(v, (75, 25))) for v in (nsys_shares, torch_shares)]
+    assert gap == pytest.approx(0.004, abs=0.001) and min(spreads) > 0.014 and max(spreads) < 0.025
+    assert abs(gap) < min(spreads) / 2
 
 
 def test_plain_json_reads_like_gzip(tmp_path):
