@@ -118,7 +118,12 @@ def compare(folder: Path, model: dict) -> list:
         nsys_record = runrecord.read(folder / "nsys" / f"{name}.cg-advise-run.json") or {}
         nsys = measure(sqlite, nsys_record, model, nsys_record)
         torch = measure(trace, record, model, nsys_record)
-        rows.append({"workload": name, "nsys": nsys, "torch": torch, "checks": checks(nsys, torch)})
+        row = {"workload": name, "nsys": nsys, "torch": torch, "checks": checks(nsys, torch)}
+        again = folder / "nsys_repeat" / f"{name}.sqlite"
+        if again.exists():   # the same backend in another process: the noise floor of every check
+            again_record = runrecord.read(folder / "nsys_repeat" / f"{name}.cg-advise-run.json") or {}
+            row["nsys_repeat"] = measure(again, again_record, model, nsys_record)
+        rows.append(row)
     return rows
 
 
@@ -190,6 +195,20 @@ def markdown(rows: list) -> str:
         lines.append(f"| {row['workload']} | {fmt(n['outside_share'])} | {fmt(t['outside_share'])} | "
                      f"{f'{gap:+.3f}' if gap is not None else '-'} | {fmt(n.get('untraced_outside_share'))} | "
                      f"{fmt(t.get('untraced_outside_share'))} |")
+    repeated = [row for row in rows if "nsys_repeat" in row]
+    if repeated:
+        lines += ["", "nsys against nsys: the same script profiled again in another process, read by the same "
+                  "code; the floor under the tolerances between the backends.", "",
+                  "| workload | busy again/first | untraced again/first | largest prediction difference, same "
+                  "baseline (nsys vs nsys) | same, torch vs nsys |", "| --- | --- | --- | --- | --- |"]
+        for row in repeated:
+            n, r, t = row["nsys"], row["nsys_repeat"], row["torch"]
+            again = largest_difference(n["speedups"], r["speedups_same_baseline"])
+            torch = largest_difference(n["speedups"], t["speedups_same_baseline"])
+            lines.append(f"| {row['workload']} | {fmt(ratio(n['busy_ms'], r['busy_ms']), 4)} | "
+                         f"{fmt(ratio(n['baseline_ms'], r['baseline_ms']), 3)} | "
+                         f"{f'{again[0]:.1%} ({again[1]})' if again else '-'} | "
+                         f"{f'{torch[0]:.1%} ({torch[1]})' if torch else '-'} |")
     return "\n".join(lines) + "\n"
 
 

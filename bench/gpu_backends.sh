@@ -5,9 +5,13 @@
 # iterations, the second half timed untraced, 20 recorded). Compare with
 # `python bench/backends_compare.py OUTDIR`.
 # Usage (on a GPU machine with nsys on PATH): bash bench/gpu_backends.sh OUTDIR [WARMUP ITERATIONS]
+# ONLY="mlp_launch gpt_small" picks workloads; REPEAT=1 profiles each with nsys a second time
+# (OUTDIR/nsys_repeat): how far two nsys runs of one script disagree, the floor under any
+# tolerance between the backends.
 set -u
 out=${1:?OUTDIR}; warmup=${2:-50}; iterations=${3:-20}
 mkdir -p "$out/nsys" "$out/kineto"
+[ "${REPEAT:-0}" = 1 ] && mkdir -p "$out/nsys_repeat"
 M=bench/workloads/train_mlp.py
 Z=bench/workloads/zoo_scripts
 declare -a NAMES=(mlp_launch mlp_compute mlp_graphed mlp_sync mlp_infer cnn_amp gpt_small)
@@ -26,6 +30,7 @@ print("gpu:", torch.cuda.get_device_name(0)); print("torch:", torch.__version__,
 print("nsys:", subprocess.run(["nsys", "--version"], capture_output=True, text=True).stdout.strip())
 PY
 cat "$out/env.txt"
+[ -n "${ONLY:-}" ] && read -r -a NAMES <<< "$ONLY"
 for name in "${NAMES[@]}"; do
   args=${RUNS[$name]}
   echo "== $name: $args"
@@ -36,4 +41,9 @@ for name in "${NAMES[@]}"; do
     --output-dir "$out/kineto" -o "$name" $args > "$out/$name.torch.json" 2> "$out/$name.torch.log" \
     || { echo "torch profile exit $?"; tail -3 "$out/$name.torch.log"; }
   ls -la "$out/kineto/$name.kineto.json.gz" 2>/dev/null
+  if [ "${REPEAT:-0}" = 1 ]; then
+    python3 -m advisor.cli profile --backend nsys --json --force --warmup "$warmup" --iterations "$iterations" \
+      --output-dir "$out/nsys_repeat" -o "$name" $args > "$out/$name.nsys_repeat.json" 2> "$out/$name.nsys_repeat.log" \
+      || { echo "nsys repeat exit $?"; tail -3 "$out/$name.nsys_repeat.log"; }
+  fi
 done
