@@ -504,6 +504,7 @@ def cross_validate(rows, residual_scopes) -> dict:
         p, m = predicted[scope][done], measured[done]
         residual = np.log(m) - np.log(p)
         nogo = m < GO_THRESHOLD
+        covered = _interval_coverage(residual, families[done])
         results[scope] = {
             "workloads": int(done.sum()),
             "median_abs_log_error": float(np.median(np.abs(residual))) if done.any() else math.nan,
@@ -512,6 +513,7 @@ def cross_validate(rows, residual_scopes) -> dict:
             "go_nogo_accuracy": float(np.mean((p >= GO_DECISION) == ~nogo)) if done.any() else math.nan,
             "nogo_workloads": int(nogo.sum()),
             "nogo_called_nogo": int(np.sum(p[nogo] < GO_DECISION)),
+            "interval_coverage": covered,
             "log_residuals": residual.tolist(),
             "predicted": {rows[i]["workload"]: float(predicted[scope][i]) for i in np.flatnonzero(done)},
             "measured": {rows[i]["workload"]: float(measured[i]) for i in np.flatnonzero(done)},
@@ -519,6 +521,19 @@ def cross_validate(rows, residual_scopes) -> dict:
     results["verdict"] = _verdict_accuracy(rows, results)
     results["baseline"] = _baseline_accuracy(rows)
     return results
+
+
+def _interval_coverage(residual, families) -> float:
+    """How often the measured speedup falls inside the printed interval (the 10th-90th
+    percentile of cross-validated residuals: 80 % if the intervals are honest), each workload
+    judged by an interval made of the other families' residuals alone."""
+    inside = []
+    for i, family in enumerate(families):
+        others = residual[families != family]
+        if len(others) >= 4:
+            low, high = np.percentile(others, [10, 90])
+            inside.append(low <= residual[i] <= high)
+    return float(np.mean(inside)) if inside else math.nan
 
 
 def _baseline_accuracy(rows) -> dict:

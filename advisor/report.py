@@ -151,13 +151,14 @@ def _render_predictions(predictions: dict, out: Console) -> None:
 def render_evaluation(results: dict, out: Console) -> None:
     table = Table(title="Leave-one-family-out cross-validation (predicted vs tune's measured speedup)",
                   title_justify="left")
-    for column in ("scope", "workloads", "median |log err|", "within 20 %", "Spearman", "go/no-go", "no-go called"):
+    for column in ("scope", "workloads", "median |log err|", "within 20 %", "in 80 % interval", "Spearman", "go/no-go",
+                   "no-go called"):
         table.add_column(column, justify="right")
     for scope, r in results.items():
         if scope in ("verdict", "baseline") or not r["workloads"]:
             continue
         table.add_row(scope, str(r["workloads"]), f"{r['median_abs_log_error']:.3f}", f"{r['within_20_percent']:.0%}",
-                      f"{r['spearman']:.3f}", f"{r['go_nogo_accuracy']:.0%}",
+                      f"{r['interval_coverage']:.0%}", f"{r['spearman']:.3f}", f"{r['go_nogo_accuracy']:.0%}",
                       f"{r['nogo_called_nogo']}/{r['nogo_workloads']}")
     out.print(table)
     v = results["verdict"]

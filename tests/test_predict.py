@@ -203,6 +203,19 @@ def test_model_fit_reproduces_the_shipped_model_and_keeps_an_existing_file(tmp_p
 def test_model_eval_and_bad_inputs(tmp_path, rows):
     code, out, _ = run("model", "eval", "--json")
     assert code == 0 and json.loads(out)["full_iteration"]["workloads"] > 0
+    # the interval coverage, recomputed by hand: each workload against the 10th-90th percentile
+    # of the residuals of the workloads of other families
+    result = json.loads(out)["full_iteration"]
+    family = {r["workload"]: r["family"] for r in rows}
+    names = list(result["measured"])
+    residual = {n: math.log(result["measured"][n] / result["predicted"][n]) for n in names}
+    inside = []
+    for name in names:
+        others = sorted(v for n, v in residual.items() if family[n] != family[name])
+        low, high = np.percentile(others, 10), np.percentile(others, 90)
+        inside.append(low <= residual[name] <= high)
+    assert result["interval_coverage"] == pytest.approx(sum(inside) / len(inside))
+    assert 0.5 < result["interval_coverage"] < 1.0
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     code, _, err = run("model", "eval", bad)
