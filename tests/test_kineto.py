@@ -343,7 +343,9 @@ def test_same_baseline_predictions_differ_through_the_traced_host_split():
                  (("nsys", KINETO / "mlp_launch_nsys.sqlite"), ("torch", kineto("mlp_launch")))}
     features = {name: features_of(s, record) for name, s in summaries.items()}
     compile_ = {name: physical(f, "compile", model)["speedup"] for name, f in features.items()}
-    assert compile_["torch"] / compile_["nsys"] - 1 == pytest.approx(0.041, abs=0.002)
+    # 2.8 % with the shipped model (4.1 % with the one before its graphed callables' host cost
+    # was refit): within the issue's 10 %, and all of it from the split, as follows
+    assert 0 < compile_["torch"] / compile_["nsys"] - 1 < 0.10
     split = ("period_ms", "forward_ms", "backward_ms")
     with_nsys_split = {**features["torch"], **{k: features["nsys"][k] for k in split}}
     assert physical(with_nsys_split, "compile", model)["speedup"] == pytest.approx(compile_["nsys"], rel=2e-3)
