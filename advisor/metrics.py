@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -195,6 +196,13 @@ def _owners(rows: np.ndarray, launches: _Launches) -> np.ndarray:
     return owner
 
 
+def _gpu_share(launches: _Launches, durations: np.ndarray, rows: np.ndarray) -> float:
+    """Share of the group's GPU time launched from inside these ranges."""
+    owner = _owners(rows, launches)
+    total = durations.sum()
+    return float(durations[owner >= 0].sum() / total) if total else 0.0
+
+
 def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | None) -> GroupMetrics:
     in_group = (trace.ops["pid"] == global_pid) & (trace.ops["device"] == device)
     ops = trace.ops if in_group.all() else trace.ops[in_group]   # one process on one GPU: no copy
@@ -202,14 +210,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     busy = Union.of(ops["start"], ops["end"])
     op_ns = ops["end"] - ops["start"]
     durations = op_ns.astype(float)
-
-    def gpu_share(rows) -> float:
-        """Share of the group's GPU time launched from inside these ranges."""
-        owner = _owners(rows, launches)
-        total = durations.sum()
-        return float(durations[owner >= 0].sum() / total) if total else 0.0
-
-    found = find_iterations(trace, global_pid, pattern, gpu_share)
+    found = find_iterations(trace, global_pid, pattern, partial(_gpu_share, launches, durations))
+    del durations   # every big array let go as soon as it is done with: at 10M kernels, each is 80 MB
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
     windows, cpu_windows, source, iteration_ends = _windows(trace, ops, launches, found, global_pid)
@@ -220,6 +222,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
 
     starts = ops["start"]
     is_kernel = ops["kind"] == OP_KERNEL
+    durations_ns = op_ns[is_kernel]
+    del op_ns
     kernels = count_within(starts, a, b, is_kernel)
     gpu_ops = count_within(starts, a, b)
     # kernels launched one by one (graph nodes share their graph launch's correlationId)
@@ -243,7 +247,6 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & in_process
     graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
 
-    durations_ns = op_ns[is_kernel]
     durations_us = durations_ns / 1e3
     delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
     api_us = api_ns[matched_kernel] / 1e3
@@ -402,7 +405,7 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
     shift = owner * band
     shift -= base
     keys = starts + shift
-    shifted_ends = ends + shift
+    shifted_ends = np.add(ends, shift, out=shift)   # the shift is done with
     if not in_order(keys):   # in order already when owners follow time
         order = np.argsort(keys, kind="stable")
         keys, shifted_ends = keys[order], shifted_ends[order]
@@ -440,7 +443,6 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
     results = []
     is_kernel = ops["kind"] == OP_KERNEL
     op_start, op_end = np.ascontiguousarray(ops["start"]), np.ascontiguousarray(ops["end"])
-    delay = op_start - launches.api_end
     for label, in_group in range_groups(trace, rows_all):
         rows = outermost(rows_all[in_group])
         owner = _owners(rows, launches)
@@ -460,7 +462,7 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
                               minlength=calls)[worked]
         # A starved GPU runs each launch at once: then the range lasts as long as its CPU side.
         mine_kernels = mine & is_kernel
-        queued = _median(delay[mine_kernels]) >= QUEUE_AHEAD_US * 1e3
+        queued = _median(op_start[mine_kernels] - launches.api_end[mine_kernels]) >= QUEUE_AHEAD_US * 1e3
         wall = span if queued else np.maximum(span, cpu)
         utilization = _median(np.divide(busy[worked], wall, out=np.zeros(len(wall)), where=wall > 0))
         results.append(RangeMetrics(
