@@ -234,8 +234,13 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     gap_starts, gap_lengths = busy.gaps()
     gap_window = assign(gap_starts, a, b - 1) if n else np.full(len(gap_starts), -1)
     inside = gap_window >= 0
-    gaps_per_iter = np.bincount(gap_window[inside], minlength=n)
-    gap_ns_per_iter = np.bincount(gap_window[inside], weights=gap_lengths[inside], minlength=n)
+    window_of_gap, gap_inside = gap_window[inside], gap_lengths[inside]   # the gaps inside iterations
+    del gap_starts, gap_lengths, gap_window, inside
+    gaps_per_iter = np.bincount(window_of_gap, minlength=n)
+    gap_ns_per_iter = np.bincount(window_of_gap, weights=gap_inside, minlength=n)
+    del window_of_gap
+    busy_total = busy.total
+    del busy
 
     sync_rows, sync_per_iter, sync_ns_per_iter = _syncs(trace, in_process, cpu_windows)
     # the per-range metrics on the second core while this one does the summary: numpy lets go
@@ -251,7 +256,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
     api_us = api_ns[matched_kernel] / 1e3
     graphed = ops["in_graph"] | (ops["kind"] == OP_GRAPH)
-    graphed_share = Union.of(ops["start"][graphed], ops["end"][graphed]).total / busy.total if busy.total else 0.0
+    graphed_share = Union.of(ops["start"][graphed], ops["end"][graphed]).total / busy_total if busy_total else 0.0
     cpu_period = (cpu_windows[1] - cpu_windows[0]).astype(float)
 
     util_each = np.divide(busy_ns, period, out=np.zeros(n), where=period > 0)
@@ -272,7 +277,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         bound_speedup=med_period / med_busy if med_busy else 0.0,
         gaps_per_iteration=_median(gaps_per_iter),
         gap_ms_per_iteration=_median(gap_ns_per_iter) / 1e6,
-        gaps=Gaps.of(gap_lengths[inside]),
+        gaps=Gaps.of(gap_inside),
         kernel_median_us=_median(durations_us),
         kernel_share_under_10us=float(np.mean(durations_us < 10)) if len(durations_us) else 0.0,
         kernel_share_under_50us=float(np.mean(durations_us < 50)) if len(durations_us) else 0.0,
@@ -285,7 +290,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         sync_calls=_sync_names(trace, sync_rows),
         graph_launches_per_iteration=_median(graph_launches),
         graphed_share=graphed_share,
-        iteration_busy_share=float(busy_ns.sum() / busy.total) if busy.total else 0.0,
+        iteration_busy_share=float(busy_ns.sum() / busy_total) if busy_total else 0.0,
         small_kernel_share=small_kernel_share(durations_ns),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid),
@@ -308,7 +313,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         summary=summary,
         iterations=per_iteration,
         ranges=ranges.result(),
-        distributions={"gap_ns": gap_lengths[inside], "kernel_ns": durations_ns,
+        distributions={"gap_ns": gap_inside, "kernel_ns": durations_ns,
                        "iteration_windows_ns": (a, b), "cpu_windows_ns": cpu_windows},
     )
 
@@ -410,6 +415,7 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
         order = np.argsort(keys, kind="stable")
         keys, shifted_ends = keys[order], shifted_ends[order]
     merged = Union.of(keys, shifted_ends)
+    del keys, shifted_ends
     return np.bincount(merged.starts // band, weights=merged.ends - merged.starts, minlength=owners)
 
 
@@ -454,6 +460,7 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
         starts, ends = op_start[mine], op_end[mine]
         busy = busy_per_owner(starts, ends, o, calls)
         first, last = _first_start_last_end(starts, ends, o, calls)
+        del starts, ends
         worked = np.bincount(o, minlength=calls) > 0
         span = (last - first)[worked].astype(float)
         cpu = (rows["end"] - rows["start"])[worked].astype(float)
@@ -478,5 +485,6 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
             verdict=verdict(utilization, _median(np.divide(sync_ns, cpu, out=np.zeros(len(cpu)), where=cpu > 0)),
                             queue_ahead=queued),
         ))
+        del owner, mine, o, mine_kernels   # not held while the next range's are made
     results.sort(key=lambda r: r.gpu_span_ms_per_call * r.calls, reverse=True)
     return results
