@@ -172,24 +172,33 @@ def peak():  # this process's own high-water mark (ru_maxrss also counts the par
     except OSError:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+def disk_read():  # bytes this process had read from the disk (not the page cache); -1 where unknown
+    try:
+        with open("/proc/self/io") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("read_bytes:"))
+    except (OSError, StopIteration, ValueError):
+        return -1
+
 keep_freed_memory()   # as cg-advise's commands do
 before = peak()
 cpu = resource.getrusage(resource.RUSAGE_SELF)
+read = disk_read()
 started = time.perf_counter()
 analyse(open_trace(sys.argv[1]))
 elapsed = time.perf_counter() - started
 done = resource.getrusage(resource.RUSAGE_SELF)
-print(elapsed, before, peak(), done.ru_utime - cpu.ru_utime, done.ru_stime - cpu.ru_stime, done.ru_minflt - cpu.ru_minflt)
+print(elapsed, before, peak(), done.ru_utime - cpu.ru_utime, done.ru_stime - cpu.ru_stime, done.ru_minflt - cpu.ru_minflt,
+      disk_read() - read if read >= 0 else -1)
 """
 
 
 def peak_resident(path: Path):
     """(seconds, peak resident bytes after the imports, peak resident bytes, user and kernel
-    CPU seconds, page faults) of a fresh process that opens and analyses the file: what a
-    user's `cg-advise analyze` takes and holds at most."""
+    CPU seconds, page faults, bytes read from the disk) of a fresh process that opens and
+    analyses the file: what a user's `cg-advise analyze` takes and holds at most."""
     out = subprocess.run([sys.executable, "-c", RESIDENT, str(path)], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.split()
-    return float(out[0]), int(out[1]), int(out[2]), float(out[3]), float(out[4]), int(out[5])
+    return float(out[0]), int(out[1]), int(out[2]), float(out[3]), float(out[4]), int(out[5]), int(out[6])
 
 
 def measure(big: Path, kernels: int, runs: int) -> dict:
@@ -226,10 +235,12 @@ def measure(big: Path, kernels: int, runs: int) -> dict:
     print(nsys_stats(big))
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine "
           f"slows every figure; the ratio is taken side by side)")
-    fresh, base, resident, user, system, faults = peak_resident(big)
+    aggregate_scan(big)   # the page cache warm again (a virtual machine may have dropped the file since)
+    fresh, base, resident, user, system, faults, disk = peak_resident(big)
     peak = peak_memory(big)
+    from_disk = f", {disk / 2**20:.0f} MiB read from the disk" if disk >= 0 else ""
     print(f"analysis in a fresh process: {fresh:.2f} s (CPU {user:.2f} user + {system:.2f} kernel, {faults} page "
-          f"faults), peak resident {resident / 2**20:.0f} MiB ({base / 2**20:.0f} MiB after the imports; "
+          f"faults{from_disk}), peak resident {resident / 2**20:.0f} MiB ({base / 2**20:.0f} MiB after the imports; "
           f"{(resident - base) / kernels:.0f} bytes per kernel more)")
     print(f"analysis peak traced memory: {peak / 2**20:.0f} MiB ({peak / kernels:.0f} bytes per kernel)")
     return {"kernels": kernels, "analysis": best, "aggregate": aggregate, "resident": resident, "traced": peak,
