@@ -211,6 +211,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     import os
 
     from .analysis import analyse
+    from .memory import keep_freed_memory
     from .predict import load_model, predictions_for
     from .report import console, render, to_json
     from .trace import open_trace
@@ -252,6 +253,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
         _note(f"report: {run.report}  export: {run.sqlite}  run record: {record_path.name}")
     else:
         _note(f"trace: {run.report}  run record: {record_path.name}")
+    keep_freed_memory()
     opened = open_trace(run.trace_file)
     analysis = analyse(opened, pattern)
     analysis.predictions = predictions_for(analysis, model, record)
@@ -385,11 +387,12 @@ def _analysis_of(report, model_path, pattern=None, nsys_path=None, reexport=Fals
     from .analysis import analyse
     from .nsys import sqlite_for
     from .predict import load_model, predictions_for
+    from .memory import keep_freed_memory
+    from .runrecord import read_beside
     from .trace import open_trace
 
-    from .runrecord import read_beside
-
     model = load_model(model_path)
+    keep_freed_memory()
     trace = open_trace(sqlite_for(report, nsys_path, reexport))
     analysis = analyse(trace, pattern)
     analysis.predictions = predictions_for(analysis, model, read_beside(report))

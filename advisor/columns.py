@@ -10,6 +10,12 @@ arrays.
 The Arrow reader runs the queries of one export side by side, one connection each: the driver
 steps SQLite and builds each result in one batch without holding the GIL, so the kernel table
 and the runtime table are read on two cores at once.
+
+A query whose SQL holds ``{rows}`` and whose table is big is read a chunk of rowids at a time
+(``{rows}`` becomes each chunk's rowid range, or ``1``): each chunk is one batch of a few MB,
+built by the driver inside execute_query and copied into its place in the result (or in the
+caller's ``out``), so the driver's buffers are small, reused, and never a second copy of the
+table. Rows come in rowid order either way, as a scan of the whole table gives them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ import numpy as np
 BATCH_ROWS = 65536
 # a result of up to this many rows (its table's largest rowid) is read as one batch
 ONE_BATCH_MAX_ROWS = 1 << 27
+# rowids per chunk of a query with {rows}: 8 MB per column, one batch each
+CHUNK_ROWS = 1 << 20
+ROWS = "{rows}"
 
 
 def read_only_uri(path) -> str:
@@ -51,17 +60,24 @@ class SqliteColumns:
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.conn = conn
 
-    def fetch(self, sql: str, dtype: np.dtype) -> np.ndarray:
-        return np.fromiter(self.conn.execute(sql), dtype=dtype)
+    def fetch(self, sql: str, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+        rows = np.fromiter(self.conn.execute(sql.replace(ROWS, "1")), dtype=dtype)
+        if out is None:
+            return rows
+        placed = out[:len(rows)] if len(rows) <= len(out) else np.empty(len(rows), out.dtype)
+        for name in dtype.names:
+            placed[name] = rows[name]
+        return placed
 
     def fetch_many(self, queries: list) -> list:
-        """Each (sql, dtype, rows)'s columns, one query after the other."""
+        """Each (sql, dtype, rows[, out])'s columns, one query after the other (see
+        ArrowColumns.start)."""
         return self.start(queries)()
 
     def start(self, queries: list):
         """fetch_many(queries), run when the returned function is called (on this thread:
         an sqlite3 connection belongs to the thread that opened it)."""
-        return lambda: [self.fetch(sql, dtype) for sql, dtype, _ in queries]
+        return lambda: [self.fetch(query[0], query[1], _out(query)) for query in queries]
 
     def close(self) -> None:
         pass
@@ -82,61 +98,80 @@ class ArrowColumns:
         self._connections = [adbc_driver_manager.AdbcConnection(self._database)]
         self._pool = None
 
-    def fetch(self, sql: str, dtype: np.dtype) -> np.ndarray:
+    def fetch(self, sql: str, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
         """The query's columns; a query the driver refuses or cannot type (a damaged table, a
         column of reals) is read by sqlite3, so both readers give the same arrays and errors."""
-        return self.fetch_many([(sql, dtype, None)])[0]
+        return self.fetch_many([(sql, dtype, None, out)])[0]
 
     def fetch_many(self, queries: list) -> list:
         return self.start(queries)()
 
     def start(self, queries: list):
-        """Starts reading each (sql, dtype, rows)'s columns, the queries at once on connections
-        of their own, and returns the function that waits for them; what the driver fails is
-        read by sqlite3 then (its connection is the caller's thread's). ``rows``, the most rows
-        a query can return (None: unknown), lets the driver build the whole result as one batch
-        inside execute_query, where it lets go of the GIL (later batches are fetched holding it):
-        the caller's thread is free meanwhile."""
+        """Starts reading each (sql, dtype, rows[, out])'s columns, the queries at once on
+        connections of their own, and returns the function that waits for them; what the driver
+        fails is read by sqlite3 then (its connection is the caller's thread's). ``rows``, the
+        most rows a query can return (None: unknown), lets the driver build the whole result,
+        or each chunk of it, as one batch inside execute_query, where it lets go of the GIL
+        (later batches are fetched holding it): the caller's thread is free meanwhile.
+        ``out``, where given, is where the rows go: the fields of ``dtype`` (the query's
+        columns, in order) of its first rows, which come back as ``out[:n]`` (its other fields
+        left to the caller); a result that outgrows it comes back as a new array of its dtype."""
         if self._pool is not None:   # the connections are the last call's until its queries end
             self._pool.shutdown(wait=True)
         while len(self._connections) < len(queries):
             self._connections.append(self._manager.AdbcConnection(self._database))
         self._pool = ThreadPoolExecutor(max(len(queries), 1))
-        pending = [self._pool.submit(self._try_fetch, connection, *query)
+        pending = [self._pool.submit(self._try_fetch, connection, query[0], query[1], query[2], _out(query))
                    for connection, query in zip(self._connections, queries)]
 
         def wait() -> list:
-            return [self._fallback.fetch(sql, dtype) if future.result() is None else future.result()
-                    for future, (sql, dtype, _) in zip(pending, queries)]
+            return [self._fallback.fetch(query[0], query[1], _out(query)) if future.result() is None
+                    else future.result() for future, query in zip(pending, queries)]
         return wait
 
-    def _try_fetch(self, connection, sql: str, dtype: np.dtype, rows):
+    def _try_fetch(self, connection, sql: str, dtype: np.dtype, rows, out):
         try:
-            return self._fetch(connection, sql, dtype, rows)
+            return self._fetch(connection, sql, dtype, rows, out)
         except Exception:  # noqa: BLE001 - the standard library says what is wrong, in its own terms
             return None
 
-    def _fetch(self, connection, sql: str, dtype: np.dtype, rows) -> np.ndarray:
+    def _fetch(self, connection, sql: str, dtype: np.dtype, rows, out) -> np.ndarray:
+        own = out is None and rows is not None   # the result's array, sized by the bound
+        target = np.empty(rows, dtype) if own else out
+        at, spilled = 0, []   # rows that do not fit the target: new arrays, in order
+        for chunk_sql, batch in _chunks(sql, rows):
+            for view in self._batches(connection, chunk_sql, batch):
+                n = view.length
+                if target is not None and not spilled and at + n <= len(target):
+                    place, at = target[at:at + n], at + n
+                else:
+                    place = np.empty(n, dtype if target is None else target.dtype)
+                    spilled.append(place)
+                for i, name in enumerate(dtype.names):   # each column straight from the batch into its field
+                    place[name] = _integers(view.child(i))
+        if target is None:
+            return np.concatenate(spilled) if spilled else np.empty(0, dtype)
+        if spilled:
+            return np.concatenate([target[:at]] + spilled)
+        if own and at < len(target):
+            target.resize(at, refcheck=False)   # gives back the untouched tail, in place (no copy)
+            return target
+        return target[:at]
+
+    def _batches(self, connection, sql: str, batch: int):
+        """The query's Arrow batches, each as a nanoarrow view (valid while it is iterated)."""
         import nanoarrow
 
         statement = self._manager.AdbcStatement(connection)
-        batch = rows + 1 if rows is not None and rows < ONE_BATCH_MAX_ROWS else BATCH_ROWS
         try:
             statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch)})
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
             with nanoarrow.c_array_stream(stream) as batches:
-                held = list(batches)   # one batch, unless a result outgrows BATCH_ROWS
-                views = [batch.view() for batch in held]
-                out = np.empty(sum(view.length for view in views), dtype)
-                at = 0
-                for view in views:   # each column straight from the batch's buffer into its field
-                    for i, name in enumerate(dtype.names):
-                        out[name][at:at + view.length] = _integers(view.child(i))
-                    at += view.length
+                for held in batches:
+                    yield held.view()
         finally:
             statement.close()
-        return out
 
     def close(self) -> None:
         if self._pool is not None:   # no connection closed under a query still running
@@ -144,6 +179,25 @@ class ArrowColumns:
         for connection in self._connections:
             connection.close()
         self._database.close()
+
+
+def _out(query: tuple):
+    return query[3] if len(query) > 3 else None
+
+
+def _chunks(sql: str, rows):
+    """(sql, rows per batch) of each chunk a query is read in: its rowids CHUNK_ROWS at a time
+    where its SQL has the {rows} placeholder and its table is bigger (the first chunk takes
+    every rowid below, the last every one above: no row is missed whatever the bound), else
+    the query whole."""
+    if rows is None or rows > ONE_BATCH_MAX_ROWS and ROWS not in sql:
+        return [(sql.replace(ROWS, "1"), BATCH_ROWS)]
+    if ROWS not in sql or rows <= CHUNK_ROWS:
+        return [(sql.replace(ROWS, "1"), rows + 1)]
+    edges = list(range(CHUNK_ROWS, rows, CHUNK_ROWS))
+    ranges = [f"rowid <= {edges[0]}"] + [f"rowid > {lo} AND rowid <= {lo + CHUNK_ROWS}" for lo in edges[:-1]] \
+        + [f"rowid > {edges[-1]}"]
+    return [(sql.replace(ROWS, f"({where})"), CHUNK_ROWS + 1) for where in ranges]
 
 
 def _integers(child) -> np.ndarray:

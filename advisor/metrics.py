@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -195,6 +196,13 @@ def _owners(rows: np.ndarray, launches: _Launches) -> np.ndarray:
     return owner
 
 
+def _gpu_share(launches: _Launches, durations: np.ndarray, rows: np.ndarray) -> float:
+    """Share of the group's GPU time launched from inside these ranges."""
+    owner = _owners(rows, launches)
+    total = durations.sum()
+    return float(durations[owner >= 0].sum() / total) if total else 0.0
+
+
 def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | None) -> GroupMetrics:
     in_group = (trace.ops["pid"] == global_pid) & (trace.ops["device"] == device)
     ops = trace.ops if in_group.all() else trace.ops[in_group]   # one process on one GPU: no copy
@@ -202,14 +210,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     busy = Union.of(ops["start"], ops["end"])
     op_ns = ops["end"] - ops["start"]
     durations = op_ns.astype(float)
-
-    def gpu_share(rows) -> float:
-        """Share of the group's GPU time launched from inside these ranges."""
-        owner = _owners(rows, launches)
-        total = durations.sum()
-        return float(durations[owner >= 0].sum() / total) if total else 0.0
-
-    found = find_iterations(trace, global_pid, pattern, gpu_share)
+    found = find_iterations(trace, global_pid, pattern, partial(_gpu_share, launches, durations))
+    del durations   # every big array let go as soon as it is done with: at 10M kernels, each is 80 MB
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
     windows, cpu_windows, source, iteration_ends = _windows(trace, ops, launches, found, global_pid)
@@ -220,6 +222,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
 
     starts = ops["start"]
     is_kernel = ops["kind"] == OP_KERNEL
+    durations_ns = op_ns[is_kernel]
+    del op_ns
     kernels = count_within(starts, a, b, is_kernel)
     gpu_ops = count_within(starts, a, b)
     # kernels launched one by one (graph nodes share their graph launch's correlationId)
@@ -230,8 +234,13 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     gap_starts, gap_lengths = busy.gaps()
     gap_window = assign(gap_starts, a, b - 1) if n else np.full(len(gap_starts), -1)
     inside = gap_window >= 0
-    gaps_per_iter = np.bincount(gap_window[inside], minlength=n)
-    gap_ns_per_iter = np.bincount(gap_window[inside], weights=gap_lengths[inside], minlength=n)
+    window_of_gap, gap_inside = gap_window[inside], gap_lengths[inside]   # the gaps inside iterations
+    del gap_starts, gap_lengths, gap_window, inside
+    gaps_per_iter = np.bincount(window_of_gap, minlength=n)
+    gap_ns_per_iter = np.bincount(window_of_gap, weights=gap_inside, minlength=n)
+    del window_of_gap
+    busy_total = busy.total
+    del busy
 
     sync_rows, sync_per_iter, sync_ns_per_iter = _syncs(trace, in_process, cpu_windows)
     # the per-range metrics on the second core while this one does the summary: numpy lets go
@@ -243,12 +252,11 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     graph_calls = (trace.runtime_category == CALL_GRAPH_LAUNCH) & in_process
     graph_launches = count_within(trace.runtime["start"][graph_calls], *cpu_windows)
 
-    durations_ns = op_ns[is_kernel]
     durations_us = durations_ns / 1e3
     delay_us = (ops["start"] - launches.api_end)[matched_kernel] / 1e3
     api_us = api_ns[matched_kernel] / 1e3
     graphed = ops["in_graph"] | (ops["kind"] == OP_GRAPH)
-    graphed_share = Union.of(ops["start"][graphed], ops["end"][graphed]).total / busy.total if busy.total else 0.0
+    graphed_share = Union.of(ops["start"][graphed], ops["end"][graphed]).total / busy_total if busy_total else 0.0
     cpu_period = (cpu_windows[1] - cpu_windows[0]).astype(float)
 
     util_each = np.divide(busy_ns, period, out=np.zeros(n), where=period > 0)
@@ -269,7 +277,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         bound_speedup=med_period / med_busy if med_busy else 0.0,
         gaps_per_iteration=_median(gaps_per_iter),
         gap_ms_per_iteration=_median(gap_ns_per_iter) / 1e6,
-        gaps=Gaps.of(gap_lengths[inside]),
+        gaps=Gaps.of(gap_inside),
         kernel_median_us=_median(durations_us),
         kernel_share_under_10us=float(np.mean(durations_us < 10)) if len(durations_us) else 0.0,
         kernel_share_under_50us=float(np.mean(durations_us < 50)) if len(durations_us) else 0.0,
@@ -282,7 +290,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         sync_calls=_sync_names(trace, sync_rows),
         graph_launches_per_iteration=_median(graph_launches),
         graphed_share=graphed_share,
-        iteration_busy_share=float(busy_ns.sum() / busy.total) if busy.total else 0.0,
+        iteration_busy_share=float(busy_ns.sum() / busy_total) if busy_total else 0.0,
         small_kernel_share=small_kernel_share(durations_ns),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid),
@@ -305,7 +313,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         summary=summary,
         iterations=per_iteration,
         ranges=ranges.result(),
-        distributions={"gap_ns": gap_lengths[inside], "kernel_ns": durations_ns,
+        distributions={"gap_ns": gap_inside, "kernel_ns": durations_ns,
                        "iteration_windows_ns": (a, b), "cpu_windows_ns": cpu_windows},
     )
 
@@ -402,11 +410,12 @@ def busy_per_owner(starts, ends, owner, owners: int) -> np.ndarray:
     shift = owner * band
     shift -= base
     keys = starts + shift
-    shifted_ends = ends + shift
+    shifted_ends = np.add(ends, shift, out=shift)   # the shift is done with
     if not in_order(keys):   # in order already when owners follow time
         order = np.argsort(keys, kind="stable")
         keys, shifted_ends = keys[order], shifted_ends[order]
     merged = Union.of(keys, shifted_ends)
+    del keys, shifted_ends
     return np.bincount(merged.starts // band, weights=merged.ends - merged.starts, minlength=owners)
 
 
@@ -440,7 +449,6 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
     results = []
     is_kernel = ops["kind"] == OP_KERNEL
     op_start, op_end = np.ascontiguousarray(ops["start"]), np.ascontiguousarray(ops["end"])
-    delay = op_start - launches.api_end
     for label, in_group in range_groups(trace, rows_all):
         rows = outermost(rows_all[in_group])
         owner = _owners(rows, launches)
@@ -452,6 +460,7 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
         starts, ends = op_start[mine], op_end[mine]
         busy = busy_per_owner(starts, ends, o, calls)
         first, last = _first_start_last_end(starts, ends, o, calls)
+        del starts, ends
         worked = np.bincount(o, minlength=calls) > 0
         span = (last - first)[worked].astype(float)
         cpu = (rows["end"] - rows["start"])[worked].astype(float)
@@ -460,7 +469,7 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
                               minlength=calls)[worked]
         # A starved GPU runs each launch at once: then the range lasts as long as its CPU side.
         mine_kernels = mine & is_kernel
-        queued = _median(delay[mine_kernels]) >= QUEUE_AHEAD_US * 1e3
+        queued = _median(op_start[mine_kernels] - launches.api_end[mine_kernels]) >= QUEUE_AHEAD_US * 1e3
         wall = span if queued else np.maximum(span, cpu)
         utilization = _median(np.divide(busy[worked], wall, out=np.zeros(len(wall)), where=wall > 0))
         results.append(RangeMetrics(
@@ -476,5 +485,6 @@ def _range_metrics(trace, global_pid, ops, launches, api_ns, sync_rows) -> list:
             verdict=verdict(utilization, _median(np.divide(sync_ns, cpu, out=np.zeros(len(cpu)), where=cpu > 0)),
                             queue_ahead=queued),
         ))
+        del owner, mine, o, mine_kernels   # not held while the next range's are made
     results.sort(key=lambda r: r.gpu_span_ms_per_call * r.calls, reverse=True)
     return results

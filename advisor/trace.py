@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from .columns import read_only_uri, reader
+from .columns import ROWS, read_only_uri, reader
 from .errors import TraceError
 from .intervals import in_order
 
@@ -177,10 +177,16 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
     op_queries = _op_queries(columns)
     names = _call_names(db, strings) if RUNTIME in columns else {}
     runtime_query = _runtime_query(columns, strings, names)
-    tables_read = [(table, sql, dtype) for _, table, sql, dtype in op_queries]
+    # the operations of every table are read straight into one array, each table after the last
+    bounds = [_rows_at_most(db, table) for _, table, _, _ in op_queries]
+    buffer = np.empty(sum(bounds), OPS_DTYPE) if None not in bounds else None
+    queries, at = [], 0
+    for (_, _, sql, dtype), bound in zip(op_queries, bounds):
+        out = buffer[at:at + bound] if buffer is not None else np.empty(0, OPS_DTYPE)
+        queries.append((sql, dtype, bound, out))
+        at += bound or 0
     if runtime_query:
-        tables_read.append((RUNTIME, *runtime_query))
-    queries = [(sql, dtype, _rows_at_most(db, table)) for table, sql, dtype in tables_read]
+        queries.append((*runtime_query, _rows_at_most(db, RUNTIME)))
     columns_reader = reader(path, db.conn)
     try:   # the big tables side by side (the Arrow reader runs them at once), the small ones meanwhile
         wait = columns_reader.start(queries)
@@ -188,8 +194,10 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         results = wait()
     finally:
         columns_reader.close()
-    ops = _ops(op_queries, results[:len(op_queries)])
+    del queries
+    ops = _ops(op_queries, results[:len(op_queries)], buffer, bounds)
     runtime, category = _runtime(results[len(op_queries)] if runtime_query else None, names)
+    del results
     return Trace(
         path=path,
         schema_version=str(schema),
@@ -209,10 +217,22 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
 
 
 def _sorted_by_start(rows: np.ndarray) -> np.ndarray:
-    """Rows in start order; exports are mostly written in that order already (no sort then)."""
-    if in_order(rows["start"]):
-        return rows
-    return rows[np.argsort(rows["start"], kind="stable")]
+    """Rows in start order (in place: the rows are the reader's); exports are mostly written
+    in that order already (no sort then)."""
+    if not in_order(rows["start"]):
+        _reorder(rows, np.argsort(rows["start"], kind="stable"))
+    return rows
+
+
+def _reorder(rows: np.ndarray, order: np.ndarray) -> None:
+    """rows[:] = rows[order], field by field through one buffer (gathering whole records is
+    several times slower, and a second array of them is as big again)."""
+    buffer = np.empty(len(rows), np.int64)
+    for name in rows.dtype.names:
+        column = rows[name]
+        through = buffer.view(column.dtype)[:len(rows)]
+        np.take(column, order, out=through, mode="clip")   # no bound check: order is a permutation
+        column[...] = through
 
 
 _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"), ("corr", "i8")])
@@ -221,7 +241,8 @@ _READ_NODE_OPS = np.dtype(_READ_OPS.descr + [("in_graph", "i8")])
 
 def _op_queries(columns: dict) -> list:
     """(kind, table, sql, dtype) for the kernels, copies, memsets and graph replays; only the columns
-    the analysis uses are read (the kind is the table's, a graph replay is in a graph by definition)."""
+    the analysis uses are read (the kind is the table's, a graph replay is in a graph by definition).
+    The SQL's {rows} is where the reader puts a chunk's rowid range (advisor/columns.py)."""
     queries = []
     for kind, table in OP_TABLES:
         cols = columns.get(table)
@@ -231,7 +252,7 @@ def _op_queries(columns: dict) -> list:
         node = kind != OP_GRAPH and "graphNodeId" in cols
         extra = ", graphNodeId IS NOT NULL AND graphNodeId != 0" if node else ""
         sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({pid}, 0), coalesce(correlationId, 0){extra} "
-               f"FROM {table} WHERE end IS NOT NULL")
+               f"FROM {table} WHERE {ROWS} AND end IS NOT NULL")
         queries.append((kind, table, sql, _READ_NODE_OPS if node else _READ_OPS))
     return queries
 
@@ -249,23 +270,24 @@ def _rows_at_most(db, table: str):
     return largest if isinstance(largest, int) and largest > 0 else None
 
 
-def _ops(queries: list, results: list) -> np.ndarray:
-    """The operations of every table in one array, in start order: each field gathered on its
-    own (gathering whole 42-byte records is several times slower)."""
-    sizes = [len(rows) for rows in results]
-    fields = {name: np.concatenate([rows[name] for rows in results]) if results else np.empty(0, np.int64)
-              for name in _READ_OPS.names}
-    fields["kind"] = np.repeat(np.array([kind for kind, *_ in queries], np.int8), sizes)
-    fields["in_graph"] = np.concatenate([rows["in_graph"] != 0 if "in_graph" in dtype.names
-                                         else np.full(len(rows), kind == OP_GRAPH)
-                                         for (kind, _, _, dtype), rows in zip(queries, results)]) \
-        if results else np.empty(0, bool)
-    # the order _sorted_by_start gives
-    order = None if in_order(fields["start"]) else np.argsort(fields["start"], kind="stable")
-    ops = np.empty(sum(sizes), OPS_DTYPE)
-    for name, values in fields.items():
-        ops[name] = values if order is None else values[order]
-    return ops
+def _ops(queries: list, results: list, buffer, bounds: list) -> np.ndarray:
+    """The operations of every table in one array, in start order. Each table's rows are in
+    its region of ``buffer`` (OPS_DTYPE, the regions one after the other, as big as each
+    table's bound) where they fit, else in an array of their own: the buffer is the answer
+    where every region but the last is full (the largest rowid is the row count of a table
+    nothing was deleted from), else the tables are put end to end."""
+    for (kind, _, _, dtype), rows in zip(queries, results):
+        rows["kind"] = kind
+        if "in_graph" not in dtype.names:
+            rows["in_graph"] = kind == OP_GRAPH
+    total = sum(len(rows) for rows in results)
+    full = buffer is not None and all(np.may_share_memory(rows, buffer) for rows in results) \
+        and all(len(rows) == bound for rows, bound in zip(results[:-1], bounds))
+    if full:
+        ops = buffer[:total] if total < len(buffer) else buffer
+    else:
+        ops = np.concatenate(results) if results else np.empty(0, OPS_DTYPE)
+    return _sorted_by_start(ops)   # the order a stable sort of the tables end to end gives
 
 
 # runtime calls the analysis uses: those that launch work (their correlationId ties them to a
@@ -292,9 +314,9 @@ def _runtime_query(columns: dict, strings: bool, names: dict):
     if not columns.get(RUNTIME):
         return None
     needed = sorted(ident for ident, name in names.items() if _needed(name))
-    where = f" WHERE nameId IN ({', '.join(map(str, needed))})" if strings and needed else ""
+    where = f" AND nameId IN ({', '.join(map(str, needed))})" if strings and needed else ""
     return (f"SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0), "
-            f"coalesce(nameId, 0) FROM {RUNTIME}{where}", RUNTIME_DTYPE)
+            f"coalesce(nameId, 0) FROM {RUNTIME} WHERE {ROWS}{where}", RUNTIME_DTYPE)
 
 
 def _runtime(rows, names: dict):

@@ -8,13 +8,17 @@ copy), then times, side by side in one run:
 - raw scan: iterating ``SELECT *`` over them in Python (one tuple per row);
 - analysis: ``open_trace`` + ``analyse`` (everything ``cg-advise analyze --json`` computes), with
   the columnar reader (adbc-driver-sqlite + nanoarrow, when installed) and with sqlite3;
-- ``nsys stats --report cuda_gpu_kern_sum`` on the same file, where nsys is on PATH.
+- ``nsys stats --report cuda_gpu_kern_sum`` on the same file, where an nsys is found ($NSYS,
+  PATH, or where installers put it, as ``cg-advise`` looks); one line says why where it fails.
 
-Prints them, the ratio analysis / aggregate scan (target <= 5), and the peak memory of one
-analysis: traced by tracemalloc (numpy's arrays included) and the resident set of a fresh
-process that only opens and analyses the file (ru_maxrss, the interpreter and numpy included).
-Both readers' outputs are checked to be identical. With several sizes, each export is built,
-measured and deleted in turn, and the time and memory per kernel show whether cost stays linear.
+Prints them, the ratio analysis / aggregate scan (target <= 5), the CPU time of the analyses
+(user and kernel: the kernel's is mostly page faults), and the peak memory of one analysis:
+traced by tracemalloc (numpy's arrays included) and the resident set of a fresh process that
+only opens and analyses the file (VmHWM, the interpreter and numpy included), with that first
+analysis's time. Both readers' outputs are checked to be identical. The process keeps freed
+memory as cg-advise's commands do (advisor/memory.py). With several sizes, each export is
+built, measured and deleted in turn, and the time and memory per kernel show whether cost
+stays linear: the best analysis in this process (its memory reused) and the fresh process's.
 
     python bench/scale_bench.py [--kernels 1000000 [10000000]] [--runs 3]
                                 [--sample sample_traces/launch_eager.sqlite] [--tmp /tmp]
@@ -24,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import sqlite3
 import subprocess
@@ -92,7 +97,14 @@ def aggregate_scan(path: Path) -> float:
     return timed_scan(path, "SELECT count(*), sum(end - start) FROM {table}", lambda cursor: cursor.fetchone())
 
 
+def cpu_times():
+    """(user, kernel) CPU seconds of this process, every thread."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
 def analysis(path: Path, arrow: bool = True):
+    """(seconds, result, (user, kernel) CPU seconds) of open_trace + analyse."""
     from advisor import columns
     from advisor.analysis import analyse
     from advisor.trace import open_trace
@@ -100,21 +112,39 @@ def analysis(path: Path, arrow: bool = True):
     available = columns.arrow_available
     columns.arrow_available = (lambda: available()) if arrow else (lambda: False)
     try:
+        cpu = cpu_times()
         started = time.perf_counter()
         result = analyse(open_trace(path))
-        return time.perf_counter() - started, result
+        elapsed = time.perf_counter() - started
+        return elapsed, result, tuple(after - before for after, before in zip(cpu_times(), cpu))
     finally:
         columns.arrow_available = available
 
 
-def nsys_stats(path: Path):
-    nsys = shutil.which("nsys")
-    if not nsys:
-        return None
+def nsys_stats(path: Path) -> str:
+    """The line about ``nsys stats --report cuda_gpu_kern_sum`` on the export: its time, or why
+    it did not run."""
+    from advisor.nsys import NsysError, find_nsys
+
+    try:
+        nsys = find_nsys()
+    except NsysError as error:
+        return f"nsys stats --report cuda_gpu_kern_sum: not run ({str(error).split(':')[0]})"
+    command = [nsys.path, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-export", "false",
+               "--output", "-", str(path)]
     started = time.perf_counter()
-    subprocess.run([nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-export", "false",
-                    str(path)], capture_output=True)
-    return time.perf_counter() - started
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"nsys stats --report cuda_gpu_kern_sum: failed ({type(error).__name__}: {error})"
+    elapsed = time.perf_counter() - started
+    kernels = [line for line in done.stdout.splitlines() if line and line[0].isdigit()]
+    if done.returncode != 0 or not kernels:
+        why = next((line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()), "no output")
+        return (f"nsys stats --report cuda_gpu_kern_sum: failed after {elapsed:.2f} s (exit {done.returncode}, "
+                f"nsys {nsys.version}): {why[:200]}")
+    return (f"nsys stats --report cuda_gpu_kern_sum:              {elapsed:.2f} s (nsys {nsys.version}, "
+            f"{len(kernels)} kernel names summed)")
 
 
 def peak_memory(path: Path) -> int:
@@ -132,6 +162,7 @@ def peak_memory(path: Path) -> int:
 RESIDENT = """
 import resource, sys, time
 from advisor.analysis import analyse
+from advisor.memory import keep_freed_memory
 from advisor.trace import open_trace
 
 def peak():  # this process's own high-water mark (ru_maxrss also counts the parent it was forked from)
@@ -141,19 +172,33 @@ def peak():  # this process's own high-water mark (ru_maxrss also counts the par
     except OSError:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+def disk_read():  # bytes this process had read from the disk (not the page cache); -1 where unknown
+    try:
+        with open("/proc/self/io") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("read_bytes:"))
+    except (OSError, StopIteration, ValueError):
+        return -1
+
+keep_freed_memory()   # as cg-advise's commands do
 before = peak()
+cpu = resource.getrusage(resource.RUSAGE_SELF)
+read = disk_read()
 started = time.perf_counter()
 analyse(open_trace(sys.argv[1]))
-print(time.perf_counter() - started, before, peak())
+elapsed = time.perf_counter() - started
+done = resource.getrusage(resource.RUSAGE_SELF)
+print(elapsed, before, peak(), done.ru_utime - cpu.ru_utime, done.ru_stime - cpu.ru_stime, done.ru_minflt - cpu.ru_minflt,
+      disk_read() - read if read >= 0 else -1)
 """
 
 
 def peak_resident(path: Path):
-    """(seconds, peak resident bytes after the imports, peak resident bytes) of a fresh process
-    that opens and analyses the file: what a user's `cg-advise analyze` holds at most."""
+    """(seconds, peak resident bytes after the imports, peak resident bytes, user and kernel
+    CPU seconds, page faults, bytes read from the disk) of a fresh process that opens and
+    analyses the file: what a user's `cg-advise analyze` takes and holds at most."""
     out = subprocess.run([sys.executable, "-c", RESIDENT, str(path)], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.split()
-    return float(out[0]), int(out[1]), int(out[2])
+    return float(out[0]), int(out[1]), int(out[2]), float(out[3]), float(out[4]), int(out[5]), int(out[6])
 
 
 def measure(big: Path, kernels: int, runs: int) -> dict:
@@ -175,28 +220,55 @@ def measure(big: Path, kernels: int, runs: int) -> dict:
     print(f"analysis with the sqlite3 reader:                    {best_sqlite:.2f} s "
           f"({best_sqlite / aggregate:.1f}x the aggregate scan; runs: "
           f"{', '.join(f'{r[0]:.2f}' for r in sqlite_runs)})")
-    best = best_sqlite
+    best, cpu = best_sqlite, min(sqlite_runs, key=lambda r: r[0])[2]
     if arrow_runs:
-        best = min(r[0] for r in arrow_runs)
+        best, _, cpu = min(arrow_runs, key=lambda r: r[0])
         same = json.dumps(arrow_runs[0][1].to_dict(), default=str) == json.dumps(sqlite_runs[0][1].to_dict(),
                                                                                default=str)
         print(f"analysis with the columnar reader (adbc):            {best:.2f} s "
               f"({best / aggregate:.1f}x the aggregate scan, target <= 5; output identical: {same}; runs: "
-              f"{', '.join(f'{r[0]:.2f}' for r in arrow_runs)})")
+              f"{', '.join(f'{r[0]:.2f}' for r in arrow_runs)}; CPU of each, user + kernel: "
+              f"{', '.join(f'{r[2][0]:.2f} + {r[2][1]:.2f}' for r in arrow_runs)} s)")
     else:
         print("columnar reader not installed (pip install 'cg-advise[fast]')")
     del arrow_runs, sqlite_runs
-    stats = nsys_stats(big)
-    if stats is not None:
-        print(f"nsys stats --report cuda_gpu_kern_sum:              {stats:.2f} s")
+    print(nsys_stats(big))
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine "
           f"slows every figure; the ratio is taken side by side)")
-    fresh, base, resident = peak_resident(big)
+    aggregate_scan(big)   # the page cache warm again (a virtual machine may have dropped the file since)
+    fresh, base, resident, user, system, faults, disk = peak_resident(big)
     peak = peak_memory(big)
-    print(f"analysis in a fresh process: {fresh:.2f} s, peak resident {resident / 2**20:.0f} MiB "
-          f"({base / 2**20:.0f} MiB after the imports; {(resident - base) / kernels:.0f} bytes per kernel more)")
+    from_disk = f", {disk / 2**20:.0f} MiB read from the disk" if disk >= 0 else ""
+    print(f"analysis in a fresh process: {fresh:.2f} s (CPU {user:.2f} user + {system:.2f} kernel, {faults} page "
+          f"faults{from_disk}), peak resident {resident / 2**20:.0f} MiB ({base / 2**20:.0f} MiB after the imports; "
+          f"{(resident - base) / kernels:.0f} bytes per kernel more)")
     print(f"analysis peak traced memory: {peak / 2**20:.0f} MiB ({peak / kernels:.0f} bytes per kernel)")
-    return {"kernels": kernels, "analysis": best, "aggregate": aggregate, "resident": resident, "traced": peak}
+    return {"kernels": kernels, "analysis": best, "aggregate": aggregate, "resident": resident, "traced": peak,
+            "cpu": cpu, "fresh": fresh, "fresh_cpu": (user, system)}
+
+
+def linearity(measured: list) -> None:
+    """Cost per kernel at each size, and how much it grew from the smallest to the largest."""
+    print("\nper kernel (linear cost: the same at every size):")
+    for m in measured:
+        n = m["kernels"]
+        print(f"  {n:>9} kernels: analysis {m['analysis'] / n * 1e6:.2f} us (CPU {m['cpu'][0] / n * 1e6:.2f} user + "
+              f"{m['cpu'][1] / n * 1e6:.2f} kernel), aggregate scan {m['aggregate'] / n * 1e6:.2f} us, ratio "
+              f"{m['analysis'] / m['aggregate']:.1f}x; fresh process {m['fresh'] / n * 1e6:.2f} us (CPU "
+              f"{m['fresh_cpu'][0] / n * 1e6:.2f} user + {m['fresh_cpu'][1] / n * 1e6:.2f} kernel); peak resident "
+              f"{m['resident'] / n:.0f} B, traced {m['traced'] / n:.0f} B")
+    small, big = measured[0], measured[-1]
+
+    def per_kernel(m, key):
+        return m[key] / m["kernels"] * 1e6
+
+    print(f"linearity, {small['kernels']} -> {big['kernels']} kernels (1.00 = linear): analysis "
+          f"{per_kernel(small, 'analysis'):.2f} -> {per_kernel(big, 'analysis'):.2f} us per kernel, ratio "
+          f"{per_kernel(big, 'analysis') / per_kernel(small, 'analysis'):.2f}; fresh process "
+          f"{per_kernel(small, 'fresh'):.2f} -> {per_kernel(big, 'fresh'):.2f} us, ratio "
+          f"{per_kernel(big, 'fresh') / per_kernel(small, 'fresh'):.2f}; aggregate scan ratio "
+          f"{per_kernel(big, 'aggregate') / per_kernel(small, 'aggregate'):.2f}; peak resident per kernel ratio "
+          f"{(big['resident'] / big['kernels']) / (small['resident'] / small['kernels']):.2f}")
 
 
 def main():
@@ -206,6 +278,9 @@ def main():
     parser.add_argument("--sample", type=Path, default=ROOT / "sample_traces" / "launch_eager.sqlite")
     parser.add_argument("--tmp", type=Path, default=None, help="folder for the built exports (deleted after)")
     args = parser.parse_args()
+    from advisor.memory import keep_freed_memory
+
+    print(f"freed memory kept for reuse, as cg-advise's commands do (glibc): {keep_freed_memory()}")
     measured = []
     for kernels in args.kernels:
         with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
@@ -216,11 +291,7 @@ def main():
                   f"in {time.perf_counter() - started:.1f} s")
             measured.append(measure(big, built, args.runs))
     if len(measured) > 1:
-        print("\nper kernel (linear cost: the same at every size):")
-        for m in measured:
-            print(f"  {m['kernels']:>9} kernels: analysis {m['analysis'] / m['kernels'] * 1e6:.2f} us, aggregate scan "
-                  f"{m['aggregate'] / m['kernels'] * 1e6:.2f} us, ratio {m['analysis'] / m['aggregate']:.1f}x, "
-                  f"peak resident {m['resident'] / m['kernels']:.0f} B, traced {m['traced'] / m['kernels']:.0f} B")
+        linearity(measured)
 
 
 if __name__ == "__main__":

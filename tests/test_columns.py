@@ -111,3 +111,43 @@ def test_queries_read_at_once_give_what_sqlite3_gives_one_by_one(tmp_path):
     assert arrow[0]["y"].tolist() == [i * i for i in range(1000)]
     assert arrow[3]["x"].tolist() == [int(i / 2) for i in range(10)]
     conn.close()
+
+
+@pytest.mark.parametrize("arrow", [True, False] if columns.arrow_available() else [False])
+def test_big_tables_read_in_chunks_give_the_same_analysis(arrow, monkeypatch):
+    """A table bigger than CHUNK_ROWS is read a rowid range at a time, straight into the
+    operations array: the same analysis as one read of the whole table."""
+    whole = analysed("mixed_eager", arrow, monkeypatch)
+    monkeypatch.setattr(columns, "CHUNK_ROWS", 7)
+    assert analysed("mixed_eager", arrow, monkeypatch) == whole
+
+
+@pytest.mark.skipif(not columns.arrow_available(), reason="adbc-driver-sqlite / nanoarrow not installed")
+def test_chunks_miss_no_row_whatever_the_rowids(tmp_path, monkeypatch):
+    """Rowids below 1 and above the bound (a wrong bound) are read, in rowid order, into
+    ``out`` where they fit and into a new array where they do not."""
+    import sqlite3
+
+    import numpy as np
+
+    path = tmp_path / "c.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE t (x INTEGER, y INTEGER);")
+    rowids = [-5, 0] + list(range(1, 40)) + [100, 101]
+    conn.executemany("INSERT INTO t (rowid, x, y) VALUES (?, ?, ?)", [(r, r * 2, r * 3) for r in rowids])
+    conn.commit()
+    monkeypatch.setattr(columns, "CHUNK_ROWS", 4)
+    read = np.dtype([("x", "i8"), ("y", "i8")])
+    wide = np.dtype([("x", "i8"), ("y", "i8"), ("z", "i1")])
+    sql = "SELECT x, y FROM t WHERE {rows} AND x % 3 != 1"
+    want = [(r * 2, r * 3) for r in rowids if (r * 2) % 3 != 1]
+    reader = columns.ArrowColumns(path, conn)
+    for rows, out_rows in ((39, None), (39, 60), (39, 10), (None, 5)):
+        out = None if out_rows is None else np.zeros(out_rows, wide)
+        got = reader.fetch_many([(sql, read, rows, out)])[0]
+        plain = columns.SqliteColumns(path, conn).fetch(sql, read, None if out is None else np.zeros(len(out), wide))
+        assert [(a, b) for a, b, *_ in got.tolist()] == want == [(a, b) for a, b, *_ in plain.tolist()]
+        if out is not None:
+            assert got.dtype == wide and np.may_share_memory(got, out) == (len(want) <= len(out))
+    reader.close()
+    conn.close()
