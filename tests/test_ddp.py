@@ -150,6 +150,59 @@ def test_every_ddp_graph_scope_builds_ddp_on_a_side_stream(scope, workload):
         assert "model.module" in patched and "_cg_graph_forward(model)" not in patched
 
 
+BUILT_BEFORE_TORCH = """import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch import manual_seed, nn
+
+dist.init_process_group("gloo")
+manual_seed(0)
+model = DDP(nn.Linear(4, 4))
+import torch
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    loss = model(torch.ones(2, 4)).sum()
+    loss.backward()
+    opt.step()
+print("loss", loss.item())
+"""
+TORCH_AS_TH = """import torch as th
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+th.manual_seed(0)
+model = DDP(th.nn.Linear(4, 4))
+opt = th.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    loss = model(th.ones(2, 4)).sum()
+    loss.backward()
+    opt.step()
+print("loss", loss.item())
+"""
+
+
+@pytest.mark.parametrize("imports", ["built before torch is imported", "torch imported as th"])
+@pytest.mark.parametrize("scope", ["full_iteration_allreduce_outside", "fwd_bwd"])
+def test_the_side_stream_helper_is_defined_before_ddp_is_built(scope, imports, tmp_path):
+    """The helper goes before the first statement that calls it, with ``import torch`` where
+    nothing before it binds ``torch`` (``import torch as th`` does not)."""
+    text = BUILT_BEFORE_TORCH if imports == "built before torch is imported" else TORCH_AS_TH
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    patched = make_patch(script, scope).patched_bytes.decode()
+    assert patched.index("def _cg_on_side_stream") < patched.index("model = _cg_on_side_stream(lambda: DDP(")
+    assert re.search(r"^import torch$", patched[:patched.index("def _cg_on_side_stream")], flags=re.M)
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531"}
+    for name, source in (("original.py", text), ("patched.py", patched)):
+        (tmp_path / name).write_text(source)
+    runs = [subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+            for name in ("original.py", "patched.py")]
+    assert runs[1].returncode == 0, runs[1].stderr[-2000:]
+    assert runs[1].stdout == runs[0].stdout
+
+
 @pytest.mark.parametrize("scope", ["full_iteration_allreduce_outside", "fwd_bwd", "submodule"])
 def test_ddp_rewrites_run_to_the_end_as_eager_on_the_cpu(scope, workload):
     """Without a GPU each rewrite takes its eager path: it must run under torchrun to the end and

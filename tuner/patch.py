@@ -702,8 +702,11 @@ def _last_import(body) -> int:
 
 
 def _imports_torch(body) -> bool:
+    """Whether ``body`` binds the name ``torch`` by ``import torch`` (``import torch as th``
+    binds ``th`` only)."""
     return any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
-               and any(dotted(a.name) == "torch" for a in s.body[0].names) for s in body)
+               and any(dotted(a.name) == "torch" and (a.asname is None or dotted(a.asname.name) == "torch")
+                       for a in s.body[0].names) for s in body)
 
 
 def _with_torch_import(module: cst.Module) -> cst.Module:
@@ -717,11 +720,16 @@ def _with_torch_import(module: cst.Module) -> cst.Module:
 
 
 def _add_helper(module: cst.Module, scope: str, extra: str = "") -> cst.Module:
-    """The helper goes after the last top-level import (``import torch`` added if missing)."""
+    """The helper goes after the last top-level import, or before the first top-level statement
+    that calls it where that comes sooner (``model = DDP(...)`` built before a later import);
+    ``import torch`` added if nothing before it imports torch."""
     body = list(module.body)
-    last_import = _last_import(body)
-    has_torch = _imports_torch(body)
     helper = list(cst.parse_module(HELPERS[scope] + extra).body)
+    defined = {s.name.value for s in helper if isinstance(s, cst.FunctionDef)}
+    first_use = next((i for i, s in enumerate(body)
+                      if calls_in(s, lambda c: isinstance(c.func, cst.Name) and c.func.value in defined)), len(body))
+    last_import = min(_last_import(body), first_use - 1)
+    has_torch = _imports_torch(body[:last_import + 1])
     imports = [s for s in helper if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)]
     helper = helper[len(imports):]  # the helper's own imports join the file's
     helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
