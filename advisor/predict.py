@@ -148,9 +148,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         eager_ops, replays = optimizer_ops, 2
     host = scale * max(outside, between) + replays * launch_ms
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
-        fitted_host = calibration.get("eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"])
-        host_speed = _value(f, "eager_launch_us", fitted_host) / fitted_host
-        host += (model.get("callable_ms", 0.0) + model.get("callable_ms_per_op", 0.0) * ops) * host_speed
+        host += (model.get("callable_ms", 0.0) + model.get("callable_ms_per_op", 0.0) * ops) * _host_speed(f, calibration)
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
@@ -159,6 +157,14 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     synced = _value(f, "syncs", 0.0) >= 1 and leaves_eager
     ms = max(gpu + host if synced else max(gpu, host), 1e-9)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def _host_speed(f: dict, calibration: dict) -> float:
+    """This row's eager launch cost against the fitted one's (1 where either is not positive:
+    an uncalibrated profile)."""
+    fitted = _value(calibration, "eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"])
+    measured = _value(f, "eager_launch_us", fitted)
+    return measured / fitted if measured > 0 and fitted > 0 else 1.0
 
 
 def residual_features(f: dict, scope: str, model: dict, physical_speedup: float | None = None) -> list:
@@ -247,14 +253,12 @@ def _callable_cost(rows, constants: dict) -> tuple:
     2.5 us this way). A robust line (Theil-Sen): autograd's bookkeeping around the replays
     grows with the model, and a few host-noisy rows must not tilt it."""
     bare = {**constants, "callable_ms": 0.0, "callable_ms_per_op": 0.0}
-    fitted_host = constants["calibration"].get("eager_launch_us", DEFAULT_CALIBRATION["eager_launch_us"])
     extra, ops = [], []
     for r in rows:
         ms = _value(r, "fwd_bwd_ms")
         estimate = physical(r, "fwd_bwd", bare)
         if ms > HOST_BOUND * estimate["gpu_ms"]:
-            host_speed = _value(r, "eager_launch_us", fitted_host) / fitted_host
-            extra.append((ms - estimate["host_ms"]) / host_speed)
+            extra.append((ms - estimate["host_ms"]) / _host_speed(r, constants["calibration"]))
             ops.append(_value(r, "ops", 0.0))
     if len(extra) >= 4 and np.ptp(ops) > 0:
         from sklearn.linear_model import TheilSenRegressor

@@ -273,3 +273,18 @@ def test_damaged_models_and_datasets_are_one_line(tmp_path):
     dataset.write_text("\n".join([rows[0], ",".join(broken), *rows[2:]]) + "\n")
     code, _, err = run("model", "eval", dataset)
     assert code == 2 and err == f"cg-advise: error: {dataset}:2: {broken[0]} has no positive busy_ms\n"
+
+
+def test_a_row_without_a_positive_launch_cost_keeps_this_host_s_speed(rows):
+    """eager_launch_us of 0 (an uncalibrated profile, a damaged row) is no host speed: the
+    callable cost is neither divided by it in the fit nor zeroed in the prediction."""
+    damaged = [dict(r) for r in rows]
+    for r in damaged:
+        r["eager_launch_us"] = "0"
+    constants = pr.fit_constants(damaged)
+    assert math.isfinite(constants["callable_ms"]) and math.isfinite(constants["callable_ms_per_op"])
+    model = pr.load_model()
+    assert pr._host_speed(damaged[0], model["calibration"]) == 1.0
+    assert pr._host_speed(damaged[0], {"eager_launch_us": 0.0}) == 1.0
+    assert pr.physical(damaged[0], "fwd_bwd", model)["host_ms"] == pr.physical(
+        {**damaged[0], "eager_launch_us": ""}, "fwd_bwd", model)["host_ms"]
