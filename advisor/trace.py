@@ -259,15 +259,17 @@ def _op_queries(columns: dict) -> list:
 
 def _rows_at_most(db, table: str):
     """How many rows ``table`` holds at most: its largest rowid (read off the b-tree's last
-    page, no scan; rowids below 1 would make it no bound, which only costs speed); None where
-    it cannot be read."""
+    page, no scan; rowids below 1 would make it no bound, which only costs speed), and never
+    more than the file could hold (a row takes 8 bytes at the least: a rowid far past the row
+    count must not size the arrays); None where it cannot be read."""
     try:
         largest = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
+        size = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
     except sqlite3.DatabaseError:
         return None
     if largest is None:   # an empty table
         return 0
-    return largest if isinstance(largest, int) and largest > 0 else None
+    return min(largest, size // 8) if isinstance(largest, int) and largest > 0 else None
 
 
 def _ops(queries: list, results: list, buffer, bounds: list) -> np.ndarray:

@@ -151,3 +151,23 @@ def test_chunks_miss_no_row_whatever_the_rowids(tmp_path, monkeypatch):
             assert got.dtype == wide and np.may_share_memory(got, out) == (len(want) <= len(out))
     reader.close()
     conn.close()
+
+
+@pytest.mark.parametrize("arrow", [True, False] if columns.arrow_available() else [False])
+def test_a_rowid_far_past_the_row_count_does_not_size_the_arrays(arrow, tmp_path, monkeypatch):
+    """The largest rowid bounds a table's rows only as far as the file could hold them: one row
+    moved to rowid 10**12 was a 38 TiB allocation (an unexpected MemoryError)."""
+    import shutil
+    import sqlite3
+
+    whole = analysed("launch_eager", arrow, monkeypatch)
+    path = tmp_path / "launch_eager.sqlite"
+    shutil.copy(TRACES / "launch_eager.sqlite", path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1000000000000 "
+                 "WHERE rowid = (SELECT MAX(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    conn.commit()
+    conn.close()
+    moved = json.loads(json.dumps(analyse(open_trace(path)).to_dict(), default=str))
+    moved["trace"]["path"] = whole["trace"]["path"]
+    assert moved == whole
