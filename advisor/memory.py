@@ -17,7 +17,6 @@ nothing.
 
 from __future__ import annotations
 
-import ctypes
 import platform
 import sys
 
@@ -37,11 +36,15 @@ def keep_freed_memory() -> bool:
 
 
 def _mallopt(settings) -> bool:
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return False
+    """Never raises: a speed-up only (no ctypes in this Python, libc_ver unable to read the
+    interpreter's file, musl, macOS, Windows: nothing is changed)."""
     try:
+        if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+            return False
+        import ctypes
+
         mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
+        mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+        return all([mallopt(param, value) == 1 for param, value in settings])
+    except Exception:  # noqa: BLE001
         return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return all([mallopt(param, value) == 1 for param, value in settings])

@@ -32,3 +32,23 @@ def test_elsewhere_it_does_nothing(monkeypatch):
 
     monkeypatch.setattr(memory.sys, "platform", "darwin")
     assert memory._mallopt(((memory.M_MMAP_MAX, 0),)) is False
+
+
+def test_it_never_raises(monkeypatch):
+    """musl (no glibc), a libc_ver that cannot read the interpreter, a libc without mallopt."""
+    from advisor import memory
+
+    monkeypatch.setattr(memory.sys, "platform", "linux")
+    monkeypatch.setattr(memory.platform, "libc_ver", lambda: ("", ""))
+    assert memory._mallopt(((memory.M_MMAP_MAX, 0),)) is False
+
+    def unreadable():
+        raise PermissionError("no access to the interpreter's file")
+
+    monkeypatch.setattr(memory.platform, "libc_ver", unreadable)
+    assert memory._mallopt(((memory.M_MMAP_MAX, 0),)) is False
+    import ctypes
+
+    monkeypatch.setattr(memory.platform, "libc_ver", lambda: ("glibc", "2.17"))
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(f"{name}: not found")))
+    assert memory._mallopt(((memory.M_MMAP_MAX, 0),)) is False
