@@ -176,7 +176,9 @@ def test_inference_trace_gets_the_scopes_of_an_inference_loop():
 
 
 def assert_same_model(fitted, shipped):
-    """Same structure, numbers equal to 1e-9 relative (refits move by ~1e-15 across BLAS builds)."""
+    """Same structure, numbers equal to 1e-6 relative: the ridge moves by ~1e-15 across BLAS
+    builds, the Theil-Sen line of the callable cost (an iterative spatial median, tolerance
+    1e-3) by ~1e-9 across scikit-learn versions."""
     if isinstance(shipped, dict):
         assert isinstance(fitted, dict) and fitted.keys() == shipped.keys()
         for key in shipped:
@@ -186,7 +188,7 @@ def assert_same_model(fitted, shipped):
         for a, b in zip(fitted, shipped):
             assert_same_model(a, b)
     elif isinstance(shipped, float):
-        assert fitted == pytest.approx(shipped, rel=1e-9, abs=1e-12)
+        assert fitted == pytest.approx(shipped, rel=1e-6, abs=1e-12)
     else:
         assert fitted == shipped
 
