@@ -20,7 +20,7 @@ from advisor.errors import CgAdviseError
 from advisor.profile import PACKAGE_PARENT, parse_target, split_launcher
 from conftest import ROOT
 from tuner.harness import Settings
-from tuner.patch import make_patch
+from tuner.patch import DDP_GRAPH_SCOPES, make_patch
 from tuner.runner import new_workdir, run_candidate
 
 TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
@@ -99,8 +99,8 @@ def test_cpus_and_modules_are_refused_under_torchrun():
                                                     "loop is rewritten per scope)\n")
 
 
-def torchrun(script, *args, cwd):
-    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
+def torchrun(script, *args, cwd, env=None):
+    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT, **(env or {})}
     done = subprocess.run([*LAUNCHER, str(script), *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -236,3 +236,134 @@ def test_a_ddp_model_built_in_a_helper_is_never_graphed_as_a_plain_module(worklo
         with pytest.raises(CgAdviseError, match="builds a DistributedDataParallel that cg-advise cannot trace"):
             make_patch(wrapped, scope)
     assert make_patch(wrapped, "compile").patched_bytes   # torch's own, left to torch
+
+
+CORPUS = ROOT / "tests" / "corpus"
+GOLDEN = ROOT / "tests" / "patch_golden"
+# corpus scripts with several DDP constructions: the model built in an if's two branches inside
+# main(), and a GAN whose generator and discriminator are each DDP; both run on the CPU (gloo)
+SEVERAL_DDP = {"ddp_two_branches": ("full_iteration_allreduce_outside", "fwd_bwd", "submodule"),
+               "ddp_gan": ("fwd_bwd", "submodule")}
+CONSTRUCTION = r"\b(?:torch\.nn\.parallel\.)?(?:DDP|DistributedDataParallel)\("
+ON_SIDE_STREAM = "_cg_on_side_stream(lambda: "
+
+
+def constructions_off_the_side_stream(original: str, patched: str) -> list:
+    """The DDP constructions of ``patched`` not built as ``_cg_on_side_stream(lambda: DDP(...))``,
+    by line; and the constructions must be the original's, as many."""
+    built = [m for m in re.finditer(CONSTRUCTION, patched)]
+    assert len(built) == len(re.findall(CONSTRUCTION, original)) > 0
+    return [patched[:m.start()].count("\n") + 1 for m in built if not patched[:m.start()].endswith(ON_SIDE_STREAM)]
+
+
+@pytest.mark.parametrize("name,scope", [(n, s) for n, scopes in SEVERAL_DDP.items() for s in scopes]
+                         + [("ddp_sampler", s) for s in ("full_iteration_allreduce_outside", "fwd_bwd", "submodule")])
+def test_every_ddp_construction_in_the_file_is_built_on_a_side_stream(name, scope):
+    """Not only the last ``model = DDP(...)`` in the file: the branch that runs on a GPU is the
+    first of ddp_two_branches, and a GAN's discriminator is DDP as well as its generator.
+    The helper is defined before the first statement that calls it."""
+    original = (CORPUS / f"{name}.py").read_text()
+    patched = make_patch(CORPUS / f"{name}.py", scope).patched
+    assert patched == (GOLDEN / f"{name}.{scope}.out.py").read_text()
+    assert constructions_off_the_side_stream(original, patched) == []
+    assert patched.index("def _cg_on_side_stream(") < patched.index(ON_SIDE_STREAM)
+    if name == "ddp_gan":   # each DDP model of the loop that is graphed is graphed inside its wrapper
+        assert "netG.module" in patched and "(netG," not in patched and "netG.children()" not in patched
+
+
+def test_several_ddp_models_keep_the_allreduce_outside_scope_from_averaging_only_one():
+    """full_iteration_allreduce_outside all-reduces one model's gradients after the replay:
+    with the generator and the discriminator both DDP, the other's would never be averaged."""
+    with pytest.raises(CgAdviseError, match="netG and netD are each DistributedDataParallel"):
+        make_patch(CORPUS / "ddp_gan.py", "full_iteration_allreduce_outside")
+
+
+@pytest.fixture(scope="module")
+def several_ddp_eager(tmp_path_factory):
+    """What each rank of each SEVERAL_DDP script prints, run as it is on the CPU."""
+    folder = tmp_path_factory.mktemp("several_ddp")
+    return folder, {name: torchrun(CORPUS / f"{name}.py", cwd=folder, env=SEVERAL_DDP_ENV) for name in SEVERAL_DDP}
+
+
+SEVERAL_DDP_ENV = {"CG_STEPS": "12", "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.mark.parametrize("name,scope", [(n, s) for n, scopes in SEVERAL_DDP.items() for s in scopes])
+def test_rewrites_with_several_ddp_constructions_run_to_the_end_on_the_cpu(name, scope, several_ddp_eager):
+    """Under torchrun on the CPU each DDP is built through the helper (as it was, without a
+    GPU) and every rank prints what the original prints."""
+    folder, eager = several_ddp_eager
+    patched = folder / f"{name}.{scope}.py"
+    patched.write_text(make_patch(CORPUS / f"{name}.py", scope).patched)
+    assert torchrun(patched, cwd=folder, env=SEVERAL_DDP_ENV) == eager[name] and len(eager[name]) == 2
+
+
+ELSEWHERE = """import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def wrap(module):
+    return DDP(module)
+
+
+class Teacher:
+    def __init__(self, net):
+        self.net = DDP(net)
+
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+teacher = Teacher(nn.Linear(4, 4))
+helpers = [DDP(m) for m in [nn.Linear(4, 4)]]
+extra = wrap(nn.Linear(4, 4))
+model = torch.nn.parallel.DistributedDataParallel(nn.Linear(4, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    loss = model(torch.ones(2, 4)).sum()
+    loss.backward()
+    opt.step()
+print("loss", loss.item())
+"""
+
+
+@pytest.mark.parametrize("scope", ["full_iteration_allreduce_outside", "fwd_bwd"])
+def test_ddp_built_in_a_helper_a_method_or_a_comprehension_is_on_a_side_stream_too(scope, tmp_path):
+    """Any DDP the file builds may share the graphed backward: each one is wrapped, the helper
+    goes before the first function that builds one, and the script still runs as it did."""
+    script = tmp_path / "script.py"
+    script.write_text(ELSEWHERE)
+    patched = make_patch(script, scope).patched
+    assert constructions_off_the_side_stream(ELSEWHERE, patched) == []
+    assert patched.index("def _cg_on_side_stream(") < patched.index("def wrap(")
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29532"}
+    (tmp_path / "patched.py").write_text(patched)
+    runs = [subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+            for name in ("script.py", "patched.py")]
+    assert runs[1].returncode == 0, runs[1].stderr[-2000:]
+    assert runs[1].stdout == runs[0].stdout
+
+
+@pytest.mark.parametrize("built,why", [
+    ("extra = DDP((inner := nn.Linear(4, 4)))\n", "an argument binds a name with :="),
+    ("class Holder:\n    inner = nn.Linear(4, 4)\n    wrapped = DDP(inner)\n",
+     "it is built in a class body, whose names a lambda does not see"),
+    ("class Holder:\n    wrapped = [m for m in [DDP(nn.Linear(4, 4))]]\n",
+     "it is built in a class body, whose names a lambda does not see"),
+    ("class Holder(nn.Module):\n    def wrapped(self):\n        return DDP(super().__init__())\n",
+     r"an argument calls super\(\), locals\(\) or vars\(\) without arguments"),
+])
+def test_a_ddp_construction_a_lambda_would_evaluate_otherwise_is_refused(built, why, tmp_path):
+    """``lambda: DDP(...)`` evaluates its arguments in a scope of its own: a construction whose
+    meaning that changes is refused by line, never rewritten into a script that breaks."""
+    script = tmp_path / "script.py"
+    text = ELSEWHERE.replace("model = torch", built + "model = torch")
+    script.write_text(text)
+    line = text[:text.index(built)].count("\n") + 1 + built.count("\n") - 1
+    for scope in DDP_GRAPH_SCOPES:
+        with pytest.raises(CgAdviseError, match=f"cannot apply {scope}: line {line}: DistributedDataParallel must be "
+                                                f"built under a side stream .*, but {why}"):
+            make_patch(script, scope)
+    assert make_patch(script, "compile").patched   # DDP left as it is: torch's own

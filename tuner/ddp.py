@@ -67,34 +67,100 @@ def sharded(module: cst.Module) -> bool:
     return bool(calls_in(module, lambda c: dotted(c.func).split(".")[-1] in FSDP_CALLEES))
 
 
-def find_ddp(module: cst.Module, models: list, loop) -> Optional[DdpModel]:
-    """The DDP wrapper among the loop's ``models``: the last ``name = DistributedDataParallel(...)``
-    in the file for one of them, or None where no model is one."""
+def ddp_calls(module: cst.Module) -> list:
+    """Every construction of a DistributedDataParallel in the file, in source order: bound to
+    the loop's model or to another name, at module level or inside a function, one per branch
+    of an if."""
+    names = ddp_names(module)
+    return calls_in(module, lambda c: dotted(c.func) in names)
+
+
+def find_ddps(module: cst.Module, models: list, loop) -> list:
+    """The DDP wrappers among the loop's ``models`` (a GAN wraps its generator and its
+    discriminator), ordered by their last ``name = DistributedDataParallel(...)`` in the file.
+    A model built in several places (the two branches of an if) counts as built with
+    find_unused_parameters where any of its constructions is."""
     classes = ddp_names(module)
-    found = []
+    found = {}
 
     class Assignments(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
             if isinstance(node.value, cst.Call) and dotted(node.value.func) in classes:
                 for target in node.targets:
                     if dotted(target.target) in models:
-                        found.append((dotted(target.target), node.value))
+                        name = dotted(target.target)
+                        found[name] = found.pop(name, []) + [node.value]   # moved last: its latest construction
 
     module.visit(Assignments())
-    if not found:
-        return None
-    name, call = found[-1]
+    return [DdpModel(name, calls[-1], find_unused=any(_finds_unused(call) for call in calls),
+                     no_sync=bool(calls_in(loop, lambda c, name=name: is_method(c, name, "no_sync"))))
+            for name, calls in found.items()]
+
+
+def _finds_unused(call: cst.Call) -> bool:
     unused = next((a.value for a in call.args if a.keyword and a.keyword.value == "find_unused_parameters"), None)
-    return DdpModel(name, call, find_unused=unused is not None and dotted(unused) != "False",
-                    no_sync=bool(calls_in(loop, lambda c: is_method(c, name, "no_sync"))))
+    return unused is not None and dotted(unused) != "False"
 
 
-def built_on_side_stream(module: cst.Module, ddp: DdpModel) -> cst.Module:
-    """``model = DDP(net, ...)`` -> ``model = _cg_on_side_stream(lambda: DDP(net, ...))``."""
+def find_ddp(module: cst.Module, models: list, loop) -> Optional[DdpModel]:
+    """The DDP wrapper among the loop's ``models``: the one whose ``name = DistributedDataParallel(...)``
+    comes last in the file, or None where no model is one."""
+    found = find_ddps(module, models, loop)
+    return found[-1] if found else None
+
+
+# what a construction deferred into ``lambda: DDP(...)`` would see or do otherwise than it does
+# where it is: bind a name in the lambda (:=), be no expression in it (await, yield), or find no
+# enclosing method's arguments (super(), locals(), vars())
+_DEFERRED_ELSEWISE = {cst.NamedExpr: "binds a name with :=", cst.Await: "awaits", cst.Yield: "yields"}
+_SCOPE_READERS = ("super", "locals", "vars")
+
+
+def not_deferrable(call: cst.Call, parents) -> Optional[str]:
+    """Why ``call`` (a DDP construction) cannot become ``lambda: <call>``, or None where it can:
+    inside the lambda, an argument would read or bind names in another scope. ``parents`` is
+    the module's ParentNodeProvider metadata."""
+    kinds = set()
+
+    class Kinds(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            kinds.add(type(node))
+            return True
+
+    call.visit(Kinds())
+    why = next((why for kind, why in _DEFERRED_ELSEWISE.items() if kind in kinds), None)
+    if why:
+        return f"an argument {why}"
+    if calls_in(call, lambda c: isinstance(c.func, cst.Name) and c.func.value in _SCOPE_READERS and not c.args):
+        return "an argument calls super(), locals() or vars() without arguments, which a lambda answers otherwise"
+    child, node = call, parents.get(call)
+    while node is not None:
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)) and child is node.body:
+            return None   # a function's own scope: a lambda in it sees its names
+        if isinstance(node, cst.CompFor):
+            around = parents.get(node)
+            if child is node.iter and not isinstance(around, cst.CompFor):
+                child, node = around, parents.get(around)   # a comprehension's first iterable: evaluated around it
+                continue
+            return None   # the comprehension's own scope
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            return None   # its element, in the comprehension's scope
+        if isinstance(node, cst.ClassDef) and child is node.body:
+            return "it is built in a class body, whose names a lambda does not see"
+        child, node = node, parents.get(node)
+    return None   # module level
+
+
+def built_on_side_stream(module: cst.Module) -> cst.Module:
+    """Every ``x = DDP(net, ...)`` in the file -> ``x = _cg_on_side_stream(lambda: DDP(net, ...))``:
+    the loop's model in each place it is built (an if's two branches, a function), and any other
+    DDP module (a GAN's discriminator, a teacher), whose accumulators the graphed backward may
+    reach as well."""
+    classes = ddp_names(module)
 
     class Wrap(cst.CSTTransformer):
         def leave_Call(self, original, updated):
-            if not original.deep_equals(ddp.call):
+            if dotted(original.func) not in classes:
                 return updated
             return cst.Call(func=cst.Name("_cg_on_side_stream"),
                             args=[cst.Arg(cst.Lambda(params=cst.Parameters(), body=updated))])

@@ -34,7 +34,7 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .ddp import SIDE_STREAM, built_on_side_stream, calls_ddp, find_ddp, sharded
+from .ddp import SIDE_STREAM, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, not_deferrable, sharded
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -148,7 +148,8 @@ class _Rewriter:
     def __init__(self, spec: StepSpec, scope: str, path: Path):
         self.spec, self.scope, self.path = spec, scope, path
         self.optimizer_outside = False
-        self.ddp = None
+        self.ddp = None   # the loop's DDP model built last in the file
+        self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
 
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
@@ -187,7 +188,7 @@ class _Rewriter:
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
         if self.ddp is not None and self.scope in DDP_GRAPH_SCOPES:
-            return _add_helper(built_on_side_stream(module, self.ddp), self.scope, SIDE_STREAM)
+            return _add_helper(built_on_side_stream(module), self.scope, SIDE_STREAM)
         return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
 
     def _check_ddp(self, loop) -> None:
@@ -196,7 +197,8 @@ class _Rewriter:
         if sharded(self.module) and self.scope not in ("compile", "forward"):
             raise self.refuse("the script shards its model with FSDP, whose all-gathers and reduce-scatters run "
                               "from Python hooks that a replayed graph skips; cg-advise does not capture FSDP loops")
-        self.ddp = find_ddp(self.module, models, loop)
+        self.ddps = find_ddps(self.module, models, loop)
+        self.ddp = self.ddps[-1] if self.ddps else None
         if self.ddp is None:
             if self.scope not in ("compile", "forward") and calls_ddp(self.module):
                 raise self.refuse("the script builds a DistributedDataParallel that cg-advise cannot trace to the "
@@ -208,17 +210,30 @@ class _Rewriter:
             return
         if self.scope in ("compile", "forward"):   # compile is torch's own; forward is for inference loops
             return
-        if self.ddp.find_unused:
-            raise self.refuse(f"{self.ddp.name} is built with find_unused_parameters=True: DDP searches the "
-                              "autograd graph for unused parameters on the host at every forward, which a "
-                              "replayed graph skips; it cannot be captured")
+        for ddp in self.ddps:
+            if ddp.find_unused:
+                raise self.refuse(f"{ddp.name} is built with find_unused_parameters=True: DDP searches the "
+                                  "autograd graph for unused parameters on the host at every forward, which a "
+                                  "replayed graph skips; it cannot be captured")
         if self.scope in DDP_FAILED_ON_GPU:
             raise self.refuse(f"{self.ddp.name} is DistributedDataParallel: {DDP_FAILED_ON_GPU[self.scope]} on two "
                               "H200 GPUs (torch 2.11), so it is not offered under DDP")
-        if self.ddp.no_sync and self.scope.startswith("full_iteration"):
-            raise self.refuse(f"the loop skips the all-reduce with {self.ddp.name}.no_sync() on some iterations; a "
-                              "captured iteration does the same on every replay (use fwd_bwd: DDP all-reduces "
-                              "eagerly after the graphed backward)")
+        for ddp in self.ddps:
+            if ddp.no_sync and self.scope.startswith("full_iteration"):
+                raise self.refuse(f"the loop skips the all-reduce with {ddp.name}.no_sync() on some iterations; a "
+                                  "captured iteration does the same on every replay (use fwd_bwd: DDP all-reduces "
+                                  "eagerly after the graphed backward)")
+        if self.scope == ALLREDUCE_OUTSIDE and len(self.ddps) > 1:
+            raise self.refuse(f"{' and '.join(d.name for d in self.ddps)} are each DistributedDataParallel: the step "
+                              "is captured under one model's no_sync() and only its gradients are all-reduced after "
+                              "the replay (use fwd_bwd: DDP all-reduces each eagerly after the graphed backward)")
+        # every DDP construction in the file is built under a side stream (built_on_side_stream),
+        # as `lambda: DDP(...)`: one that a lambda would evaluate otherwise cannot be
+        for call in ddp_calls(self.module):
+            why = not_deferrable(call, self.parents)
+            if why:
+                raise self.refuse(f"line {self.positions[call].start.line}: DistributedDataParallel must be built "
+                                  f"under a side stream for a captured backward, as `lambda: DDP(...)`, but {why}")
 
     def _outermost_loop(self, parents, loop):
         """The loop to put setup before: the outermost loop around ours in the same block."""
@@ -314,10 +329,13 @@ class _Rewriter:
     def _wrapped(self, model: str) -> str:
         """The module to graph for ``model``: under DDP, the module it wraps (graphing the
         wrapper would skip DDP's Python, which arms the all-reduce hooks)."""
-        return f"{model}.module" if self.ddp and self.ddp.name == model else model
+        return f"{model}.module" if self._is_ddp(model) else model
 
     def _eager_allreduce(self, model: str) -> str:
-        return " (DDP all-reduces eagerly after the graphed backward)" if self.ddp and self.ddp.name == model else ""
+        return " (DDP all-reduces eagerly after the graphed backward)" if self._is_ddp(model) else ""
+
+    def _is_ddp(self, model: str) -> bool:
+        return any(ddp.name == model for ddp in self.ddps)
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the

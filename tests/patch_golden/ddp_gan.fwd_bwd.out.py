@@ -1,0 +1,100 @@
+"""A GAN under DDP: the generator and the discriminator are each DistributedDataParallel, each
+with its own optimizer. Both DDP constructions are built under a side stream, and the graphed
+generator is the module DDP wraps (netG.module), never the wrapper. Runs on the CPU (gloo)."""
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+
+def _cg_on_side_stream(build):
+    """cg-advise: DistributedDataParallel built under a side stream, so that the gradient
+    accumulators it keeps run off the default stream, which a captured backward cannot use;
+    as it was without a GPU."""
+    if not torch.cuda.is_available():
+        return build()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        built = build()
+    torch.cuda.current_stream().wait_stream(side)
+    return built
+
+cuda = torch.cuda.is_available()
+dist.init_process_group("nccl" if cuda else "gloo")
+rank = dist.get_rank()
+device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+torch.manual_seed(0)
+nz = 8
+netG = _cg_on_side_stream(lambda: DistributedDataParallel(nn.Sequential(nn.Linear(nz, 32), nn.ReLU(), nn.Linear(32, 16), nn.Tanh()).to(device)))
+netD = _cg_on_side_stream(lambda: DistributedDataParallel(nn.Sequential(nn.Linear(16, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1)).to(device)))
+criterion = nn.BCEWithLogitsLoss()
+optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+generator = torch.Generator().manual_seed(rank)
+steps = int(os.environ.get("CG_STEPS", "200"))
+dataset = [torch.randn(16, 16, generator=generator) for _ in range(steps)]
+noise_bank = [torch.randn(16, nz, generator=generator).to(device) for _ in range(steps)]
+ones, zeros = torch.ones(16, 1, device=device), torch.zeros(16, 1, device=device)
+
+_cg_graph_forward(netG.module, accumulate=True)  # cg-advise: forward and backward as CUDA graphs (DDP all-reduces eagerly after the graphed backward)
+
+for i, real in enumerate(dataset):
+    real = real.to(device)
+    optimizerD.zero_grad()
+    errD_real = criterion(netD(real), ones)
+    errD_real.backward()
+    fake = netG(noise_bank[i])
+    errD_fake = criterion(netD(fake.detach()), zeros)
+    errD_fake.backward()
+    optimizerD.step()
+    optimizerG.zero_grad()
+    errG = criterion(netD(fake), ones)
+    errG.backward()
+    optimizerG.step()
+
+print(f"rank {rank}: Loss_D {(errD_real + errD_fake).item():.6f} Loss_G {errG.item():.6f}")
+dist.destroy_process_group()
