@@ -200,6 +200,7 @@ class Injector:
     inference_calls: int = 0
     module_ranges: int = 0
     graph_replays: int = 0
+    trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train
     recording: bool = False
     untraced: dict = field(default_factory=dict)   # the timed warm-up iterations, see _time_warmup
     _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
@@ -336,6 +337,7 @@ class Injector:
         """Global module hooks slow down every module call; once the top-level module is
         known, trade them for thin wrappers of its and its children's forward (hooks on
         those would still take PyTorch's slow call path; the overhead budget is 2 %)."""
+        self.trained_parameters = count_trained_parameters(root)
         for handle in self._handles[:2]:
             handle.remove()
         self._handles = self._handles[2:]
@@ -481,8 +483,16 @@ class Injector:
             "inference_calls": self.inference_calls,
             "module_ranges": self.module_ranges,
             "graph_replays": self.graph_replays,
+            "trained_parameters": self.trained_parameters,
             "untraced": self.untraced,
         }
+
+
+def count_trained_parameters(module) -> int:
+    """The parameter tensors that train: graphed callables pay host work for each of them after
+    every replay (a gradient handed to autograd and copied out of the graph's static output),
+    so their host cost follows this count, not the number of kernels."""
+    return sum(1 for p in module.parameters() if p.requires_grad)
 
 
 def timed_from(warmup: int) -> int:

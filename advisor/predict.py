@@ -54,7 +54,7 @@ DEFAULT_CALIBRATION = {"graph_node_us": 1.2, "graph_launch_us": 7.0, "eager_laun
 FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "small_kernel_share",
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
-                   "graph_launch_us", "eager_launch_us", "optimizer_eager")
+                   "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -74,6 +74,7 @@ def features_of(summary, record: dict | None = None) -> dict:
     untraced = record.get("untraced") or {}
     calibration = record.get("calibration") or {}
     full = ((record.get("applied") or {}).get("scopes") or {}).get("full_iteration") or {}
+    params = (record.get("bootstrap") or {}).get("trained_parameters")
     return {
         "busy_ms": get("gpu_busy_ms_per_iteration"), "period_ms": get("gpu_period_ms"),
         "ops": get("gpu_ops_per_iteration"), "kernels": get("kernels_per_iteration"),
@@ -89,6 +90,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "graph_launch_us": calibration.get("graph_launch_us", math.nan),
         "eager_launch_us": calibration.get("eager_launch_us", math.nan),
         "optimizer_eager": 1.0 if full.get("optimizer_eager") else 0.0,
+        "param_tensors": float(params) if isinstance(params, (int, float)) and params > 0 else math.nan,
     }
 
 
@@ -148,7 +150,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         eager_ops, replays = optimizer_ops, 2
     host = scale * max(outside, between) + replays * launch_ms
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
-        host += (model.get("callable_ms", 0.0) + model.get("callable_ms_per_op", 0.0) * ops) * _host_speed(f, calibration)
+        host += callable_ms(f, model) * _host_speed(f, calibration)
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
@@ -157,6 +159,19 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     synced = _value(f, "syncs", 0.0) >= 1 and leaves_eager
     ms = max(gpu + host if synced else max(gpu, host), 1e-9)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def callable_ms(f: dict, model: dict) -> float:
+    """The graphed callables' own host cost per iteration on the fitting host: a constant plus a
+    cost per parameter tensor that trains (each replay's gradients handed to autograd and
+    copied out of the graph), where the run record counted them; else per GPU operation, a
+    poorer proxy (an RNN has many operations and few parameters) fitted for traces without a
+    record."""
+    params = _value(f, "param_tensors")
+    per_param = model.get("callable_ms_per_param")
+    if params > 0 and per_param is not None:
+        return model.get("callable_ms_param_base", 0.0) + per_param * params
+    return model.get("callable_ms", 0.0) + model.get("callable_ms_per_op", 0.0) * _value(f, "ops", 0.0)
 
 
 def _host_speed(f: dict, calibration: dict) -> float:
@@ -240,30 +255,32 @@ def fit_constants(rows) -> dict:
     constants = {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
                  "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0,
                  "baseline_factor": _median(baseline, 1.0)}
-    constants["callable_ms"], constants["callable_ms_per_op"] = _callable_cost(rows, constants)
+    constants["callable_ms"], constants["callable_ms_per_op"] = _callable_cost(rows, constants, "ops")
+    counted = any(_value(r, "param_tensors") > 0 for r in rows)   # a dataset from records that count them
+    constants["callable_ms_param_base"], constants["callable_ms_per_param"] = (
+        _callable_cost(rows, constants, "param_tensors") if counted else (None, None))
     return constants
 
 
-def _callable_cost(rows, constants: dict) -> tuple:
-    """(ms per iteration, ms per GPU operation): the graphed callables' own host cost, what
+def _callable_cost(rows, constants: dict, size: str) -> tuple:
+    """(ms per iteration, ms per unit of ``size``): the graphed callables' own host cost, what
     fwd_bwd measured beyond the host work the trace shows it leaving eager, on this host's
-    speed. Taken over the rows whose measurement was host-bound (well above the GPU side):
-    choosing them by the estimate instead left out exactly the rows whose host cost it
-    underestimated (fitted 0.001 ms + 1.5 us per operation on the H100 rows, against 0.49 ms +
-    2.5 us this way). A robust line (Theil-Sen): autograd's bookkeeping around the replays
-    grows with the model, and a few host-noisy rows must not tilt it."""
-    bare = {**constants, "callable_ms": 0.0, "callable_ms_per_op": 0.0}
-    extra, ops = [], []
+    speed, as a line in the model's size (parameter tensors, or GPU operations for traces
+    without a count). Taken over the rows whose measurement was host-bound (well above the GPU
+    side): choosing them by the estimate instead left out exactly the rows whose host cost it
+    underestimated. A robust line (Theil-Sen): a few host-noisy rows must not tilt it."""
+    bare = {**constants, "callable_ms": 0.0, "callable_ms_per_op": 0.0, "callable_ms_per_param": None}
+    extra, sizes = [], []
     for r in rows:
-        ms = _value(r, "fwd_bwd_ms")
+        ms, x = _value(r, "fwd_bwd_ms"), _value(r, size)
         estimate = physical(r, "fwd_bwd", bare)
-        if ms > HOST_BOUND * estimate["gpu_ms"]:
+        if ms > HOST_BOUND * estimate["gpu_ms"] and x > 0:
             extra.append((ms - estimate["host_ms"]) / _host_speed(r, constants["calibration"]))
-            ops.append(_value(r, "ops", 0.0))
-    if len(extra) >= 4 and np.ptp(ops) > 0:
+            sizes.append(x)
+    if len(extra) >= 4 and np.ptp(sizes) > 0:
         from sklearn.linear_model import TheilSenRegressor
 
-        line = TheilSenRegressor(random_state=0).fit(np.array(ops)[:, None], np.array(extra))
+        line = TheilSenRegressor(random_state=0).fit(np.array(sizes)[:, None], np.array(extra))
         return max(float(line.intercept_), 0.0), max(float(line.coef_[0]), 0.0)
     return max(_median(extra, 0.0), 0.0), 0.0
 

@@ -5,8 +5,13 @@ to the analyser reaches the dataset without the GPU); the run record gives the m
 baseline, the calibration and the scopes as applied; tune's rows give the measured times.
 
     python bench/build_dataset.py COLLECTED_DIR [COLLECTED_DIR ...] -o advisor/data/dataset_h100.csv
+    python bench/build_dataset.py --keep advisor/data/dataset_h200.csv NEW_DIR -o advisor/data/dataset_h200.csv
 
 Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's tarball).
+``--keep`` takes the rows of an earlier build as they are (their traces need not be here).
+``param_tensors`` comes from the run record (the bootstrap counts the trained parameter
+tensors); a record from before that count is filled in by the same count over the zoo
+model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
 """
 
 import argparse
@@ -19,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.analysis import analyse  # noqa: E402
+from advisor.inject import count_trained_parameters  # noqa: E402
 from advisor.predict import FEATURE_COLUMNS, SCOPES, features_of  # noqa: E402
 from advisor.trace import open_trace  # noqa: E402
 
@@ -40,6 +46,7 @@ def rows_of(folder: Path):
         out = {"workload": row["workload"], "family": row["family"], "shape": row["shape"],
                "optimizer": row["optimizer"], "gpu": (record.get("calibration") or {}).get("gpu", ""),
                **features_of(summary, record), "eager_ms": row["eager_ms"]}
+        fill_param_tensors(out)
         for scope in SCOPES:
             measured = (row.get("scopes") or {}).get(scope) or {}
             out[f"{scope}_ms"] = measured.get("ms") or ""
@@ -47,14 +54,39 @@ def rows_of(folder: Path):
         yield out
 
 
+def fill_param_tensors(row: dict) -> None:
+    """The zoo model's trained parameter tensors where the row has no count from its record."""
+    try:
+        known = float(row.get("param_tensors") or "nan") > 0
+    except ValueError:
+        known = False
+    if not known:
+        import torch
+
+        sys.path.insert(0, str(ROOT / "bench"))
+        from zoo import ZOO
+
+        with torch.device("meta"):
+            row["param_tensors"] = count_trained_parameters(ZOO[row["workload"].split("+")[0]].build())
+
+
+def kept_rows(path: Path):
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            fill_param_tensors(row)
+            yield row
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("folders", nargs="*", type=Path)
+    parser.add_argument("--keep", type=Path, help="an earlier dataset CSV whose rows come first, as they are")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
     rows, seen = [], set()
-    for folder in args.folders:   # a workload collected twice: the first folder's
-        for row in rows_of(folder):
+    sources = [kept_rows(args.keep)] if args.keep else []
+    for source in sources + [rows_of(folder) for folder in args.folders]:   # collected twice: the first one's
+        for row in source:
             if row["workload"] not in seen:
                 seen.add(row["workload"])
                 rows.append(row)

@@ -73,9 +73,15 @@ def test_training_iterations_and_submodules(capsys):
     assert sink.depth == 0 and not sink.open_ranges
     # without a window nothing is timed: the baseline comes from a profile's untraced warm-up
     assert injector.summary() == {"iterations": 6, "training_steps": 6, "inference_calls": 0,
-                                  "module_ranges": 18, "graph_replays": 0, "untraced": {}}
+                                  "module_ranges": 18, "graph_replays": 0, "trained_parameters": 6, "untraced": {}}
     # the script saw its own argv
     assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
+
+
+def test_trained_parameters_leave_frozen_ones_out():
+    """Three Linear layers: a weight and a bias each, 6 tensors; the frozen encoder's 2 do not train."""
+    _, injector = run_script("--steps", "2", "--freeze-encoder")
+    assert injector.summary()["trained_parameters"] == 4
 
 
 def test_ranges_nest_inside_each_iteration():

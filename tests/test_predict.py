@@ -290,3 +290,60 @@ def test_a_row_without_a_positive_launch_cost_keeps_this_host_s_speed(rows):
     assert pr._host_speed(damaged[0], {"eager_launch_us": 0.0}) == 1.0
     assert pr.physical(damaged[0], "fwd_bwd", model)["host_ms"] == pr.physical(
         {**damaged[0], "eager_launch_us": ""}, "fwd_bwd", model)["host_ms"]
+
+
+def test_graphed_callables_host_cost_follows_the_trained_parameter_count(rows, shipped):
+    """fwd_bwd's host side grows by the fitted cost per parameter tensor where the record
+    counted them (each replay's gradients copied out and handed to autograd); without a count
+    it falls back on the per-operation line, and the operation count no longer matters once
+    the parameters are known."""
+    row = {**rows[0], "syncs": "0", "between_ms": "0"}
+    speed = pr._host_speed(row, shipped["calibration"])
+    host = {n: pr.physical({**row, "param_tensors": str(n)}, "fwd_bwd", shipped)["host_ms"] for n in (10, 50)}
+    assert host[50] - host[10] == pytest.approx(40 * shipped["callable_ms_per_param"] * speed, rel=1e-9)
+    more_ops = {**row, "param_tensors": "10", "ops": str(number(row, "ops") * 3)}
+    assert pr.callable_ms(more_ops, shipped) == pytest.approx(
+        shipped["callable_ms_param_base"] + 10 * shipped["callable_ms_per_param"], rel=1e-12)
+    unknown = {**row, "param_tensors": ""}
+    tripled = {**unknown, "ops": str(number(row, "ops") * 3)}
+    grown = pr.callable_ms(tripled, shipped) - pr.callable_ms(unknown, shipped)
+    assert grown == pytest.approx(2 * number(row, "ops") * shipped["callable_ms_per_op"], rel=1e-9)
+
+
+def test_the_parameter_line_is_fitted_only_from_rows_that_count_parameters(rows):
+    """A dataset without the count (older collections, other people's CSVs) fits the
+    per-operation line alone; a model from it predicts with that line."""
+    without = [{k: v for k, v in r.items() if k != "param_tensors"} for r in rows]
+    constants = pr.fit_constants(without)
+    assert constants["callable_ms_per_param"] is None and constants["callable_ms_param_base"] is None
+    row = {**without[0], "param_tensors": "30"}
+    assert pr.callable_ms(row, constants) == pytest.approx(
+        constants["callable_ms"] + constants["callable_ms_per_op"] * number(row, "ops"), rel=1e-12)
+
+
+def test_the_run_record_s_parameter_count_becomes_a_feature():
+    from advisor import runrecord
+
+    record = runrecord.read(RECORD)
+    summary = analyse(open_trace(sample("zoo_mlp_profiled"))).main.summary
+    assert math.isnan(pr.features_of(summary, record)["param_tensors"])   # recorded before the count existed
+    counted = {**record, "bootstrap": {**record["bootstrap"], "trained_parameters": 20}}
+    assert pr.features_of(summary, counted)["param_tensors"] == 20.0
+
+
+def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows):
+    """bench/build_dataset.py fills param_tensors for rows collected before the bootstrap
+    counted them. By hand: mlp_w256_d8_b64 has a stem, 8 body layers and a head, 10 Linear
+    layers of a weight and a bias."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_dataset", ROOT / "bench" / "build_dataset.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    row = {"workload": "mlp_w256_d8_b64+loader", "param_tensors": ""}
+    build.fill_param_tensors(row)
+    assert row["param_tensors"] == 20
+    kept = {"workload": "mlp_w256_d8_b64", "param_tensors": "7"}
+    build.fill_param_tensors(kept)
+    assert kept["param_tensors"] == "7"
+    assert all(number(r, "param_tensors") > 0 for r in rows)
