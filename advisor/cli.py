@@ -490,14 +490,18 @@ def model_fit(dataset, output, force, provenance):
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @one_line_errors
 def model_eval(dataset, as_json):
-    """Leave-one-family-out cross-validation on DATASET.csv (default: the shipped dataset) of
-    the model `model fit` makes of it: predicted against tune's measured speedups."""
+    """Leave-one-family-out cross-validation on DATASET.csv of the model `model fit` makes of
+    it: predicted against tune's measured speedups. DATASET may also name a shipped dataset:
+    h100 (the default, the shipped model's) or h200."""
     import json
 
-    from .predict import cross_validate, read_dataset, residual_choice, shipped_dataset
+    from .predict import SHIPPED_DATASETS, cross_validate, read_dataset, residual_choice, shipped_dataset
     from .report import console, finite, render_evaluation
 
-    rows = read_dataset(dataset) if dataset else shipped_dataset()
+    if dataset in SHIPPED_DATASETS or dataset is None:
+        rows = shipped_dataset(dataset or "h100")
+    else:
+        rows = read_dataset(dataset)
     results = cross_validate(rows, residual_choice(rows))   # the model `model fit` would make of it
     if as_json:
         click.echo(json.dumps(finite({s: {k: v for k, v in r.items() if k != "log_residuals"}
