@@ -155,9 +155,12 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
     # a host sync left eager (a GradScaler's inf check, .item()) makes the host wait for the
-    # graph: then the two sides add up instead of overlapping
+    # graph: then part of the shorter side adds to the longer instead of overlapping it (the
+    # share fitted on the synced rows: the optimizer's kernels still overlap the next
+    # iteration's host work, so it is well under all of it)
     synced = _value(f, "syncs", 0.0) >= 1 and leaves_eager
-    ms = max(gpu + host if synced else max(gpu, host), 1e-9)
+    serial = model.get("sync_serial_share", 1.0) if synced else 0.0
+    ms = max(max(gpu, host) + serial * min(gpu, host), 1e-9)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
 
 
@@ -259,10 +262,29 @@ def fit_constants(rows) -> dict:
                  "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0,
                  "baseline_factor": _median(baseline, 1.0)}
     constants["callable_ms"], constants["callable_ms_per_op"] = _callable_cost(rows, constants, "ops")
+    constants["sync_serial_share"] = _sync_serial_share(rows, constants)
     counted = any(_value(r, "param_tensors") > 0 for r in rows)   # a dataset from records that count them
     constants["callable_ms_param_base"], constants["callable_ms_per_param"] = (
         _callable_cost(rows, constants, "param_tensors") if counted else (None, None))
     return constants
+
+
+def _sync_serial_share(rows, constants: dict) -> float:
+    """How much of the shorter side a host sync left eager adds to the longer one: the median
+    over the measured scopes of rows with a sync, (measured - max(gpu, host)) / min(gpu, host),
+    within 0 (no cost) and 1 (fully serial, the default without such rows)."""
+    bare = {**constants, "sync_serial_share": 0.0}
+    shares = []
+    for r in rows:
+        for scope in ("fwd_bwd", "full_iteration"):
+            ms = _value(r, f"{scope}_ms")
+            if not ms > 0 or _value(r, "syncs", 0.0) < 1:
+                continue
+            estimate = physical(r, scope, bare)
+            shorter = min(estimate["gpu_ms"], estimate["host_ms"])
+            if shorter > 0 and (scope == "fwd_bwd" or _value(r, "optimizer_eager", 0.0) > 0):
+                shares.append((ms - max(estimate["gpu_ms"], estimate["host_ms"])) / shorter)
+    return float(min(max(_median(shares, 1.0), 0.0), 1.0))
 
 
 def _callable_cost(rows, constants: dict, size: str) -> tuple:

@@ -377,3 +377,20 @@ def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows):
     build.fill_param_tensors(kept)
     assert kept["param_tensors"] == "7"
     assert all(number(r, "param_tensors") > 0 for r in rows)
+
+
+def test_a_sync_left_eager_serialises_the_fitted_share_of_the_shorter_side(rows, shipped):
+    """With a GradScaler's inf check left eager, the scope's time is the longer side plus the
+    fitted share of the shorter one (not their sum: the optimizer's kernels still overlap the
+    next iteration's host work); without a sync the sides overlap; a dataset without synced
+    rows keeps the cautious default, fully serial."""
+    share = shipped["sync_serial_share"]
+    assert 0.0 <= share < 0.5
+    amp = next(r for r in rows if number(r, "syncs") >= 1 and number(r, "optimizer_eager") > 0)
+    out = pr.physical(amp, "full_iteration", shipped)
+    longer, shorter = max(out["gpu_ms"], out["host_ms"]), min(out["gpu_ms"], out["host_ms"])
+    assert out["ms"] == pytest.approx(longer + share * shorter, rel=1e-12)
+    unsynced = pr.physical({**amp, "syncs": "0"}, "full_iteration", shipped)
+    assert unsynced["ms"] == pytest.approx(max(unsynced["gpu_ms"], unsynced["host_ms"]), rel=1e-12)
+    plain = [r for r in rows if number(r, "syncs") < 1]
+    assert pr.fit_constants(plain)["sync_serial_share"] == 1.0
