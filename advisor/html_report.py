@@ -17,6 +17,7 @@ import numpy as np
 
 from . import __version__
 from .analysis import Analysis
+from .predict import GO_DECISION
 from .svg import esc, fmt_us, line, log_ticks, nice_step, num, rect, text
 from .timeline import Timeline
 
@@ -369,6 +370,7 @@ def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
         values += [v for v in (p.get("speedup"), p.get("low"), p.get("high")) if v]
         if m:
             values.append(m[0])
+    decision = predictions.get("go_decision") or GO_DECISION
     lo, hi = min(min(values) / 1.3, 0.8), max(values) * 1.3
     w, left, row_h = 900, 140, 30
     h = len(rows) * row_h + 44
@@ -376,8 +378,8 @@ def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
     def xv(v):
         return (left + pw * math.log10(v / lo) / math.log10(hi / lo))
     parts = [line(xv(1), 6, xv(1), h - 30, "one", "1x: eager"), text(xv(1), h - 16, "eager 1x", "tick", "middle"),
-             line(xv(1.15), 6, xv(1.15), h - 30, "help", "1.15x: graphs help above it (the model's error is that "
-                  "wide)")]
+             line(xv(decision), 6, xv(decision), h - 30, "help",
+                  f"{decision:.2f}x: graphs help above it (under it a gain is within the noise of the timings)")]
     for t in log_ticks(lo, hi):
         if abs(t - 1) > 1e-9:
             parts.append(text(xv(t), h - 16, f"{t:g}x", "tick", "middle"))
@@ -411,7 +413,8 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
                         f'<p class="note">{esc(note)}</p>')
     legend = ('<div class="legend"><span class="sw pred"></span>predicted (10-90 % interval) '
               + ('<span class="sw meas"></span>measured by tune ' if tune else "")
-              + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>1.15x</div>')
+              + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>'
+              + f'{predictions.get("go_decision") or GO_DECISION:.2f}x</div>')
     source = {"measured": "measured untraced in the profile's warm-up"}.get(predictions.get("eager_source"),
                                                                           predictions.get("eager_source", ""))
     against = ""

@@ -394,3 +394,15 @@ def test_a_sync_left_eager_serialises_the_fitted_share_of_the_shorter_side(rows,
     assert unsynced["ms"] == pytest.approx(max(unsynced["gpu_ms"], unsynced["host_ms"]), rel=1e-12)
     plain = [r for r in rows if number(r, "syncs") < 1]
     assert pr.fit_constants(plain)["sync_serial_share"] == 1.0
+
+
+def test_a_gain_within_the_noise_of_the_timings_is_not_called_a_gain(shipped):
+    """The shipped model's decision threshold (two standard deviations of a speedup's timing
+    noise): 1.25x predicted is no verdict of "graphs help", 1.35x is; the HTML report draws the
+    same line."""
+    assert shipped["go_decision"] == pytest.approx(1.3)
+    def advice(speedup):
+        return pr._advice({"full_iteration": {"speedup": speedup}}, shipped, ("full_iteration",))
+    below, above = advice(1.25), advice(1.35)
+    assert not below["graphs_help"] and "under 1.30x" in below["advice"]
+    assert above["graphs_help"] and above["go_decision"] == pytest.approx(1.3)
