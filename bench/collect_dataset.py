@@ -88,6 +88,17 @@ def collect(name, shape, workload, out: Path, scopes: str) -> dict:
     return row
 
 
+def fail_fast() -> None:
+    """Profile and tune need the whole package: a missing dependency (a kit without the pyflakes
+    wheel, say) would otherwise fail every workload's tune after its profile, minutes of GPU
+    time each."""
+    probe = subprocess.run([sys.executable, "-c", "import advisor.cli, tuner.patch, tuner.harness"],
+                           capture_output=True, text=True, cwd=ROOT)
+    if probe.returncode:
+        raise SystemExit(f"collect_dataset: cg-advise cannot be imported here: "
+                         f"{(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -96,6 +107,7 @@ def main():
     parser.add_argument("--scopes", default="full_iteration,fwd_bwd")
     parser.add_argument("--deadline", type=float, default=0, help="start no workload after this many seconds")
     args = parser.parse_args()
+    fail_fast()
     k, n = (int(v) for v in args.part.split("/"))
     chosen = workloads()
     if args.only:   # in the order given, then sliced: --only A,B,C --part 2/2 runs B
