@@ -200,7 +200,8 @@ class Injector:
     inference_calls: int = 0
     module_ranges: int = 0
     graph_replays: int = 0
-    trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train
+    trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train (at
+                                               # its first training call; None in an inference loop)
     recording: bool = False
     untraced: dict = field(default_factory=dict)   # the timed warm-up iterations, see _time_warmup
     _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
@@ -301,6 +302,7 @@ class Injector:
         if depth == 0 and self._has_parameters(module):
             self._root = module
             if self._is_training_call(module):
+                self._count_trained_parameters(module)
                 if self._iteration is None:
                     self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
             name = ranges.FORWARD
@@ -337,7 +339,6 @@ class Injector:
         """Global module hooks slow down every module call; once the top-level module is
         known, trade them for thin wrappers of its and its children's forward (hooks on
         those would still take PyTorch's slow call path; the overhead budget is 2 %)."""
-        self.trained_parameters = count_trained_parameters(root)
         for handle in self._handles[:2]:
             handle.remove()
         self._handles = self._handles[2:]
@@ -373,8 +374,11 @@ class Injector:
 
     def _before_root(self, module, args) -> None:
         self._depth += 1
-        if self._iteration is None and self._is_training_call(module):
-            self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
+        if self._is_training_call(module):
+            if self.trained_parameters is None:
+                self._count_trained_parameters(module)
+            if self._iteration is None:
+                self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
         self.sink.push(ranges.FORWARD)
         if self._timing:
             self._phase_start("forward")
@@ -388,6 +392,13 @@ class Injector:
 
     def _is_training_call(self, module) -> bool:
         return module.training and self._torch.is_grad_enabled()
+
+    def _count_trained_parameters(self, module) -> None:
+        """Counted at the first training call, not the first call: a forward before training
+        (an eval-mode sanity check, a loop that freezes layers after it) would count tensors
+        that do not train, and an inference loop, where no parameter trains, keeps None."""
+        if self.trained_parameters is None:
+            self.trained_parameters = count_trained_parameters(module)
 
     # -- optimizer hook -------------------------------------------------------------
     def _before_step(self, optimizer, args, kwargs) -> None:

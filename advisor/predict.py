@@ -43,7 +43,8 @@ GO_DECISION = 1.3          # predicted speedup needed to say so: two processes o
                            # loop about 6-10 % apart (sd; bench/results/eager_noise_h200), so a speedup, the
                            # ratio of two such timings, carries about 12 %: under two of those a predicted
                            # gain cannot be told from the noise (at 1.15 the H200 rows' no-go calls missed
-                           # one whose profile timed eager 25 % slow; no measured go lies in 1.15-1.3)
+                           # one whose profile timed eager 25 % slow; the two measured gains in 1.15-1.3,
+                           # both H200, are called alike at 1.15 and 1.3)
 HOST_BOUND = 1.25          # a measured time this far above the GPU side was set by the host
 MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
 DATASET = "dataset_h100.csv"
@@ -263,11 +264,14 @@ def fit_constants(rows) -> dict:
     constants = {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
                  "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0,
                  "baseline_factor": _median(baseline, 1.0)}
-    constants["callable_ms"], constants["callable_ms_per_op"] = _callable_cost(rows, constants, "ops")
-    constants["sync_serial_share"] = _sync_serial_share(rows, constants)
-    counted = any(_value(r, "param_tensors") > 0 for r in rows)   # a dataset from records that count them
+    constants["callable_ms"], constants["callable_ms_per_op"] = _callable_cost(rows, constants, "ops") or (0.0, 0.0)
+    # per parameter tensor only from rows whose records counted them (None: no such host-bound
+    # row, and a counted trace falls back on the per-operation line, not on no cost at all)
     constants["callable_ms_param_base"], constants["callable_ms_per_param"] = (
-        _callable_cost(rows, constants, "param_tensors") if counted else (None, None))
+        _callable_cost(rows, constants, "param_tensors") or (None, None))
+    # last: the share is fitted on the host side as predictions compute it, with the
+    # callable cost per parameter tensor where a row counts them
+    constants["sync_serial_share"] = _sync_serial_share(rows, constants)
     return constants
 
 
@@ -289,13 +293,14 @@ def _sync_serial_share(rows, constants: dict) -> float:
     return float(min(max(_median(shares, 1.0), 0.0), 1.0))
 
 
-def _callable_cost(rows, constants: dict, size: str) -> tuple:
-    """(ms per iteration, ms per unit of ``size``): the graphed callables' own host cost, what
-    fwd_bwd measured beyond the host work the trace shows it leaving eager, on this host's
-    speed, as a line in the model's size (parameter tensors, or GPU operations for traces
-    without a count). Taken over the rows whose measurement was host-bound (well above the GPU
-    side): choosing them by the estimate instead left out exactly the rows whose host cost it
-    underestimated. A robust line (Theil-Sen): a few host-noisy rows must not tilt it."""
+def _callable_cost(rows, constants: dict, size: str) -> tuple | None:
+    """(ms per iteration, ms per unit of ``size``), None without a host-bound row that has a
+    ``size``: the graphed callables' own host cost, what fwd_bwd measured beyond the host work
+    the trace shows it leaving eager, on this host's speed, as a line in the model's size
+    (parameter tensors, or GPU operations for traces without a count). Taken over the rows
+    whose measurement was host-bound (well above the GPU side): choosing them by the estimate
+    instead left out exactly the rows whose host cost it underestimated. A robust line
+    (Theil-Sen): a few host-noisy rows must not tilt it."""
     bare = {**constants, "callable_ms": 0.0, "callable_ms_per_op": 0.0, "callable_ms_per_param": None}
     extra, sizes = [], []
     for r in rows:
@@ -309,7 +314,7 @@ def _callable_cost(rows, constants: dict, size: str) -> tuple:
 
         line = TheilSenRegressor(random_state=0).fit(np.array(sizes)[:, None], np.array(extra))
         return max(float(line.intercept_), 0.0), max(float(line.coef_[0]), 0.0)
-    return max(_median(extra, 0.0), 0.0), 0.0
+    return (max(_median(extra, 0.0), 0.0), 0.0) if extra else None
 
 
 def _ridge(X, y):
@@ -467,6 +472,9 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
         return {"note": f"predictions withheld: {why}"}
     model = for_backend(model, analysis.trace.get("backend", "nsys"))
     f = features_of(summary, record)
+    inference = is_inference(summary.iteration_source)
+    if inference:   # no parameter trains: no gradient per tensor for compile's graphs to hand back
+        f["param_tensors"] = math.nan   # (a record from before the bootstrap counted at training calls)
     applied = (record or {}).get("applied") if isinstance((record or {}).get("applied"), dict) else None
     predicted = predict(model, f, applied)
     calibration = (record or {}).get("calibration") or {}
@@ -474,7 +482,7 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
         predicted["calibration"] = {k: calibration.get(k) for k in ("gpu", "driver", "torch", "graph_node_us",
                                                                    "graph_launch_us", "eager_launch_us")}
     predicted["model"] = model.get("provenance", "")
-    return for_inference(predicted, model, applied) if is_inference(summary.iteration_source) else predicted
+    return for_inference(predicted, model, applied) if inference else predicted
 
 
 # torch.profiler's own cost per GPU operation on the traced clock, for the eager estimate of a
@@ -630,15 +638,19 @@ def _baseline_accuracy(rows, predicted_eager) -> dict:
 
 def _verdict_accuracy(rows, results) -> dict:
     """The tool's own call, per workload: do graphs help (best graph scope >= 1.05 measured)
-    and did the model say so (best predicted graph scope >= the decision threshold)?"""
+    and did the model say so (best predicted graph scope >= the decision threshold)? Only the
+    workloads a model predicted: one whose family no model could be fitted without made no
+    call, and counting it as a no-go call would credit the model with no-go calls it never made."""
     measured_go, called_go = [], []
     for row in rows:
-        speedups = [measured_speedup(row, s) for s in GRAPH_SCOPES]
-        predicted = [results[s]["predicted"].get(row["workload"], math.nan) for s in GRAPH_SCOPES]
-        if not any(math.isfinite(s) for s in speedups):
+        pairs = [(measured_speedup(row, s), results[s]["predicted"].get(row["workload"], math.nan))
+                 for s in GRAPH_SCOPES]
+        speedups = [m for m, _ in pairs if math.isfinite(m)]
+        predicted = [p for m, p in pairs if math.isfinite(m) and math.isfinite(p)]
+        if not speedups or not predicted:
             continue
-        measured_go.append(np.nanmax(speedups) >= GO_THRESHOLD)
-        called_go.append(np.nanmax(predicted) >= GO_DECISION if any(math.isfinite(p) for p in predicted) else False)
+        measured_go.append(max(speedups) >= GO_THRESHOLD)
+        called_go.append(max(predicted) >= GO_DECISION)
     measured_go, called_go = np.array(measured_go, bool), np.array(called_go, bool)
     return {"workloads": len(measured_go), "accuracy": float(np.mean(measured_go == called_go)) if len(measured_go) else math.nan,
             "nogo_workloads": int((~measured_go).sum()), "nogo_called_nogo": int((~measured_go & ~called_go).sum()),

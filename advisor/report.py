@@ -163,7 +163,7 @@ def render_evaluation(results: dict, out: Console) -> None:
                       f"{r['nogo_called_nogo']}/{r['nogo_workloads']}")
     out.print(table)
     v = results["verdict"]
-    out.print(f"'graphs help' per workload (best graph scope): {v['accuracy']:.0%} right; no-go called no-go "
+    out.print(f"'graphs help' per workload (best graph scope): {_share(v['accuracy'])} right; no-go called no-go "
               f"{v['nogo_called_nogo']}/{v['nogo_workloads']}, go called go {v['go_called_go']}/{v['go_workloads']}")
     b = results.get("baseline") or {}
     if b.get("workloads"):

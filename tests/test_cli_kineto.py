@@ -138,6 +138,7 @@ def check_torch_run(folder, name, steps_recorded):
     assert record["backend"] == "torch.profiler" and record["window"] == {"warmup": 4, "iterations": steps_recorded}
     assert record["untraced"]["iterations"] == 2   # iterations 2..4 of the warm-up timed
     assert record["applied"]["kind"] == "train"
+    assert record["bootstrap"]["trained_parameters"] == 6   # the model's feature param_tensors: 3 Linear layers
 
 
 @pytest.mark.skipif(nsys_installed(), reason="checks the fallback where no nsys is installed")

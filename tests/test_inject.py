@@ -84,6 +84,18 @@ def test_trained_parameters_leave_frozen_ones_out():
     assert injector.summary()["trained_parameters"] == 4
 
 
+def test_trained_parameters_are_counted_at_the_first_training_call():
+    """A sanity forward in eval mode without gradients comes first, then the script freezes the
+    encoder and trains: the 4 tensors that train, not the 6 that existed at the first call. An
+    inference loop trains none: no count, so the prediction does not charge it the graphed
+    callables' per-gradient host cost."""
+    _, injector = run_script("--steps", "2", "--sanity-check", "--freeze-encoder")
+    assert injector.summary()["trained_parameters"] == 4
+    assert injector.summary()["training_steps"] == 2
+    _, injector = run_script("--steps", "3", "--inference")
+    assert injector.summary()["inference_calls"] == 3 and injector.summary()["trained_parameters"] is None
+
+
 def test_ranges_nest_inside_each_iteration():
     """forward (with its children), backward, then the optimizer step, inside the iteration."""
     sink, _ = run_script("--steps", "2")

@@ -21,14 +21,20 @@ parser = argparse.ArgumentParser(description="CPU training loop")
 parser.add_argument("--steps", type=int, default=5)
 parser.add_argument("--inference", action="store_true")
 parser.add_argument("--freeze-encoder", action="store_true")
+parser.add_argument("--sanity-check", action="store_true", help="one eval-mode forward first, before any freezing")
 args = parser.parse_args()
 print("argv", sys.argv[1:])
 torch.manual_seed(0)
 model, loss_fn = Net(), nn.MSELoss()
+x, y = torch.randn(4, 8), torch.randn(4, 2)
+if args.sanity_check:
+    model.eval()
+    with torch.no_grad():
+        model(x)
+    model.train()
 if args.freeze_encoder:
     model.encoder.requires_grad_(False)
 opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
-x, y = torch.randn(4, 8), torch.randn(4, 2)
 if args.inference:
     model.eval()
     with torch.no_grad():
