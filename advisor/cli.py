@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from functools import wraps
 
@@ -498,7 +499,7 @@ def model_eval(dataset, as_json):
     from .predict import SHIPPED_DATASETS, cross_validate, read_dataset, residual_choice, shipped_dataset
     from .report import console, finite, render_evaluation
 
-    if dataset in SHIPPED_DATASETS or dataset is None:
+    if dataset is None or (dataset in SHIPPED_DATASETS and not os.path.exists(dataset)):   # a file of that name wins
         rows = shipped_dataset(dataset or "h100")
     else:
         rows = read_dataset(dataset)

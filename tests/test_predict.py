@@ -501,3 +501,10 @@ def test_a_model_fitted_before_the_count_and_the_sync_share_predicts_as_it_was_f
     out = pr.physical(amp, "full_iteration", model)
     assert out["ms"] == pytest.approx(out["gpu_ms"] + out["host_ms"], rel=1e-12)
     assert pr._advice({"full_iteration": {"speedup": 1.2}}, model, ("full_iteration",))["graphs_help"]
+
+
+def test_a_file_named_like_a_shipped_dataset_is_read_as_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h200").write_text("a,b\n1,2\n")
+    code, _, err = run("model", "eval", "h200")
+    assert code == 2 and err.startswith("cg-advise: error: h200: not a cg-advise dataset")
