@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -99,10 +100,23 @@ def test_cpus_and_modules_are_refused_under_torchrun():
                                                     "loop is rewritten per scope)\n")
 
 
+def free_port() -> str:
+    """A port free now: a fixed one collided with another run of the tests on the same machine
+    (EADDRINUSE)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def one_rank_env() -> dict:
+    """The environment of one rank of one, without torchrun."""
+    return {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": free_port()}
+
+
 def torchrun(script, *args, cwd, env=None):
     env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT, **(env or {})}
-    done = subprocess.run([*LAUNCHER, str(script), *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    done = subprocess.run([*LAUNCHER, "--master-port", free_port(), str(script), *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     # the ranks share stdout: one rank's line can land inside another's before its newline
     return sorted(line.strip() for line in re.findall(r"rank \d+: .*?(?=rank \d+: |$)", done.stdout, flags=re.M))
@@ -147,7 +161,9 @@ def test_every_ddp_graph_scope_builds_ddp_on_a_side_stream(scope, workload):
     assert "    model = _cg_on_side_stream(lambda: DDP(net.to(device), device_ids=" in patched
     assert patched.count("DDP(net.to(device)") == 1
     if scope != "full_iteration_allreduce_outside":   # the wrapped module is graphed: DDP's hooks stay armed
-        assert "model.module" in patched and "_cg_graph_forward(model)" not in patched
+        assert "_cg_unwrapped(model)" in patched and "_cg_graph_forward(model)" not in patched
+    else:
+        assert "allreduce=_cg_if_ddp(model)" in patched
 
 
 BUILT_BEFORE_TORCH = """import torch.distributed as dist
@@ -194,7 +210,7 @@ def test_the_side_stream_helper_is_defined_before_ddp_is_built(scope, imports, t
     patched = make_patch(script, scope).patched_bytes.decode()
     assert patched.index("def _cg_on_side_stream") < patched.index("model = _cg_on_side_stream(lambda: DDP(")
     assert re.search(r"^import torch$", patched[:patched.index("def _cg_on_side_stream")], flags=re.M)
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531"}
+    env = one_rank_env()
     for name, source in (("original.py", text), ("patched.py", patched)):
         (tmp_path / name).write_text(source)
     runs = [subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
@@ -244,6 +260,13 @@ GOLDEN = ROOT / "tests" / "patch_golden"
 # main(), and a GAN whose generator and discriminator are each DDP; both run on the CPU (gloo)
 SEVERAL_DDP = {"ddp_two_branches": ("full_iteration_allreduce_outside", "fwd_bwd", "submodule"),
                "ddp_gan": ("fwd_bwd", "submodule")}
+# corpus scripts whose model is DDP on one path only or by a construction cg-advise cannot tie to
+# a name: wrapped only under torchrun (a plain run trains the bare module), a second model wrapped
+# by the script's helper (`head = wrap(head)`), DDP through an alias made by assignment and bound
+# by an annotated assignment. They run at module level, under torchrun and (the first) as one process
+ANY_PATH_DDP = {"ddp_one_branch": ("full_iteration_allreduce_outside", "fwd_bwd", "submodule"),
+                "ddp_helper_wrapped": ("fwd_bwd", "submodule"),
+                "ddp_alias_annotated": ("full_iteration_allreduce_outside", "fwd_bwd", "submodule")}
 CONSTRUCTION = r"\b(?:torch\.nn\.parallel\.)?(?:DDP|DistributedDataParallel)\("
 ON_SIDE_STREAM = "_cg_on_side_stream(lambda: "
 
@@ -256,7 +279,7 @@ def constructions_off_the_side_stream(original: str, patched: str) -> list:
     return [patched[:m.start()].count("\n") + 1 for m in built if not patched[:m.start()].endswith(ON_SIDE_STREAM)]
 
 
-@pytest.mark.parametrize("name,scope", [(n, s) for n, scopes in SEVERAL_DDP.items() for s in scopes]
+@pytest.mark.parametrize("name,scope", [(n, s) for n, scopes in {**SEVERAL_DDP, **ANY_PATH_DDP}.items() for s in scopes]
                          + [("ddp_sampler", s) for s in ("full_iteration_allreduce_outside", "fwd_bwd", "submodule")])
 def test_every_ddp_construction_in_the_file_is_built_on_a_side_stream(name, scope):
     """Not only the last ``model = DDP(...)`` in the file: the branch that runs on a GPU is the
@@ -268,7 +291,7 @@ def test_every_ddp_construction_in_the_file_is_built_on_a_side_stream(name, scop
     assert constructions_off_the_side_stream(original, patched) == []
     assert patched.index("def _cg_on_side_stream(") < patched.index(ON_SIDE_STREAM)
     if name == "ddp_gan":   # each DDP model of the loop that is graphed is graphed inside its wrapper
-        assert "netG.module" in patched and "(netG," not in patched and "netG.children()" not in patched
+        assert "_cg_unwrapped(netG)" in patched and "(netG," not in patched and "netG.children()" not in patched
 
 
 def test_several_ddp_models_keep_the_allreduce_outside_scope_from_averaging_only_one():
@@ -282,7 +305,8 @@ def test_several_ddp_models_keep_the_allreduce_outside_scope_from_averaging_only
 def several_ddp_eager(tmp_path_factory):
     """What each rank of each SEVERAL_DDP script prints, run as it is on the CPU."""
     folder = tmp_path_factory.mktemp("several_ddp")
-    return folder, {name: torchrun(CORPUS / f"{name}.py", cwd=folder, env=SEVERAL_DDP_ENV) for name in SEVERAL_DDP}
+    return folder, {name: torchrun(CORPUS / f"{name}.py", cwd=folder, env=SEVERAL_DDP_ENV)
+                    for name in {**SEVERAL_DDP, **ANY_PATH_DDP}}
 
 
 SEVERAL_DDP_ENV = {"CG_STEPS": "12", "CUDA_VISIBLE_DEVICES": ""}
@@ -338,7 +362,7 @@ def test_ddp_built_in_a_helper_a_method_or_a_comprehension_is_on_a_side_stream_t
     patched = make_patch(script, scope).patched
     assert constructions_off_the_side_stream(ELSEWHERE, patched) == []
     assert patched.index("def _cg_on_side_stream(") < patched.index("def wrap(")
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29532"}
+    env = one_rank_env()
     (tmp_path / "patched.py").write_text(patched)
     runs = [subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
             for name in ("script.py", "patched.py")]
@@ -367,3 +391,142 @@ def test_a_ddp_construction_a_lambda_would_evaluate_otherwise_is_refused(built, 
                                                 f"built under a side stream .*, but {why}"):
             make_patch(script, scope)
     assert make_patch(script, "compile").patched   # DDP left as it is: torch's own
+
+
+# what the rewrite graphed, printed by each rank at the end of an ANY_PATH_DDP script: the
+# modules _cg_graph_forward took (it marks each, on the CPU too); the DDP wrapper never
+GRAPHED = {"ddp_one_branch": "model", "ddp_helper_wrapped": "encoder, head", "ddp_alias_annotated": "model"}
+# one string, one write: the ranks share stdout, and print's separate writes of its arguments interleaved
+PRINT_GRAPHED = ('\nprint(f"rank {{rank}}: graphed {{[type(m).__name__ for wrapper in ({models},) '
+                 'for m in wrapper.modules() if m.__dict__.get(\'_cg_graphed\')]!r}}")\n')
+EXPECTED_GRAPHED = {("ddp_one_branch", "fwd_bwd"): ["Sequential"],
+                    ("ddp_one_branch", "submodule"): ["Linear", "Linear"],
+                    ("ddp_helper_wrapped", "fwd_bwd"): ["Sequential", "Linear"],
+                    ("ddp_helper_wrapped", "submodule"): ["Linear", "Linear"],   # the head's Linear has no children
+                    ("ddp_alias_annotated", "fwd_bwd"): ["Sequential"],
+                    ("ddp_alias_annotated", "submodule"): ["Linear", "Linear"]}
+
+
+def patched_with_graphed(name: str, scope: str, folder: Path) -> Path:
+    """The rewrite of corpus script ``name``, printing at its end what it graphed."""
+    patched = folder / f"{name}.{scope}.graphed.py"
+    patched.write_text(make_patch(CORPUS / f"{name}.py", scope).patched + PRINT_GRAPHED.format(models=GRAPHED[name]))
+    return patched
+
+
+def split_graphed(lines: list) -> tuple:
+    """(the script's own lines, the graphed lists) of what the ranks printed."""
+    graphed = [line for line in lines if ": graphed " in line]
+    return [line for line in lines if line not in graphed], [line.split(": graphed ")[1] for line in graphed]
+
+
+@pytest.mark.parametrize("name,scope", [(n, s) for n, scopes in ANY_PATH_DDP.items() for s in scopes])
+def test_a_model_ddp_on_one_path_is_graphed_as_that_path_built_it_under_torchrun(name, scope, several_ddp_eager):
+    """Under torchrun each rank prints what the original prints, and each graphed model is the
+    module its DDP wraps: never the wrapper (whose graph would skip the all-reduce), whether the
+    script wrapped it in one branch, through a helper (`head = wrap(head)`) or through an alias
+    (`model: DDP = DDP(net)` with `DDP = torch.nn.parallel.DistributedDataParallel`)."""
+    folder, eager = several_ddp_eager
+    lines, graphed = split_graphed(torchrun(patched_with_graphed(name, scope, folder), cwd=folder, env=SEVERAL_DDP_ENV))
+    assert lines == eager[name] and len(lines) == 2
+    if scope == "full_iteration_allreduce_outside":
+        assert graphed == ["[]", "[]"]
+    else:
+        assert graphed == [repr(EXPECTED_GRAPHED[name, scope])] * 2
+
+
+def single_process(script: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """``python script`` with no torchrun variables: a plain one-process run, no process group."""
+    launched = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
+                "ROLE_RANK", "TORCHELASTIC_RUN_ID")
+    env = {**{k: v for k, v in os.environ.items() if k not in launched}, **SEVERAL_DDP_ENV}
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("scope", ANY_PATH_DDP["ddp_one_branch"])
+def test_a_model_ddp_in_one_branch_runs_as_one_process_without_ddp(scope, tmp_path):
+    """Run as a plain script, ddp_one_branch never builds DDP (`model = net`): the rewrite must
+    graph the model itself, where `model.module` raised AttributeError, and train as the
+    original does; full_iteration_allreduce_outside all-reduces nothing (`_cg_if_ddp` is None)."""
+    original = single_process(CORPUS / "ddp_one_branch.py", tmp_path)
+    assert original.returncode == 0, original.stderr[-2000:]
+    assert original.stdout.startswith("rank 0: loss ")
+    rewritten = single_process(patched_with_graphed("ddp_one_branch", scope, tmp_path), tmp_path)
+    assert rewritten.returncode == 0, rewritten.stderr[-2000:]
+    lines = rewritten.stdout.splitlines()
+    assert lines[:-1] == original.stdout.splitlines()
+    expected = [] if scope == "full_iteration_allreduce_outside" else EXPECTED_GRAPHED["ddp_one_branch", scope]
+    assert lines[-1] == f"rank 0: graphed {expected!r}"
+
+
+def test_a_second_model_a_helper_may_have_wrapped_keeps_allreduce_outside_from_averaging_one():
+    """`head = wrap(head)`: head may be DDP too, and full_iteration_allreduce_outside would
+    capture the step under encoder's no_sync() only, with head's all-reduce inside the graph."""
+    with pytest.raises(CgAdviseError, match=r"cannot apply full_iteration_allreduce_outside: head may be "
+                                            r"DistributedDataParallel too .*under encoder\.no_sync\(\) only"):
+        make_patch(CORPUS / "ddp_helper_wrapped.py", "full_iteration_allreduce_outside")
+
+
+def test_find_unused_parameters_in_a_helper_refuses_the_model_it_may_have_wrapped(tmp_path):
+    """A helper's DDP with find_unused_parameters=True may be the loop's untraced model: refused by
+    its line, as a traced one is."""
+    text = (CORPUS / "ddp_helper_wrapped.py").read_text()
+    built = "    return DDP(module, device_ids=[device.index] if cuda else None)\n"
+    assert built in text
+    script = tmp_path / "script.py"
+    script.write_text(text.replace(built, built.replace("None)", "None, find_unused_parameters=True)")))
+    line = text[:text.index(built)].count("\n") + 1
+    for scope in ("fwd_bwd", "submodule"):
+        with pytest.raises(CgAdviseError, match=f"cannot apply {scope}: line {line}: a DistributedDataParallel built "
+                                                "with find_unused_parameters=True may be head"):
+            make_patch(script, scope)
+
+
+ALIASED = """import torch
+import torch.distributed as dist
+from torch import nn
+{imports}
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+{build}
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    loss = model(torch.ones(2, 4)).sum()
+    loss.backward()
+    opt.step()
+print("loss", loss.item(), type(model).__name__)
+"""
+
+
+@pytest.mark.parametrize("imports,build", [
+    ("from torch.nn.parallel import DistributedDataParallel as DDP", "model: DDP = DDP(net)"),
+    ("DDP = torch.nn.parallel.DistributedDataParallel\nWrapper = DDP", "model = Wrapper(net)"),
+    ("DDP: type = torch.nn.parallel.DistributedDataParallel", "model: 'DDP' = DDP(net)"),
+    ("import torch.nn.parallel as par", "model = par.DistributedDataParallel(net)"),
+    ("import torch as th", "model = th.nn.parallel.DistributedDataParallel(net)"),
+    ("from torch.nn import parallel as tp", "model = tp.DistributedDataParallel(net)"),
+    ("from torch.nn.parallel import distributed", "model = distributed.DistributedDataParallel(net)"),
+])
+def test_ddp_through_an_alias_or_an_annotated_assignment_is_ddp(imports, build, tmp_path):
+    """An alias made by assignment (of an alias too), a module imported under another name and an
+    annotated assignment: the model is DDP all the same, built under a side stream and graphed as
+    the module it wraps in each DDP scope, and the script runs as it did (one rank, gloo; fwd_bwd,
+    the others run in the corpus's ddp_alias_annotated)."""
+    text = ALIASED.format(imports=imports, build=build)
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    for scope in DDP_GRAPH_SCOPES:
+        patched = make_patch(script, scope).patched
+        assert "model" + build.split("model", 1)[1].replace("= ", "= _cg_on_side_stream(lambda: ", 1) + ")" in patched
+        assert ("allreduce=_cg_if_ddp(model)" if scope == "full_iteration_allreduce_outside"
+                else "_cg_unwrapped(model)") in patched
+    (tmp_path / "patched.py").write_text(make_patch(script, "fwd_bwd").patched)
+    env = one_rank_env()
+    runs = [subprocess.run([sys.executable, name], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+            for name in ("script.py", "patched.py")]
+    assert runs[0].returncode == 0, runs[0].stderr[-2000:]
+    assert runs[1].returncode == 0, runs[1].stderr[-2000:]
+    assert runs[1].stdout == runs[0].stdout and "DistributedDataParallel" in runs[0].stdout

@@ -32,23 +32,55 @@ class DdpModel:
     call: cst.Call       # DistributedDataParallel(...)
     find_unused: bool    # find_unused_parameters=True: DDP searches the graph on the host at every forward
     no_sync: bool        # the loop calls <name>.no_sync(): some backward passes do not all-reduce
+    calls: tuple = ()    # every DistributedDataParallel(...) bound to the name, in source order
+
+
+# where the class lives: a module imported under another name reaches it by the rest of its path
+DDP_PATHS = (f"torch.nn.parallel.{DDP_CLASS}", f"torch.nn.parallel.distributed.{DDP_CLASS}")
 
 
 def ddp_names(module: cst.Module) -> set:
     """The names that call DistributedDataParallel in this file: the class, its import
-    aliases (``as DDP``) and the dotted paths through ``torch``."""
+    aliases (``as DDP``), the dotted paths through ``torch`` and through a module imported
+    under another name (``import torch.nn.parallel as par``), and the aliases made by
+    assignment (``DDP = torch.nn.parallel.DistributedDataParallel``, annotated or not)."""
     names = {DDP_CLASS, f"torch.nn.parallel.{DDP_CLASS}", f"nn.parallel.{DDP_CLASS}", f"parallel.{DDP_CLASS}"}
+    aliases = []   # (alias, the dotted value it was assigned), in source order
+
+    def bound(path: str, name: str) -> None:
+        """``name`` is bound to the module or class at ``path``."""
+        for full in DDP_PATHS:
+            if full == path:
+                names.add(name)
+            elif full.startswith(path + "."):
+                names.add(name + full[len(path):])
 
     class Imports(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            for alias in node.names:
+                if alias.asname:   # `import torch.nn.parallel` binds torch, whose paths are in names
+                    bound(dotted(alias.name), alias.evaluated_alias)
+
         def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            if isinstance(node.names, cst.ImportStar):
+            if isinstance(node.names, cst.ImportStar) or node.relative or node.module is None:
                 return
             for alias in node.names:
-                if dotted(alias.name) == DDP_CLASS and alias.asname:
-                    names.add(alias.evaluated_alias)
+                bound(f"{dotted(node.module)}.{dotted(alias.name)}", alias.evaluated_alias or dotted(alias.name))
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            aliases.extend((dotted(t.target), dotted(node.value)) for t in node.targets
+                           if isinstance(t.target, cst.Name) and dotted(node.value))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.value is not None and dotted(node.value):
+                aliases.append((node.target.value, dotted(node.value)))
 
     module.visit(Imports())
-    return names
+    while True:   # an alias of an alias
+        more = {alias for alias, value in aliases if value in names} - names
+        if not more:
+            return names
+        names |= more
 
 
 def calls_ddp(module: cst.Module) -> bool:
@@ -83,21 +115,39 @@ def find_ddps(module: cst.Module, models: list, loop) -> list:
     classes = ddp_names(module)
     found = {}
 
+    def built(targets, value) -> None:
+        if isinstance(value, cst.Call) and dotted(value.func) in classes:
+            for name in map(dotted, targets):
+                if name in models:
+                    found[name] = found.pop(name, []) + [value]   # moved last: its latest construction
+
     class Assignments(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            if isinstance(node.value, cst.Call) and dotted(node.value.func) in classes:
-                for target in node.targets:
-                    if dotted(target.target) in models:
-                        name = dotted(target.target)
-                        found[name] = found.pop(name, []) + [node.value]   # moved last: its latest construction
+            built([t.target for t in node.targets], node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:   # model: DDP = DDP(net)
+            built([node.target], node.value)
 
     module.visit(Assignments())
-    return [DdpModel(name, calls[-1], find_unused=any(_finds_unused(call) for call in calls),
-                     no_sync=bool(calls_in(loop, lambda c, name=name: is_method(c, name, "no_sync"))))
+    return [DdpModel(name, calls[-1], find_unused=any(finds_unused(call) for call in calls),
+                     no_sync=bool(calls_in(loop, lambda c, name=name: is_method(c, name, "no_sync"))),
+                     calls=tuple(calls))
             for name, calls in found.items()]
 
 
-def _finds_unused(call: cst.Call) -> bool:
+def untraced_ddps(module: cst.Module, models: list, ddps: list) -> tuple:
+    """(models, calls): the DDP constructions of the file that are not bound to one of the
+    loop's models found by find_ddps (a helper's ``return DDP(module)``, a teacher, a
+    comprehension), and the loop's other models, any of which such a construction may have
+    become (``netD = wrap(netD)``); both empty where every construction is traced."""
+    traced = {id(call) for ddp in ddps for call in ddp.calls}
+    calls = [call for call in ddp_calls(module) if id(call) not in traced]
+    names = {ddp.name for ddp in ddps}
+    return ([m for m in models if m not in names] if calls else []), calls
+
+
+def finds_unused(call: cst.Call) -> bool:
+    """Whether this construction passes find_unused_parameters (other than False)."""
     unused = next((a.value for a in call.args if a.keyword and a.keyword.value == "find_unused_parameters"), None)
     return unused is not None and dotted(unused) != "False"
 
@@ -182,6 +232,29 @@ def _cg_on_side_stream(build):
         built = build()
     torch.cuda.current_stream().wait_stream(side)
     return built
+'''
+
+# the model a fwd_bwd or submodule rewrite graphs: what DDP wraps, found when the setup runs, so
+# that a model wrapped on one branch only (`model = DDP(net)` under torchrun, `model = net` in a
+# plain run) or by a helper (`netD = wrap(netD)`) is graphed as what that run built
+UNWRAPPED = '''
+
+def _cg_unwrapped(model):
+    """cg-advise: the module to graph for `model`: the module it wraps where it is
+    DistributedDataParallel (DDP's hooks, armed by its own forward, then all-reduce after the
+    graphed backward), `model` itself where it is not (a run or branch without DDP)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+'''
+
+# full_iteration_allreduce_outside's `allreduce=`: the DDP model, or None on a path that did not wrap it
+IF_DDP = '''
+
+def _cg_if_ddp(model):
+    """cg-advise: `model` where it is DistributedDataParallel, whose all-reduce then runs after
+    each replay; None where it is not (a run or branch without DDP), which has none to run."""
+    return model if isinstance(model, torch.nn.parallel.DistributedDataParallel) else None
 '''
 
 

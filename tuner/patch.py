@@ -10,9 +10,11 @@ A model wrapped in DistributedDataParallel, always built under a side stream (tu
 ``full_iteration_allreduce_outside`` captures forward and backward under ``no_sync()`` and
 all-reduces the gradients eagerly before the optimizer step; ``fwd_bwd`` and ``submodule``
 graph the wrapped module (``model.module``), so DDP's own hooks all-reduce after the graphed
-backward. ``full_iteration`` with the all-reduce in the graph hung on two GPUs and is refused
-(``DDP_FAILED_ON_GPU``); a graphed DDP wrapper itself would not all-reduce at all on replay:
-DDP's Python, which arms its hooks, never runs.
+backward. Whether a model is DDP is decided when the rewrite's setup runs (``_cg_unwrapped``,
+``_cg_if_ddp``): a script may wrap it on one branch only (under torchrun, not in a plain run),
+or through a helper of its own. ``full_iteration`` with the all-reduce in the graph hung on two
+GPUs and is refused (``DDP_FAILED_ON_GPU``); a graphed DDP wrapper itself would not all-reduce
+at all on replay: DDP's Python, which arms its hooks, never runs.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
-from .ddp import SIDE_STREAM, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, not_deferrable, sharded
+from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
+                  not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -150,6 +153,7 @@ class _Rewriter:
         self.optimizer_outside = False
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
+        self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
 
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
@@ -188,7 +192,8 @@ class _Rewriter:
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
         if self.ddp is not None and self.scope in DDP_GRAPH_SCOPES:
-            return _add_helper(built_on_side_stream(module), self.scope, SIDE_STREAM)
+            runtime = IF_DDP if self.scope == ALLREDUCE_OUTSIDE else UNWRAPPED
+            return _add_helper(built_on_side_stream(module), self.scope, SIDE_STREAM + runtime)
         return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
 
     def _check_ddp(self, loop) -> None:
@@ -215,6 +220,13 @@ class _Rewriter:
                 raise self.refuse(f"{ddp.name} is built with find_unused_parameters=True: DDP searches the "
                                   "autograd graph for unused parameters on the host at every forward, which a "
                                   "replayed graph skips; it cannot be captured")
+        self.maybe_ddps, untraced = untraced_ddps(self.module, models, self.ddps)
+        unused = next((call for call in untraced if finds_unused(call)), None)
+        if self.maybe_ddps and unused is not None:
+            raise self.refuse(f"line {self.positions[unused].start.line}: a DistributedDataParallel built with "
+                              "find_unused_parameters=True may be "
+                              f"{' or '.join(self.maybe_ddps)} (cg-advise cannot trace it to a name); DDP searches "
+                              "the autograd graph on the host at every forward, which a replayed graph skips")
         if self.scope in DDP_FAILED_ON_GPU:
             raise self.refuse(f"{self.ddp.name} is DistributedDataParallel: {DDP_FAILED_ON_GPU[self.scope]} on two "
                               "H200 GPUs (torch 2.11), so it is not offered under DDP")
@@ -223,6 +235,11 @@ class _Rewriter:
                 raise self.refuse(f"the loop skips the all-reduce with {ddp.name}.no_sync() on some iterations; a "
                                   "captured iteration does the same on every replay (use fwd_bwd: DDP all-reduces "
                                   "eagerly after the graphed backward)")
+        if self.scope == ALLREDUCE_OUTSIDE and self.maybe_ddps:
+            raise self.refuse(f"{' and '.join(self.maybe_ddps)} may be DistributedDataParallel too (the script builds "
+                              "a DDP that cg-advise cannot trace to a name: in a helper?): the step is captured under "
+                              f"{self.ddp.name}.no_sync() only, and another DDP's all-reduce would be captured in the "
+                              "graph (use fwd_bwd: DDP all-reduces each eagerly after the graphed backward)")
         if self.scope == ALLREDUCE_OUTSIDE and len(self.ddps) > 1:
             raise self.refuse(f"{' and '.join(d.name for d in self.ddps)} are each DistributedDataParallel: the step "
                               "is captured under one model's no_sync() and only its gradients are all-reduced after "
@@ -328,14 +345,19 @@ class _Rewriter:
 
     def _wrapped(self, model: str) -> str:
         """The module to graph for ``model``: under DDP, the module it wraps (graphing the
-        wrapper would skip DDP's Python, which arms the all-reduce hooks)."""
-        return f"{model}.module" if self._is_ddp(model) else model
+        wrapper would skip DDP's Python, which arms the all-reduce hooks). Found when the setup
+        runs (``_cg_unwrapped``), never ``model.module`` as written: a model wrapped on one
+        branch only (``model = net`` without a process group) has no ``.module``, and one a
+        helper wrapped (``netD = wrap(netD)``) is DDP where nothing here binds it to one."""
+        return f"_cg_unwrapped({model})" if self._maybe_ddp(model) else model
 
     def _eager_allreduce(self, model: str) -> str:
-        return " (DDP all-reduces eagerly after the graphed backward)" if self._is_ddp(model) else ""
+        return (" (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)"
+                if self._maybe_ddp(model) else "")
 
-    def _is_ddp(self, model: str) -> bool:
-        return any(ddp.name == model for ddp in self.ddps)
+    def _maybe_ddp(self, model: str) -> bool:
+        """Whether ``model`` is, or may be, DistributedDataParallel when the setup runs."""
+        return any(ddp.name == model for ddp in self.ddps) or model in self.maybe_ddps
 
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
@@ -516,7 +538,8 @@ class _Rewriter:
         clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=core) else ""
         clone += ", accumulate=True" if accumulate else ""
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
-            clone += f", allreduce={self.ddp.name}"   # captured under its no_sync(), all-reduced after each replay
+            # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
+            clone += f", allreduce=_cg_if_ddp({self.ddp.name})"
         setup = [step_def] + list(cst.parse_module(
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)

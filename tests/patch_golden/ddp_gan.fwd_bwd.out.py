@@ -63,6 +63,15 @@ def _cg_on_side_stream(build):
     torch.cuda.current_stream().wait_stream(side)
     return built
 
+
+def _cg_unwrapped(model):
+    """cg-advise: the module to graph for `model`: the module it wraps where it is
+    DistributedDataParallel (DDP's hooks, armed by its own forward, then all-reduce after the
+    graphed backward), `model` itself where it is not (a run or branch without DDP)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
 cuda = torch.cuda.is_available()
 dist.init_process_group("nccl" if cuda else "gloo")
 rank = dist.get_rank()
@@ -80,7 +89,7 @@ dataset = [torch.randn(16, 16, generator=generator) for _ in range(steps)]
 noise_bank = [torch.randn(16, nz, generator=generator).to(device) for _ in range(steps)]
 ones, zeros = torch.ones(16, 1, device=device), torch.zeros(16, 1, device=device)
 
-_cg_graph_forward(netG.module, accumulate=True)  # cg-advise: forward and backward as CUDA graphs (DDP all-reduces eagerly after the graphed backward)
+_cg_graph_forward(_cg_unwrapped(netG), accumulate=True)  # cg-advise: forward and backward as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
 
 for i, real in enumerate(dataset):
     real = real.to(device)

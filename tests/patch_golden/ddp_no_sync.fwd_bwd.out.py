@@ -61,6 +61,15 @@ def _cg_on_side_stream(build):
     torch.cuda.current_stream().wait_stream(side)
     return built
 
+
+def _cg_unwrapped(model):
+    """cg-advise: the module to graph for `model`: the module it wraps where it is
+    DistributedDataParallel (DDP's hooks, armed by its own forward, then all-reduce after the
+    graphed backward), `model` itself where it is not (a run or branch without DDP)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
 dist.init_process_group("nccl")
 local_rank = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local_rank)
@@ -68,7 +77,7 @@ net = nn.Sequential(nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 128)).cuda()
 ddp_model = _cg_on_side_stream(lambda: DistributedDataParallel(net, device_ids=[local_rank]))
 optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.01)
 accumulation = 4
-_cg_graph_forward(ddp_model.module, accumulate=True)  # cg-advise: forward and backward as CUDA graphs (DDP all-reduces eagerly after the graphed backward)
+_cg_graph_forward(_cg_unwrapped(ddp_model), accumulate=True)  # cg-advise: forward and backward as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
 
 for step, x in enumerate(torch.randn(64, 128, device="cuda") for _ in range(800)):
     last = (step + 1) % accumulation == 0

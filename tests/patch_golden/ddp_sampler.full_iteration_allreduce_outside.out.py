@@ -212,6 +212,12 @@ def _cg_on_side_stream(build):
     torch.cuda.current_stream().wait_stream(side)
     return built
 
+
+def _cg_if_ddp(model):
+    """cg-advise: `model` where it is DistributedDataParallel, whose all-reduce then runs after
+    each replay; None where it is not (a run or branch without DDP), which has none to run."""
+    return model if isinstance(model, torch.nn.parallel.DistributedDataParallel) else None
+
 dist.init_process_group("nccl")
 local_rank = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local_rank)
@@ -228,7 +234,7 @@ def _cg_step(x, y):
     loss.backward()
     return loss
 
-_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], allreduce=model)
+_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], allreduce=_cg_if_ddp(model))
 
 for epoch in range(3):
     sampler.set_epoch(epoch)

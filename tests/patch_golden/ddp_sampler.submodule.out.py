@@ -61,6 +61,15 @@ def _cg_on_side_stream(build):
     torch.cuda.current_stream().wait_stream(side)
     return built
 
+
+def _cg_unwrapped(model):
+    """cg-advise: the module to graph for `model`: the module it wraps where it is
+    DistributedDataParallel (DDP's hooks, armed by its own forward, then all-reduce after the
+    graphed backward), `model` itself where it is not (a run or branch without DDP)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
 dist.init_process_group("nccl")
 local_rank = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local_rank)
@@ -70,7 +79,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 dataset = TensorDataset(torch.randn(4096, 64), torch.randint(0, 10, (4096,)))
 sampler = DistributedSampler(dataset)
 loader = DataLoader(dataset, batch_size=32, sampler=sampler, drop_last=True)
-for _cg_child in model.module.children():  # cg-advise: each top-level submodule as CUDA graphs (DDP all-reduces eagerly after the graphed backward)
+for _cg_child in _cg_unwrapped(model).children():  # cg-advise: each top-level submodule as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

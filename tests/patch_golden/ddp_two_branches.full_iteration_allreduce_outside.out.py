@@ -215,6 +215,12 @@ def _cg_on_side_stream(build):
     return built
 
 
+def _cg_if_ddp(model):
+    """cg-advise: `model` where it is DistributedDataParallel, whose all-reduce then runs after
+    each replay; None where it is not (a run or branch without DDP), which has none to run."""
+    return model if isinstance(model, torch.nn.parallel.DistributedDataParallel) else None
+
+
 def main():
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -237,7 +243,7 @@ def main():
         loss.backward()
         return loss
 
-    _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], allreduce=model)
+    _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], allreduce=_cg_if_ddp(model))
 
     for x, y in data:
         x, y = x.to(device), y.to(device)

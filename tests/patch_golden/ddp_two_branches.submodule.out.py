@@ -64,6 +64,15 @@ def _cg_on_side_stream(build):
     return built
 
 
+def _cg_unwrapped(model):
+    """cg-advise: the module to graph for `model`: the module it wraps where it is
+    DistributedDataParallel (DDP's hooks, armed by its own forward, then all-reduce after the
+    graphed backward), `model` itself where it is not (a run or branch without DDP)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
+
 def main():
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -79,7 +88,7 @@ def main():
     generator = torch.Generator().manual_seed(rank)
     steps = int(os.environ.get("CG_STEPS", "200"))
     data = [(torch.randn(8, 16, generator=generator), torch.randn(8, 1, generator=generator)) for _ in range(steps)]
-    for _cg_child in model.module.children():  # cg-advise: each top-level submodule as CUDA graphs (DDP all-reduces eagerly after the graphed backward)
+    for _cg_child in _cg_unwrapped(model).children():  # cg-advise: each top-level submodule as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 
