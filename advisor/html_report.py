@@ -362,6 +362,11 @@ def _scope_rows(predictions: dict, tune: Optional[dict]) -> list:
     return [(s, predictions.get(s) if isinstance(predictions.get(s), dict) else {}, measured.get(s)) for s in names]
 
 
+def _decision(predictions: dict) -> float:
+    """The predicted speedup from which the report says graphs help: the model's, else today's."""
+    return predictions.get("go_decision") or GO_DECISION
+
+
 def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
     rows = _scope_rows(predictions, tune)
     bound = predictions.get("bound") or (tune or {}).get("eager_ms", 0) / ((tune or {}).get("gpu_busy_ms") or 1e9)
@@ -370,7 +375,7 @@ def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
         values += [v for v in (p.get("speedup"), p.get("low"), p.get("high")) if v]
         if m:
             values.append(m[0])
-    decision = predictions.get("go_decision") or GO_DECISION
+    decision = _decision(predictions)
     lo, hi = min(min(values) / 1.3, 0.8), max(values) * 1.3
     w, left, row_h = 900, 140, 30
     h = len(rows) * row_h + 44
@@ -414,7 +419,7 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
     legend = ('<div class="legend"><span class="sw pred"></span>predicted (10-90 % interval) '
               + ('<span class="sw meas"></span>measured by tune ' if tune else "")
               + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>'
-              + f'{predictions.get("go_decision") or GO_DECISION:.2f}x</div>')
+              + f'{_decision(predictions):.2f}x</div>')
     source = {"measured": "measured untraced in the profile's warm-up"}.get(predictions.get("eager_source"),
                                                                           predictions.get("eager_source", ""))
     against = ""

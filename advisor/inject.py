@@ -375,8 +375,7 @@ class Injector:
     def _before_root(self, module, args) -> None:
         self._depth += 1
         if self._is_training_call(module):
-            if self.trained_parameters is None:
-                self._count_trained_parameters(module)
+            self._count_trained_parameters(module)
             if self._iteration is None:
                 self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
         self.sink.push(ranges.FORWARD)

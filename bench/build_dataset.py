@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))   # zoo.py, for the rows whose record did not count parameters
 
 from advisor.analysis import analyse  # noqa: E402
 from advisor.inject import count_trained_parameters  # noqa: E402
@@ -62,8 +63,6 @@ def fill_param_tensors(row: dict) -> None:
         known = False
     if not known:
         import torch
-
-        sys.path.insert(0, str(ROOT / "bench"))
         from zoo import ZOO
 
         with torch.device("meta"):
