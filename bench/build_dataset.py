@@ -6,9 +6,11 @@ baseline, the calibration and the scopes as applied; tune's rows give the measur
 
     python bench/build_dataset.py COLLECTED_DIR [COLLECTED_DIR ...] -o advisor/data/dataset_h100.csv
     python bench/build_dataset.py --keep advisor/data/dataset_h200.csv NEW_DIR -o advisor/data/dataset_h200.csv
+    python bench/build_dataset.py --update advisor/data/dataset_h100.csv NEW_DIR -o advisor/data/dataset_h100.csv
 
 Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's tarball).
-``--keep`` takes the rows of an earlier build as they are (their traces need not be here).
+``--keep`` takes the rows of an earlier build as they are (their traces need not be here);
+``--update`` takes them too, but a workload collected again replaces its old row in place.
 ``param_tensors`` comes from the run record (the bootstrap counts the trained parameter
 tensors); a record from before that count is filled in by the same count over the zoo
 model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
@@ -80,11 +82,21 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="*", type=Path)
     parser.add_argument("--keep", type=Path, help="an earlier dataset CSV whose rows come first, as they are")
+    parser.add_argument("--update", type=Path, help="an earlier dataset CSV whose rows stay in their order, each "
+                        "replaced by a new collection of the same workload where the folders hold one")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
+    if args.keep and args.update:
+        parser.error("--keep and --update: one earlier dataset at a time")
     rows, seen = [], set()
+    collected = [row for folder in args.folders for row in rows_of(folder)]
+    if args.update:   # the newer measurement of a workload wins, in the old row's place
+        newer = {}
+        for row in collected:
+            newer.setdefault(row["workload"], row)
+        collected = [newer.pop(row["workload"], row) for row in kept_rows(args.update)] + list(newer.values())
     sources = [kept_rows(args.keep)] if args.keep else []
-    for source in sources + [rows_of(folder) for folder in args.folders]:   # collected twice: the first one's
+    for source in sources + [collected]:   # collected twice: the first one's
         for row in source:
             if row["workload"] not in seen:
                 seen.add(row["workload"])
