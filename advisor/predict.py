@@ -15,7 +15,9 @@ A prediction is physics first, regression second:
 3. **What remains**: a ridge regression of log(measured / physical speedup) on three
    features, fitted on measurements (``advisor/data/dataset_<gpu>.csv``).
 
-Graph scopes never exceed the bound P / GPU busy. Intervals are the 10th and 90th
+Graph scopes never exceed the bound P / GPU busy; compile never exceeds P / (GPU busy less
+all of its small-kernel time), the most fusion could take out, so that the regression cannot
+lift a GPU-bound trace without small kernels above what the trace shows. Intervals are the 10th and 90th
 percentiles of leave-one-family-out residuals. The model ships as JSON coefficients;
 ``fit`` rebuilds it from a dataset CSV with scikit-learn, ``predict`` needs numpy only.
 """
@@ -37,7 +39,8 @@ GRAPH_SCOPES = ("submodule", "fwd_bwd", "full_iteration")
 SCOPES = GRAPH_SCOPES + ("compile",)
 RESIDUAL_FEATURES = ("log_bound", "log_physical", "busy_share", "log_ops")
 RIDGE_ALPHA = 3.0
-FUSION_SHARE = 0.5         # share of small-kernel time compile's fusion removes (no measurements of our own yet)
+FUSION_SHARE = 0.5         # share of small-kernel time compile's fusion removes (a prior: the residual regression,
+                           # fitted on the dataset's compile timings, takes out what it misses)
 GO_THRESHOLD = 1.05        # a scope "helps" when it is at least this much faster
 GO_DECISION = 1.3          # predicted speedup needed to say so: two processes of one script time its eager
                            # loop about 6-10 % apart (sd; bench/results/eager_noise_h200), so a speedup, the
@@ -388,6 +391,16 @@ def predict_scope(model: dict, f: dict, scope: str) -> float:
     return base
 
 
+def scope_bound(f: dict, scope: str, eager: float) -> float:
+    """The most a scope can win on this trace: a graph removes the launch gaps and nothing more
+    (P / GPU busy); compile's fusion can also take out, at most, all of the small-kernel time
+    (the regression fitted on launch-bound rows must not lift a GPU-bound trace past that)."""
+    busy = max(_value(f, "busy_ms"), 1e-9)
+    if scope == "compile":
+        busy *= max(1.0 - _value(f, "small_kernel_share", 0.0), 1e-3)
+    return eager / busy
+
+
 def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
     """Per scope: speedup with an interval; graph scopes never above the bound; a scope that
     patch refuses for this script gets the reason instead of a number."""
@@ -397,20 +410,18 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
     eager, how = eager_ms(f, model)
     bound = eager / busy
     out = {"eager_ms": eager, "eager_source": how, "bound": bound}
+    ceiling = {scope: scope_bound(f, scope, eager) for scope in SCOPES}
     refused = {s: v.get("why", "") for s, v in ((applied or {}).get("scopes") or {}).items() if not v.get("applies")}
     for scope in SCOPES:
         if scope in refused:
             out[scope] = {"refused": refused[scope]}
             continue
-        speedup = predict_scope(model, f, scope)
-        if scope != "compile":
-            speedup = min(speedup, bound)
+        speedup = min(predict_scope(model, f, scope), ceiling[scope])
         out[scope] = {"speedup": speedup, "low": None, "high": None, "ms": eager / speedup}
         interval = (model.get("log_interval") or {}).get(scope)
         if interval:
             low, high = (speedup * math.exp(q) for q in interval)
-            out[scope].update(low=min(low, speedup), high=max(min(high, bound) if scope != "compile" else high,
-                                                             speedup))
+            out[scope].update(low=min(low, speedup), high=max(min(high, ceiling[scope]), speedup))
         else:
             out[scope]["unvalidated"] = "no measurements of this scope in the model's dataset: physics alone"
         if scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
@@ -564,11 +575,8 @@ def cross_validate(rows, residual_scopes) -> dict:
         for i in np.flatnonzero(families == family):
             predicted_eager[i] = eager_ms(rows[i], model)[0]
             for scope in SCOPES:
-                speedup = predict_scope(model, rows[i], scope)
-                if scope != "compile":
-                    eager, _ = eager_ms(rows[i], model)
-                    speedup = min(speedup, eager / _value(rows[i], "busy_ms"))
-                predicted[scope][i] = speedup
+                predicted[scope][i] = min(predict_scope(model, rows[i], scope),
+                                          scope_bound(rows[i], scope, predicted_eager[i]))
     results = {}
     for scope in SCOPES:
         measured = np.array([measured_speedup(r, scope) for r in rows])
@@ -588,6 +596,7 @@ def cross_validate(rows, residual_scopes) -> dict:
             "workloads": int(done.sum()),
             "median_abs_log_error": float(np.median(np.abs(residual))) if done.any() else math.nan,
             "within_20_percent": float(np.mean(np.abs(p / m - 1) <= 0.2)) if done.any() else math.nan,
+            "within_25_percent": float(np.mean(np.abs(p / m - 1) <= 0.25)) if done.any() else math.nan,
             "time_within_20_percent": float(np.mean(np.abs(time_ratio - 1) <= 0.2)) if done.any() else math.nan,
             "within_20_percent_same_eager": (float(np.mean(np.abs(same_eager / m - 1) <= 0.2)) if done.any()
                                              else math.nan),

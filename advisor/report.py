@@ -162,6 +162,9 @@ def render_evaluation(results: dict, out: Console) -> None:
                       _share(r["interval_coverage"]), _fixed(r["spearman"]), _share(r["go_nogo_accuracy"]),
                       f"{r['nogo_called_nogo']}/{r['nogo_workloads']}")
     out.print(table)
+    compile_ = results.get("compile") or {}
+    if compile_.get("workloads"):   # compile's own target is looser: fusion varies more than a graph's replay
+        out.print(f"compile within 25 %: {_share(compile_['within_25_percent'])} of {compile_['workloads']} workloads")
     v = results["verdict"]
     out.print(f"'graphs help' per workload (best graph scope): {_share(v['accuracy'])} right; no-go called no-go "
               f"{v['nogo_called_nogo']}/{v['nogo_workloads']}, go called go {v['go_called_go']}/{v['go_workloads']}")

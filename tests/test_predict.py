@@ -163,6 +163,19 @@ def test_compile_on_a_gpu_bound_trace_without_small_kernels_stays_near_one():
     assert p["compile"]["speedup"] < 1.1 and p["graphs_help"] is False
 
 
+def test_compile_never_exceeds_what_fusion_could_remove_from_the_trace(rows, shipped):
+    """compile's regression, fitted on launch-bound rows, lifts GPU-bound ones (the dataset's
+    GPU-bound rows without small kernels, e.g. large_mlp_w4096_d6_b8192 measured at 0.97x):
+    the prediction stops at P / (GPU busy less all small-kernel time), computed here by hand."""
+    lifted = 0
+    for row in rows:
+        p = pr.predict(shipped, row)
+        ceiling = p["eager_ms"] / (number(row, "busy_ms") * max(1 - number(row, "small_kernel_share"), 1e-3))
+        assert p["compile"]["speedup"] <= ceiling * (1 + 1e-12) and p["compile"]["high"] <= ceiling * (1 + 1e-12)
+        lifted += pr.predict_scope(shipped, row, "compile") > ceiling
+    assert lifted >= 3   # the bound is what holds these rows down, not the regression
+
+
 def test_graphed_run_gets_no_prediction():
     _, out, _ = run("analyze", sample("launch_graphed"), "--json")
     assert json.loads(out)["predictions"] == {
@@ -229,6 +242,14 @@ def test_model_eval_and_bad_inputs(tmp_path, rows):
     assert result["within_20_percent_same_eager"] == pytest.approx(sum(same_ok) / len(names))
     eager_ok = [abs(used[n] / eager[n] - 1) <= 0.2 for n in used]
     assert json.loads(out)["baseline"]["eager_within_20_percent"] == pytest.approx(sum(eager_ok) / len(eager_ok))
+    # compile's own target (within 25 %), over the rows whose CSV has a compile timing
+    compile_ = json.loads(out)["compile"]
+    timed = [r["workload"] for r in rows if number(r, "compile_ms") > 0]
+    assert sorted(compile_["measured"]) == sorted(timed) and compile_["workloads"] == len(timed) > 0
+    ok = [abs(compile_["predicted"][n] / compile_["measured"][n] - 1) <= 0.25 for n in timed]
+    assert compile_["within_25_percent"] == pytest.approx(sum(ok) / len(ok))
+    code, text, _ = run("model", "eval")
+    assert code == 0 and f"compile within 25 %: {sum(ok) / len(ok):.0%} of {len(ok)} workloads\n" in text
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     code, _, err = run("model", "eval", bad)
@@ -443,7 +464,8 @@ def test_a_count_without_a_host_bound_row_to_fit_it_keeps_the_per_operation_line
 def test_an_inference_loop_s_compile_pays_no_cost_per_parameter_tensor(tmp_path):
     """A record of an inference loop that counts 200 parameter tensors (the bootstrap did,
     before it counted at training calls only): compile's prediction is the one without a
-    count, not slowed by 200 gradients that an inference graph never hands back."""
+    count, not slowed by 200 gradients that an inference graph never hands back (charged, they
+    would add about 3.6 ms to an iteration of 0.74 ms: a speedup near 0.2)."""
     import shutil
 
     compile_ = {}
@@ -457,7 +479,7 @@ def test_an_inference_loop_s_compile_pays_no_cost_per_parameter_tensor(tmp_path)
         code, out, _ = run("analyze", folder / "inf.sqlite", "--json")
         compile_[count] = json.loads(out)["predictions"]["compile"]["speedup"]
     assert compile_[200] == pytest.approx(compile_[None], rel=1e-12)
-    assert compile_[None] > 0.9
+    assert compile_[None] > 0.5
 
 
 def test_model_eval_s_verdict_counts_only_the_workloads_a_model_predicted(tmp_path):
