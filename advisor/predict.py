@@ -12,7 +12,7 @@ A prediction is physics first, regression second:
    model for fwd_bwd) on the untraced clock, plus the graph launches. compile also removes
    part of the small-kernel time (fusion), and nothing more: a GPU-bound trace with few small
    kernels gets no large compile speedup.
-3. **What remains**: a ridge regression of log(measured / physical speedup) on three
+3. **What remains**: a ridge regression of log(measured / physical speedup) on four
    features, fitted on measurements (``advisor/data/dataset_<gpu>.csv``).
 
 Graph scopes never exceed the bound P / GPU busy; compile never exceeds P / (GPU busy less

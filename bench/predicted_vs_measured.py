@@ -38,15 +38,17 @@ def main():
                     predicted[s][row["workload"]] = out[s]["speedup"]
     within, total = {s: 0 for s in pr.SCOPES}, {s: 0 for s in pr.SCOPES}
     graphed, same_eager = {s: 0 for s in pr.SCOPES}, {s: 0 for s in pr.SCOPES}
+    within_25 = {s: 0 for s in pr.SCOPES}   # compile's own target
     model = pr.load_model(args.model)   # for the eager time the predictions start from
-    print(f"{'workload':34s} {'eager source':>24s}  " + "  ".join(f"{s:>24s}" for s in pr.GRAPH_SCOPES))
+    print(f"{'workload':34s} {'eager source':>24s}  " + "  ".join(f"{s:>24s}" for s in pr.SCOPES))
     for row in rows:
         cells = []
-        for s in pr.GRAPH_SCOPES:
+        for s in pr.SCOPES:
             measured, guess = pr.measured_speedup(row, s), predicted[s].get(row["workload"], math.nan)
             if math.isfinite(measured) and math.isfinite(guess):
                 total[s] += 1
                 within[s] += abs(guess / measured - 1) <= 0.2
+                within_25[s] += abs(guess / measured - 1) <= 0.25
                 # the two halves of the error: the graphed time itself, and the eager time it is
                 # divided into (the profile's baseline against tune's own eager run)
                 predicted_ms = pr.eager_ms(row, model)[0] / guess
@@ -57,9 +59,11 @@ def main():
                 cells.append(f"{'-':>24s}")
         source = "measured" if float(row.get("baseline_ms") or 0) > 0 else "estimated"
         print(f"{row['workload']:34s} {source:>24s}  " + "  ".join(cells))
-    for s in pr.GRAPH_SCOPES:
+    for s in pr.SCOPES:
         if total[s]:
-            print(f"{s}: within 20 % for {within[s]} of {total[s]}; graphed time within 20 % for {graphed[s]}; "
+            print(f"{s}: within 20 % for {within[s]} of {total[s]}"
+                  + (f" (within 25 % for {within_25[s]})" if s == "compile" else "")
+                  + f"; its time within 20 % for {graphed[s]}; "
                   f"with tune's eager time as the baseline, within 20 % for {same_eager[s]}")
 
 
