@@ -41,7 +41,7 @@ from .errors import TraceError
 from .trace import (
     CALL_GRAPH_LAUNCH, CALL_LAUNCH, CALL_OTHER, CALL_SYNC, GRAPH_LAUNCH_CALLS, LAUNCH_CALLS, NVTX_DTYPE,
     NVTX_PUSH_POP, NVTX_START_END, OP_GRAPH, OP_KERNEL, OP_MEMCPY, OP_MEMSET, OPS_DTYPE, RUNTIME_DTYPE, SYNC_CALLS,
-    Trace, _needed, _sorted_by_start,
+    Trace, _needed, _sorted_by_start, is_fusible_kernel,
 )
 
 BACKEND = "torch.profiler"
@@ -149,7 +149,8 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
 
     runtime, runtime_category, runtime_names, owner, spans = _calls(calls)
     main_pid = max(spans, key=lambda p: spans[p][1] - spans[p][0]) if spans else _cpu_pid(labels, annotations)
-    ops, graph_nodes = _ops(gpu, owner, main_pid, runtime, runtime_category)
+    kernel_names = {}   # kernel name -> its number in ops["name"] (from 1)
+    ops, graph_nodes = _ops(gpu, owner, main_pid, runtime, runtime_category, kernel_names)
     nvtx, nvtx_names = _ranges(annotations)
     graph_mode = "graph" if graph_nodes else "none"
     devices = {int(d["id"]): str(d.get("name", "")) for d in data.get("deviceProperties") or []
@@ -175,6 +176,7 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
         spans={pid << 24: span for pid, span in spans.items()},
         details=details,
         graph_nodes=graph_nodes,
+        fusible_names=np.array(sorted(i for name, i in kernel_names.items() if is_fusible_kernel(name)), np.int32),
     )
 
 
@@ -247,10 +249,11 @@ def _category(name: str) -> int:
     return CALL_OTHER
 
 
-def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: np.ndarray):
+def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: np.ndarray, names: dict):
     """Kernels, copies and memsets, each in the process whose call launched it (the profiled
     process when the call is not in the trace); those a graph launch ran collapsed into one
-    replay per launch (see the module's docstring). Returns (ops, how many were collapsed)."""
+    replay per launch (see the module's docstring). Each kernel's name is numbered in ``names``.
+    Returns (ops, how many were collapsed)."""
     ops = np.empty(len(gpu), OPS_DTYPE)
     if not gpu:
         return ops, 0
@@ -262,6 +265,8 @@ def _ops(gpu: list, owner: dict, main_pid: int, runtime: np.ndarray, category: n
     ops["pid"] = np.array([owner.get(int(c), main_pid) for c in corr], np.int64) << 24
     ops["corr"] = corr
     ops["kind"] = [GPU_CATEGORIES[e["cat"]] for e in gpu]
+    ops["name"] = [names.setdefault(str(e.get("name", "")), len(names) + 1) if e["cat"] == "kernel" else 0
+                   for e in gpu]
     graph_corr = runtime["corr"][category == CALL_GRAPH_LAUNCH]
     ops["in_graph"] = np.isin(corr, graph_corr) & (corr != 0)
     nodes = int(ops["in_graph"].sum())
@@ -284,6 +289,7 @@ def _replays(nodes: np.ndarray) -> np.ndarray:
     np.maximum.at(replays["end"], which, nodes["end"])
     replays["kind"] = OP_GRAPH
     replays["in_graph"] = True
+    replays["name"] = 0
     return replays
 
 

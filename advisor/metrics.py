@@ -102,6 +102,7 @@ class Summary:
     graphed_share: float             # share of GPU busy time spent in graph replays / graph nodes
     iteration_busy_share: float      # share of the run's GPU busy time inside the iterations
     small_kernel_share: float        # share of kernel time in kernels under 20 us (what fusion merges)
+    fusible_kernel_share: float      # share of kernel time in the kernel families compile generates itself
     phases: Phases                   # host time per phase of the iteration (traced clock)
     verdict: str
     reasons: list = field(default_factory=list)
@@ -224,6 +225,9 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     is_kernel = ops["kind"] == OP_KERNEL
     durations_ns = op_ns[is_kernel]
     del op_ns
+    kernel_total = float(durations_ns.sum())
+    fusible = np.isin(ops["name"][is_kernel], trace.fusible_names) if len(trace.fusible_names) else None
+    fusible_share = float(durations_ns[fusible].sum()) / kernel_total if kernel_total and fusible is not None else 0.0
     kernels = count_within(starts, a, b, is_kernel)
     gpu_ops = count_within(starts, a, b)
     # kernels launched one by one (graph nodes share their graph launch's correlationId)
@@ -292,6 +296,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         graphed_share=graphed_share,
         iteration_busy_share=float(busy_ns.sum() / busy_total) if busy_total else 0.0,
         small_kernel_share=small_kernel_share(durations_ns),
+        fusible_kernel_share=fusible_share,
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid),
         verdict=verdict(utilization, sync_share, graphed_share, delay_median >= QUEUE_AHEAD_US),

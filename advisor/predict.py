@@ -10,8 +10,9 @@ A prediction is physics first, regression second:
    from this GPU's calibration), host side = the host work the scope leaves eager (the phases
    the trace marks: between iterations, the optimizer under a GradScaler, everything but the
    model for fwd_bwd) on the untraced clock, plus the graph launches. compile also removes
-   part of the small-kernel time (fusion), and nothing more: a GPU-bound trace with few small
-   kernels gets no large compile speedup.
+   part of the time of the kernels it fuses or generates itself (the kernel families named in
+   ``advisor.trace.FUSIBLE_KERNEL_MARKS``, or the small kernels where those are more), and
+   nothing more: a GPU-bound trace of GEMMs gets no large compile speedup.
 3. **What remains**: a ridge regression of log(measured / physical speedup) on four
    features, fitted on measurements (``advisor/data/dataset_<gpu>.csv``).
 
@@ -60,7 +61,7 @@ DEFAULT_CALIBRATION = {"graph_node_us": 1.2, "graph_launch_us": 7.0, "eager_laun
 FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "small_kernel_share",
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
-                   "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors")
+                   "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -97,6 +98,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "eager_launch_us": calibration.get("eager_launch_us", math.nan),
         "optimizer_eager": 1.0 if full.get("optimizer_eager") else 0.0,
         "param_tensors": float(params) if isinstance(params, (int, float)) and params > 0 else math.nan,
+        "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
     }
 
 
@@ -159,7 +161,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         host += callable_ms(f, model) * _host_speed(f, calibration)
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
-        gpu -= busy * FUSION_SHARE * _value(f, "small_kernel_share", 0.0)
+        gpu -= busy * FUSION_SHARE * _fusible(f)
     # a host sync left eager (a GradScaler's inf check, .item()) makes the host wait for the
     # graph: then part of the shorter side adds to the longer instead of overlapping it (the
     # share fitted on the synced rows: the optimizer's kernels still overlap the next
@@ -393,12 +395,21 @@ def predict_scope(model: dict, f: dict, scope: str) -> float:
 
 def scope_bound(f: dict, scope: str, eager: float) -> float:
     """The most a scope can win on this trace: a graph removes the launch gaps and nothing more
-    (P / GPU busy); compile's fusion can also take out, at most, all of the small-kernel time
-    (the regression fitted on launch-bound rows must not lift a GPU-bound trace past that)."""
+    (P / GPU busy); compile can also take out, at most, all the time of the kernels it fuses or
+    generates itself: the small kernels, or the kernel families it replaces (elementwise,
+    normalisation, layout; ``fusible_share``, where the trace names its kernels), whichever is
+    more. The regression fitted on launch-bound rows must not lift a GPU-bound trace past that."""
     busy = max(_value(f, "busy_ms"), 1e-9)
     if scope == "compile":
-        busy *= max(1.0 - _value(f, "small_kernel_share", 0.0), 1e-3)
+        busy *= max(1.0 - _fusible(f), 1e-3)
     return eager / busy
+
+
+def _fusible(f: dict) -> float:
+    """The share of kernel time compile can fuse or generate: the named kernel families, or the
+    small kernels where those are more (a trace analysed before the names were read has only
+    the small kernels)."""
+    return max(_value(f, "small_kernel_share", 0.0), _value(f, "fusible_share", 0.0))
 
 
 def predict(model: dict, f: dict, applied: dict | None = None) -> dict:

@@ -59,8 +59,28 @@ PID_MASK = np.int64(~0xFFFFFF)  # globalTid & PID_MASK == globalPid (nsys: & 0xF
 
 OPS_DTYPE = np.dtype([
     ("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"),
-    ("corr", "i8"), ("kind", "i1"), ("in_graph", "?"),
-])
+    ("corr", "i8"), ("kind", "i1"), ("in_graph", "?"), ("name", "i4"),
+])   # name: a kernel's short-name id (nsys: StringIds; Kineto: its own numbering), 0 for the rest
+# Kernels of the families a compiler (torch.compile's Inductor) generates code for itself:
+# PyTorch's elementwise and reduction kernels, normalisation (cuDNN's batch norm too), softmax,
+# dropout, layout transposes, concatenation, gathers and scatters. Matched case-insensitively in
+# the kernel's short name; a name that matches none (GEMMs, convolutions, attention, cuBLAS's
+# plain `Kernel`/`Kernel2`, the optimizer's multi-tensor kernels) is not fusible: what compile can
+# take out of a GPU-bound iteration is bounded by these kernels' time, not by guesses.
+FUSIBLE_KERNEL_MARKS = ("elementwise", "reduce_kernel", "batch_norm", "batchnorm", "bn_fw", "bn_bw", "layer_norm",
+                        "layernorm", "gammabeta", "rmsnorm", "softmax", "dropout", "nchwtonhwc", "nhwctonchw",
+                        "transpose", "catarray", "index", "gather", "scatter")
+# library kernels whose names can hold one of those marks (cuBLAS's split-K reduction of a GEMM,
+# a CUTLASS GEMM with a gather): never fusible
+LIBRARY_KERNEL_MARKS = ("gemm", "splitk", "cutlass", "xmma", "cublas", "conv", "nvjet")
+
+
+def is_fusible_kernel(name: str) -> bool:
+    """Whether a kernel of this name is one a compiler fuses or generates (FUSIBLE_KERNEL_MARKS and
+    none of LIBRARY_KERNEL_MARKS)."""
+    lowered = name.lower()
+    return any(mark in lowered for mark in FUSIBLE_KERNEL_MARKS) and \
+        not any(mark in lowered for mark in LIBRARY_KERNEL_MARKS)
 RUNTIME_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("corr", "i8"), ("name_id", "i8")])
 NVTX_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("event_type", "i4"), ("name", "i8")])
 
@@ -94,6 +114,8 @@ class Trace:
     devices: dict = field(default_factory=dict)     # device id -> GPU name
     pytorch: bool = True                 # PyTorch's kernels or cg-advise's ranges are in it
     backend: str = "nsys"                # what recorded it: "nsys" or "torch.profiler" (advisor/kineto.py)
+    fusible_names: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))   # sorted ops["name"] ids
+                                         # of the kernels a compiler fuses or generates (is_fusible_kernel)
 
     @property
     def profiler(self) -> str:
@@ -213,6 +235,7 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         processes=_processes(db, tables),
         devices=_devices(db, tables),
         pytorch=_is_pytorch(db, tables, nvtx_names),
+        fusible_names=_fusible_name_ids(db, columns, strings),
     )
 
 
@@ -236,12 +259,25 @@ def _reorder(rows: np.ndarray, order: np.ndarray) -> None:
 
 
 _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"), ("corr", "i8")])
-_READ_NODE_OPS = np.dtype(_READ_OPS.descr + [("in_graph", "i8")])
+
+
+def _fusible_name_ids(db, columns: dict, strings: bool) -> np.ndarray:
+    """The StringIds ids of the kernel short names is_fusible_kernel accepts, sorted (read off
+    the distinct names, not the kernel rows)."""
+    if not strings or "shortName" not in columns.get(KERNEL, ()):
+        return np.empty(0, np.int32)
+    fusible = " OR ".join("value LIKE ?" for _ in FUSIBLE_KERNEL_MARKS)   # LIKE: ASCII case-insensitive
+    library = " OR ".join("value LIKE ?" for _ in LIBRARY_KERNEL_MARKS)
+    return np.array(sorted(ident for (ident,) in db.execute(
+        f"SELECT id FROM StringIds WHERE ({fusible}) AND NOT ({library})",
+        [f"%{mark}%" for mark in FUSIBLE_KERNEL_MARKS + LIBRARY_KERNEL_MARKS]).fetchall()), np.int32)
 
 
 def _op_queries(columns: dict) -> list:
     """(kind, table, sql, dtype) for the kernels, copies, memsets and graph replays; only the columns
-    the analysis uses are read (the kind is the table's, a graph replay is in a graph by definition).
+    the analysis uses are read (the kind is the table's, a graph replay is in a graph by definition;
+    a kernel's short-name id, a raw column, costs next to nothing to read: which names are fusible
+    is decided once per name, not per row).
     The SQL's {rows} is where the reader puts a chunk's rowid range (advisor/columns.py)."""
     queries = []
     for kind, table in OP_TABLES:
@@ -249,11 +285,16 @@ def _op_queries(columns: dict) -> list:
         if not cols:
             continue
         pid = "globalPid" if "globalPid" in cols else "0"
-        node = kind != OP_GRAPH and "graphNodeId" in cols
-        extra = ", graphNodeId IS NOT NULL AND graphNodeId != 0" if node else ""
+        extra, fields = "", list(_READ_OPS.descr)
+        if kind != OP_GRAPH and "graphNodeId" in cols:
+            extra += ", graphNodeId IS NOT NULL AND graphNodeId != 0"
+            fields.append(("in_graph", "i8"))
+        if kind == OP_KERNEL and "shortName" in cols:
+            extra += ", coalesce(shortName, 0)"
+            fields.append(("name", "i8"))
         sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({pid}, 0), coalesce(correlationId, 0){extra} "
                f"FROM {table} WHERE {ROWS} AND end IS NOT NULL")
-        queries.append((kind, table, sql, _READ_NODE_OPS if node else _READ_OPS))
+        queries.append((kind, table, sql, np.dtype(fields)))
     return queries
 
 
@@ -282,6 +323,8 @@ def _ops(queries: list, results: list, buffer, bounds: list) -> np.ndarray:
         rows["kind"] = kind
         if "in_graph" not in dtype.names:
             rows["in_graph"] = kind == OP_GRAPH
+        if "name" not in dtype.names:
+            rows["name"] = 0
     total = sum(len(rows) for rows in results)
     full = buffer is not None and all(np.may_share_memory(rows, buffer) for rows in results) \
         and all(len(rows) == bound for rows, bound in zip(results[:-1], bounds))

@@ -6,7 +6,7 @@ import statistics
 import pytest
 
 from advisor.analysis import analyse
-from advisor.trace import open_trace
+from advisor.trace import is_fusible_kernel, open_trace
 from conftest import TRACES, rewrite, sample, sql
 
 EAGER = ["launch_eager", "compute_eager", "mixed_eager", "sync_eager", "infer_eager"]
@@ -270,3 +270,25 @@ def test_numbered_range_names_are_one_group(copy_sample):
     assert numbered == s.iterations == 40
     assert s.iteration_source == "repeated top-level range 'step #'"
     assert [r.calls for r in analysis.main.ranges if r.name == "step #"] == [40]
+
+
+@pytest.mark.parametrize("name", EAGER + ["zoo_cnn_amp_profiled"])
+def test_fusible_kernel_share_matches_sql(name):
+    """compile's evidence on a GPU-bound trace: the share of kernel time in the kernel families it
+    generates itself, from the kernels' short names joined in SQL here (the rule, which names
+    count, is the product's definition; the sum is this test's)."""
+    rows = sql(sample(name), "SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                             "JOIN StringIds s ON s.id = k.shortName")
+    total = sum(duration for _, duration in rows)
+    fusible = sum(duration for kernel, duration in rows if is_fusible_kernel(kernel))
+    summary = analyse(open_trace(sample(name))).main.summary
+    assert summary.fusible_kernel_share == pytest.approx(fusible / total, rel=1e-9)
+    assert 0 < summary.fusible_kernel_share < 1
+
+
+def test_fusible_kernels_are_named_not_sized():
+    """A GEMM library's reduction is not fusible though its name holds `reduce_kernel`; cuDNN's
+    batch norm and layout kernels are, whatever their length."""
+    assert not is_fusible_kernel("splitKreduce_kernel") and not is_fusible_kernel("void cutlass::Kernel2<x>")
+    assert is_fusible_kernel("bn_bw_1C11_kernel_new") and is_fusible_kernel("nchwToNhwcKernel")
+    assert is_fusible_kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>")

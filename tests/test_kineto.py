@@ -13,7 +13,7 @@ from advisor.analysis import analyse
 from advisor.errors import TraceError
 from advisor.kineto import KinetoTrace, open_kineto
 from advisor.predict import features_of, load_model, physical, predictions_for
-from advisor.trace import OP_GRAPH, OP_KERNEL, OP_MEMCPY, open_trace
+from advisor.trace import OP_GRAPH, OP_KERNEL, OP_MEMCPY, is_fusible_kernel, open_trace
 from conftest import TRACES, sql
 
 KINETO = TRACES / "kineto"
@@ -312,6 +312,18 @@ def test_both_backends_agree_on_the_same_workload():
     assert torch.verdict == nsys.verdict == "launch-bound"
     assert torch.phases.marked and nsys.phases.marked
     assert torch.phases.optimizer_ops == nsys.phases.optimizer_ops
+
+
+def test_fusible_kernel_share_matches_plain_python_and_nsys():
+    """The share of kernel time in the kernel families compile generates itself, from Kineto's
+    full kernel names summed here in plain Python, and the same workload's nsys export (short
+    names) reads the same."""
+    kernels = [e for e in events("mlp_launch") if e["cat"] == "kernel"]
+    share = sum(e["dur"] for e in kernels if is_fusible_kernel(e["name"])) / sum(e["dur"] for e in kernels)
+    torch = analyse(open_trace(kineto("mlp_launch"))).main.summary.fusible_kernel_share
+    nsys = analyse(open_trace(KINETO / "mlp_launch_nsys.sqlite")).main.summary.fusible_kernel_share
+    assert torch == pytest.approx(share, rel=1e-6) and 0.1 < share < 0.5
+    assert torch == pytest.approx(nsys, rel=0.03)
 
 
 def outside_shares(named):
