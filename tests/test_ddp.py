@@ -114,9 +114,16 @@ def one_rank_env() -> dict:
 
 
 def torchrun(script, *args, cwd, env=None):
+    """The script under 2-process torchrun; its ranks' printed lines. A rank that aborts with
+    std::terminate's "without an active exception" (Gloo's threads torn down under a live
+    interpreter on a loaded CPU machine, pytorch/pytorch#179291; seen once in about 30 runs of
+    these tests) gets the whole launch once more: any other failure, or that one twice, fails."""
     env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT, **(env or {})}
-    done = subprocess.run([*LAUNCHER, "--master-port", free_port(), str(script), *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
+    for _ in range(2):
+        done = subprocess.run([*LAUNCHER, "--master-port", free_port(), str(script), *args], capture_output=True,
+                              text=True, cwd=cwd, env=env, timeout=300)
+        if done.returncode == 0 or "terminate called without an active exception" not in done.stderr:
+            break
     assert done.returncode == 0, done.stderr[-3000:]
     # the ranks share stdout: one rank's line can land inside another's before its newline
     return sorted(line.strip() for line in re.findall(r"rank \d+: .*?(?=rank \d+: |$)", done.stdout, flags=re.M))
