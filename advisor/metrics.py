@@ -14,7 +14,7 @@ import numpy as np
 
 from .intervals import Union, assign, count_within, in_order
 from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows, project
-from .phases import Phases, measure, small_kernel_share
+from .phases import Phases, measure, share_of, small_kernel_share
 from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, OP_GRAPH, OP_KERNEL,
                     PID_MASK, Trace, pid_of)
 
@@ -225,9 +225,6 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     is_kernel = ops["kind"] == OP_KERNEL
     durations_ns = op_ns[is_kernel]
     del op_ns
-    kernel_total = float(durations_ns.sum())
-    fusible = np.isin(ops["name"][is_kernel], trace.fusible_names) if len(trace.fusible_names) else None
-    fusible_share = float(durations_ns[fusible].sum()) / kernel_total if kernel_total and fusible is not None else 0.0
     kernels = count_within(starts, a, b, is_kernel)
     gpu_ops = count_within(starts, a, b)
     # kernels launched one by one (graph nodes share their graph launch's correlationId)
@@ -296,7 +293,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         graphed_share=graphed_share,
         iteration_busy_share=float(busy_ns.sum() / busy_total) if busy_total else 0.0,
         small_kernel_share=small_kernel_share(durations_ns),
-        fusible_kernel_share=fusible_share,
+        fusible_kernel_share=share_of(durations_ns, np.isin(ops["name"][is_kernel], trace.fusible_names)),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid),
         verdict=verdict(utilization, sync_share, graphed_share, delay_median >= QUEUE_AHEAD_US),

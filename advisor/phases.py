@@ -101,5 +101,10 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
 def small_kernel_share(durations_ns: np.ndarray) -> float:
     """Share of kernel time in kernels under SMALL_KERNEL_US: the elementwise and small
     reductions that fusion merges; what compile can win beyond removing launch gaps."""
+    return share_of(durations_ns, durations_ns < SMALL_KERNEL_US * 1e3)
+
+
+def share_of(durations_ns: np.ndarray, chosen: np.ndarray) -> float:
+    """The share of the kernels' time in the ``chosen`` ones (0 without kernel time)."""
     total = float(durations_ns.sum())
-    return float(durations_ns[durations_ns < SMALL_KERNEL_US * 1e3].sum()) / total if total else 0.0
+    return float(durations_ns[chosen].sum()) / total if total else 0.0

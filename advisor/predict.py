@@ -17,8 +17,8 @@ A prediction is physics first, regression second:
    features, fitted on measurements (``advisor/data/dataset_<gpu>.csv``).
 
 Graph scopes never exceed the bound P / GPU busy; compile never exceeds P / (GPU busy less
-all of its small-kernel time), the most fusion could take out, so that the regression cannot
-lift a GPU-bound trace without small kernels above what the trace shows. Intervals are the 10th and 90th
+all the time of the kernels it fuses or generates), the most it could take out, so that the
+regression cannot lift a GPU-bound trace of GEMMs above what the trace shows. Intervals are the 10th and 90th
 percentiles of leave-one-family-out residuals. The model ships as JSON coefficients;
 ``fit`` rebuilds it from a dataset CSV with scikit-learn, ``predict`` needs numpy only.
 """
@@ -40,8 +40,8 @@ GRAPH_SCOPES = ("submodule", "fwd_bwd", "full_iteration")
 SCOPES = GRAPH_SCOPES + ("compile",)
 RESIDUAL_FEATURES = ("log_bound", "log_physical", "busy_share", "log_ops")
 RIDGE_ALPHA = 3.0
-FUSION_SHARE = 0.5         # share of small-kernel time compile's fusion removes (a prior: the residual regression,
-                           # fitted on the dataset's compile timings, takes out what it misses)
+FUSION_SHARE = 0.5         # share of the fusible kernels' time (_fusible) compile removes (a prior: the residual
+                           # regression, fitted on the dataset's compile timings, takes out what it misses)
 GO_THRESHOLD = 1.05        # a scope "helps" when it is at least this much faster
 GO_DECISION = 1.3          # predicted speedup needed to say so: two processes of one script time its eager
                            # loop about 6-10 % apart (sd; bench/results/eager_noise_h200), so a speedup, the

@@ -61,6 +61,9 @@ OPS_DTYPE = np.dtype([
     ("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"),
     ("corr", "i8"), ("kind", "i1"), ("in_graph", "?"), ("name", "i4"),
 ])   # name: a kernel's short-name id (nsys: StringIds; Kineto: its own numbering), 0 for the rest
+RUNTIME_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("corr", "i8"), ("name_id", "i8")])
+NVTX_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("event_type", "i4"), ("name", "i8")])
+
 # Kernels of the families a compiler (torch.compile's Inductor) generates code for itself:
 # PyTorch's elementwise and reduction kernels, normalisation (cuDNN's batch norm too), softmax,
 # dropout, layout transposes, concatenation, gathers and scatters. Matched case-insensitively in
@@ -81,8 +84,6 @@ def is_fusible_kernel(name: str) -> bool:
     lowered = name.lower()
     return any(mark in lowered for mark in FUSIBLE_KERNEL_MARKS) and \
         not any(mark in lowered for mark in LIBRARY_KERNEL_MARKS)
-RUNTIME_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("corr", "i8"), ("name_id", "i8")])
-NVTX_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("event_type", "i4"), ("name", "i8")])
 
 
 def strip_version(name: str) -> str:
@@ -263,14 +264,15 @@ _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", 
 
 def _fusible_name_ids(db, columns: dict, strings: bool) -> np.ndarray:
     """The StringIds ids of the kernel short names is_fusible_kernel accepts, sorted (read off
-    the distinct names, not the kernel rows)."""
+    the distinct strings, not the kernel rows). SQL's LIKE only narrows the strings down (a
+    superset: case-insensitive, and its ``_`` matches any character); the rule is decided by
+    is_fusible_kernel alone, as for a Kineto trace."""
     if not strings or "shortName" not in columns.get(KERNEL, ()):
         return np.empty(0, np.int32)
-    fusible = " OR ".join("value LIKE ?" for _ in FUSIBLE_KERNEL_MARKS)   # LIKE: ASCII case-insensitive
-    library = " OR ".join("value LIKE ?" for _ in LIBRARY_KERNEL_MARKS)
-    return np.array(sorted(ident for (ident,) in db.execute(
-        f"SELECT id FROM StringIds WHERE ({fusible}) AND NOT ({library})",
-        [f"%{mark}%" for mark in FUSIBLE_KERNEL_MARKS + LIBRARY_KERNEL_MARKS]).fetchall()), np.int32)
+    marks = " OR ".join("value LIKE ?" for _ in FUSIBLE_KERNEL_MARKS)
+    candidates = db.execute(f"SELECT id, value FROM StringIds WHERE {marks}",
+                            [f"%{mark}%" for mark in FUSIBLE_KERNEL_MARKS]).fetchall()
+    return np.array(sorted(ident for ident, name in candidates if is_fusible_kernel(name)), np.int32)
 
 
 def _op_queries(columns: dict) -> list:
