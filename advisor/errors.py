@@ -1,5 +1,7 @@
 """Errors that end a command with one clear line instead of a traceback."""
 
+from pathlib import Path
+
 
 class CgAdviseError(Exception):
     """Bad input or environment; ``exit_code`` is what the CLI exits with."""
@@ -9,3 +11,15 @@ class CgAdviseError(Exception):
 
 class TraceError(CgAdviseError):
     """The report cannot be read or holds nothing to analyse."""
+
+
+def file_head(path, folder_hint: str, error=CgAdviseError) -> bytes:
+    """The first 16 bytes of a file the user named, which tell its format (SQLite's magic, JSON,
+    gzip); a missing path or a folder is one line (``folder_hint`` says what was expected)."""
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{path}: no such file")
+    if path.is_dir():
+        raise error(f"{path}: is a folder{folder_hint}")
+    with path.open("rb") as handle:
+        return handle.read(16)

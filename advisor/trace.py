@@ -16,7 +16,7 @@ import numpy as np
 import sqlite_utils
 
 from .columns import ROWS, read_only_uri, reader
-from .errors import TraceError
+from .errors import TraceError, file_head
 from .intervals import in_order
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
@@ -152,12 +152,7 @@ def open_trace(path) -> Trace:
     ``.json.gz`` (advisor/kineto.py), told apart by their first bytes; raises TraceError with
     one line on bad input."""
     path = Path(path)
-    if not path.exists():
-        raise TraceError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceError(f"{path}: is a folder, not an Nsight Systems export or a torch.profiler trace")
-    with path.open("rb") as handle:
-        head = handle.read(16)
+    head = file_head(path, ", not an Nsight Systems export or a torch.profiler trace", TraceError)
     if head != b"SQLite format 3\x00":
         from .kineto import looks_like_json, open_kineto
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .errors import CgAdviseError
+from .errors import CgAdviseError, file_head
 from .sourcefile import atomic_write
 
 TUNE_SCHEMA = "cg-advise.tune/1"
@@ -102,12 +102,7 @@ def split_results(paths) -> tuple:
     profile, tune = None, None
     for path in paths:
         p = Path(path)
-        if not p.exists():
-            raise CgAdviseError(f"{p}: no such file")
-        if p.is_dir():
-            raise CgAdviseError(f"{p}: is a folder; give a profile export (.sqlite, .nsys-rep) or a tune result (.json)")
-        with p.open("rb") as handle:
-            head = handle.read(16)
+        head = file_head(p, "; give a profile export (.sqlite, .nsys-rep) or a tune result (.json)")
         tune_json = None
         if not (head.startswith(b"SQLite format 3") or p.suffix in (".nsys-rep", ".sqlite", ".gz")):
             tune_json = _json_or_none(p)
