@@ -15,7 +15,8 @@ class TraceError(CgAdviseError):
 
 def file_head(path, folder_hint: str, error=CgAdviseError) -> bytes:
     """The first 16 bytes of a file the user named, which tell its format (SQLite's magic, JSON,
-    gzip); a missing path or a folder is one line (``folder_hint`` says what was expected)."""
+    gzip). Raises ``error`` with one line for a missing path or a folder; ``folder_hint``
+    follows "is a folder" in that line, its own separator first (", not ...", "; give ...")."""
     path = Path(path)
     if not path.exists():
         raise error(f"{path}: no such file")

@@ -397,7 +397,7 @@ def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
         if p.get("speedup"):
             if p.get("low") is not None:
                 parts.append(line(xv(p["low"]), y + 8, xv(p["high"]), y + 8, "whisk",
-                                  f"{scope}: predicted interval {p['low']:.2f}-{p['high']:.2f}x (10-90 %)"))
+                                  f"{scope}: predicted interval {p['low']:.2f}-{p['high']:.2f}x (80 % interval)"))
             parts.append(f'<circle cx="{num(xv(p["speedup"]))}" cy="{y + 8}" r="6" class="pred"><title>'
                          f'{esc(scope)}: predicted {p["speedup"]:.2f}x ({p["ms"]:.3f} ms/iteration)'
                          f'{esc("; " + p["as_applied"]) if p.get("as_applied") else ""}</title></circle>')
@@ -416,7 +416,7 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
         note = (predictions or {}).get("note", "no predictions")
         return _section("predictions", "Predicted speedup per capture scope", "What would each scope give?",
                         f'<p class="note">{esc(note)}</p>')
-    legend = ('<div class="legend"><span class="sw pred"></span>predicted (10-90 % interval) '
+    legend = ('<div class="legend"><span class="sw pred"></span>predicted (80 % interval) '
               + ('<span class="sw meas"></span>measured by tune ' if tune else "")
               + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>'
               + f'{_decision(predictions):.2f}x</div>')

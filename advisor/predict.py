@@ -625,26 +625,32 @@ def cross_validate(rows, residual_scopes) -> dict:
     return results
 
 
-INTERVAL = 0.8   # the share of measurements the printed interval is meant to hold
+INTERVAL_TAILS = (0.1, 0.9)   # the printed interval is meant to hold 80 % of measurements
 
 
 def interval_of(residuals) -> tuple:
-    """(low, high) log residuals that hold a new workload's with probability INTERVAL: the
-    split-conformal order statistics of the cross-validated residuals, the k-th smallest with
-    k = ceil((n + 1) q), which widen the plain 10th-90th percentiles by what n residuals cannot
-    know (with 40 of them, about the 7th and 93rd percentiles; the plain ones held 62-79 % of
-    the measurements instead of 80 %)."""
+    """(low, high): the log residuals between which a new workload's residual falls with
+    probability 0.8, from the cross-validated residuals of the others (split conformal): the
+    k-th smallest, k = floor((n + 1) 0.1) for the low end and ceil((n + 1) 0.9) for the high
+    one, which widens the plain 10th and 90th percentiles by what n residuals cannot know
+    (with 40, about the 7th and 93rd percentiles). Under 9 residuals the interval is their
+    whole range, which holds a new one with probability (n - 1) / (n + 1) only. NaN residuals
+    are left out; none at all raise ValueError."""
     ordered = np.sort(np.asarray(residuals, dtype=float))
-    n, tail = len(ordered), (1.0 - INTERVAL) / 2
-    low = max(math.floor((n + 1) * tail), 1)
-    high = min(math.ceil((n + 1) * (1.0 - tail)), n)
+    ordered = ordered[np.isfinite(ordered)]
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no residuals to make an interval of")
+    # round(): (n + 1) x 0.1 must be an exact integer where it is one (0.1 is not a binary fraction)
+    low = max(math.floor(round((n + 1) * INTERVAL_TAILS[0], 9)), 1)
+    high = min(math.ceil(round((n + 1) * INTERVAL_TAILS[1], 9)), n)
     return float(ordered[low - 1]), float(ordered[high - 1])
 
 
 def _interval_coverage(residual, families) -> float:
     """How often the measured speedup falls inside the printed interval (``interval_of`` the
-    cross-validated residuals: INTERVAL if the intervals are honest), each workload judged by
-    an interval made of the other families' residuals alone."""
+    cross-validated residuals: 80 % if the intervals are honest), each workload judged by an
+    interval made of the other families' residuals alone."""
     inside = []
     for i, family in enumerate(families):
         others = residual[families != family]

@@ -132,7 +132,7 @@ def _render_predictions(predictions: dict, out: Console) -> None:
             if isinstance(calibration.get(key), (int, float)))
         out.print(f"calibrated on {calibration['gpu']} (driver {calibration.get('driver') or '?'}, torch "
                   f"{calibration.get('torch') or '?'}){': ' + figures if figures else ''}")
-    table = Table(title="Predicted speedup (untraced, 10-90 % interval), each scope as patch applies it",
+    table = Table(title="Predicted speedup (untraced, 80 % interval), each scope as patch applies it",
                   title_justify="left")
     for column, justify in (("scope", "left"), ("speedup", "right"), ("interval", "right"), ("ms/iter", "right"),
                             ("note", "left")):
