@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from advisor.nsys import find_nsys  # noqa: E402
+from advisor.nsys import NsysError, find_nsys  # noqa: E402
 from advisor.profile import (NSYS, TORCH, ProfileOptions, Target, bootstrap_command,  # noqa: E402
                              child_env, nsys_command)
 from tuner.harness import Settings  # noqa: E402
@@ -66,14 +66,15 @@ def arguments(name: str) -> list:
     raise SystemExit(f"gpu_baselines: {name}: neither a workload of gpu_backends.sh nor of the zoo")
 
 
-def bootstrap_baseline(mode: str, args: list, folder: Path) -> float | None:
-    """The untraced ms/iteration the bootstrap timed in one process (CUDA events, median)."""
+def bootstrap_baseline(mode: str, args: list, folder: Path, nsys) -> float | None:
+    """The untraced ms/iteration the bootstrap timed in one process (CUDA events, median);
+    ``nsys`` (found once, before the first run) for the nsys mode."""
     options = ProfileOptions(output=folder / "r", warmup=WARMUP, iterations=ITERATIONS, force=True,
                              backend=TORCH if mode == "torch" else NSYS)
     target = Target(sys.executable, [], list(args))
     summary = folder / "summary.json"
     summary.unlink(missing_ok=True)
-    command = nsys_command(find_nsys(), options, target) if mode == "nsys" else bootstrap_command(target)
+    command = nsys_command(nsys, options, target) if mode == "nsys" else bootstrap_command(target)
     try:
         result = subprocess.run(command, env=child_env(options, summary, os.environ), cwd=ROOT, capture_output=True,
                                 text=True, timeout=600)
@@ -101,8 +102,8 @@ def tune_eager(args: list) -> float | None:
     return measured.ms_per_iter
 
 
-def one_run(mode: str, args: list, folder: Path) -> float | None:
-    return tune_eager(args) if mode == "tune" else bootstrap_baseline(mode, args, folder)
+def one_run(mode: str, args: list, folder: Path, nsys) -> float | None:
+    return tune_eager(args) if mode == "tune" else bootstrap_baseline(mode, args, folder, nsys)
 
 
 def summarise(runs: dict) -> dict:
@@ -125,6 +126,10 @@ def main():
     modes = tuple(args.modes.split(","))
     if not modes or set(modes) - set(MODES):
         parser.error(f"--modes: choose among {', '.join(MODES)}")
+    try:   # a missing nsys stops the bench before any run, in one line
+        nsys = find_nsys() if "nsys" in modes else None
+    except NsysError as error:
+        raise SystemExit(f"gpu_baselines: {error}") from None
     runs = {name: {mode: [] for mode in modes} for name in args.only}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,7 +137,7 @@ def main():
             for name in args.only:
                 turn = round_ % len(modes) if args.order == "rotate" else 0   # each mode first once
                 for mode in modes[turn:] + modes[:turn]:
-                    value = one_run(mode, arguments(name), Path(tmp))
+                    value = one_run(mode, arguments(name), Path(tmp), nsys)
                     if value is not None:
                         runs[name][mode].append(value)
                     print(f"round {round_} {name} {mode}: {value}", file=sys.stderr, flush=True)
