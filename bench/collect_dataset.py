@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "bench" / "workloads" / "zoo_scripts"
 sys.path.insert(0, str(ROOT / "bench"))
 
-from zoo import ZOO  # noqa: E402
+from zoo import HF_ZOO, ZOO  # noqa: E402
 
 CG = [sys.executable, "-m", "advisor.cli"]
 # the script-shaped variants: a DataLoader (host work between steps), AMP with a scaler and a
@@ -41,11 +41,18 @@ SHAPED = {
 
 
 def workloads() -> list:
-    """(name, shape, zoo workload) for every plain zoo workload and the shaped variants."""
+    """(name, shape, zoo workload) for every plain zoo workload, the shaped variants and the
+    Hugging Face models (shape ``hf``: zoo_hf.py, the Trainer's way)."""
     rows = [(name, "plain", name) for name in ZOO]
     for shape, names in SHAPED.items():
         rows += [(f"{name}+{shape}", shape, name) for name in names]
-    return rows
+    return rows + [(name, "hf", name) for name in HF_ZOO]
+
+
+def family_and_optimizer(workload: str) -> tuple:
+    if workload in HF_ZOO:
+        return "hf", "adamw"
+    return ZOO[workload].family, ZOO[workload].optimizer
 
 
 def run_json(command, timeout):
@@ -64,7 +71,8 @@ def run_json(command, timeout):
 
 def collect(name, shape, workload, out: Path, scopes: str) -> dict:
     script = SCRIPTS / f"zoo_{shape}.py"
-    row = {"workload": name, "family": ZOO[workload].family, "shape": shape, "optimizer": ZOO[workload].optimizer}
+    family, optimizer = family_and_optimizer(workload)
+    row = {"workload": name, "family": family, "shape": shape, "optimizer": optimizer}
     safe = name.replace("+", "_")
     started = time.monotonic()
     analysis, error = run_json([*CG, "profile", "--json", "--force", "--output-dir", str(out / "traces"), "-o", safe,

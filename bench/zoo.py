@@ -172,6 +172,24 @@ def build_zoo() -> list:
 
 ZOO = {w.name: w for w in build_zoo()}
 
+# Hugging Face models (transformers, built from a config: no download), trained as the
+# Trainer does: dict batches from pinned host memory, gradient clipping, AdamW, and a linear
+# warm-up schedule on some (which leaves the optimizer step eager under full_iteration).
+# bench/workloads/zoo_scripts/zoo_hf.py runs them; they are not in ZOO, whose models take
+# tensors (every capture scope applies to those).
+HF_ZOO = {
+    "hf_bert_h64_l2_b8_t32": {"arch": "bert", "hidden": 64, "layers": 2, "heads": 2, "batch": 8, "seq": 32,
+                              "scheduler": False},
+    "hf_bert_h256_l4_b16_t128": {"arch": "bert", "hidden": 256, "layers": 4, "heads": 4, "batch": 16, "seq": 128,
+                                 "scheduler": True},
+    "hf_gpt2_d128_l4_b8_t64": {"arch": "gpt2", "hidden": 128, "layers": 4, "heads": 4, "batch": 8, "seq": 64,
+                               "scheduler": True},
+    "hf_gpt2_d512_l6_b8_t256": {"arch": "gpt2", "hidden": 512, "layers": 6, "heads": 8, "batch": 8, "seq": 256,
+                                "scheduler": False},
+    "hf_gpt2_d768_l12_b4_t512": {"arch": "gpt2", "hidden": 768, "layers": 12, "heads": 12, "batch": 4, "seq": 512,
+                                 "scheduler": False},
+}
+
 
 def loss_for(workload: Workload):
     if workload.family in ("cnn",) or workload.name.startswith("large_cnn"):
@@ -188,4 +206,6 @@ if __name__ == "__main__":
     if "--list" in sys.argv:
         for w in ZOO.values():
             print(f"{w.name:32s} {w.family:12s} {w.optimizer}")
-        print(f"{len(ZOO)} workloads", file=sys.stderr)
+        for name in HF_ZOO:
+            print(f"{name:32s} {'hf':12s} adamw")
+        print(f"{len(ZOO)} workloads, {len(HF_ZOO)} Hugging Face models", file=sys.stderr)
