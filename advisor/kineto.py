@@ -18,8 +18,9 @@ backend. What Kineto lacks is said where it matters:
   a replay is one GPU operation and no kernel, as in an nsys export. (A graph whose nodes run
   on several GPUs, which CUPTI records once on its first node's GPU, gets one replay per GPU:
   the analysis is per GPU.) What no reading can undo is the cost of tracing node by node:
-  it stretches each replay on the GPU (0.630 against 0.602 ms, +4.5 %, on the H100;
-  bench/results/backends_h100.md);
+  it stretches each replay on the GPU, by a cost per node (0.630 against 0.602 ms, +4.5 %,
+  on the H100, bench/results/backends_h100.md; +8.3 % on a replay of 38 short nodes,
+  sample_traces/kineto/user_graphed);
 - a range carries no push/pop or start/end type: the ranges that span threads (the
   iteration and backward ranges the bootstrap opens, autograd's device thread launching
   the backward kernels; ``ProfilerStep#N``) are taken as start/end ranges, the rest as

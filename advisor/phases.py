@@ -27,7 +27,8 @@ class Phases:
     between_iterations_ms: float   # iteration end to the next one's start, host syncs left out
     forward_ms: float              # top-level module calls
     backward_ms: float             # torch.autograd.backward calls
-    optimizer_ms: float            # optimizer.step calls
+    optimizer_ms: float            # optimizer.step calls (in a trace without the bootstrap's
+                                   # ranges: PyTorch's own ranges of step and zero_grad)
     after_backward_ms: float       # from the end of the last backward to the iteration's end (the
                                    # optimizer step with its GradScaler, scheduler and the like)
     submodules_ms: float           # calls of the top-level module's children
@@ -62,6 +63,12 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
     phase_rows = {key: _named(trace, rows, wanted) for key, wanted in (
         ("forward", {ranges.FORWARD}), ("backward", {ranges.BACKWARD}), ("optimizer", {ranges.OPTIMIZER}),
         ("submodules", children))}
+    marked = bool(len(phase_rows["backward"]) or len(phase_rows["optimizer"]))
+    if not len(phase_rows["optimizer"]):
+        # a torch.profiler trace of the user's own: torch.optim's ranges still say where the
+        # optimizer's host time goes, which the scopes that leave it eager keep
+        phase_rows["optimizer"] = _named(trace, rows, {n for n in names
+                                                        if n.startswith(ranges.TORCH_OPTIMIZER_PREFIXES)})
     per_iteration = {key: _time_in(r, cpu_a, cpu_b) for key, r in phase_rows.items()}
 
     # between iterations: the gap after each range but the last, less the time blocked in syncs
@@ -94,7 +101,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         after_backward_ms=_median(after_backward) / 1e6,
         submodules_ms=_median(per_iteration["submodules"]) / 1e6,
         optimizer_ops=_median(optimizer_ops),
-        marked=bool(len(phase_rows["backward"]) or len(phase_rows["optimizer"])),
+        marked=marked,
     )
 
 

@@ -152,10 +152,12 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
     elif scope == "submodule":
         share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
-        outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between
+        outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between + optimizer_ms
         eager_ops, replays = optimizer_ops, 2
     else:   # fwd_bwd, compile: the model's forward and backward; loss, zero_grad and optimizer eager
-        outside = period - forward - backward if marked else between
+        # unmarked (a trace not taken by cg-advise): what runs between iterations and the
+        # optimizer's own ranges where the trace has them, a lower bound (the loss is not seen)
+        outside = period - forward - backward if marked else between + optimizer_ms
         eager_ops, replays = optimizer_ops, 2
     host = scale * max(outside, between) + replays * launch_ms
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
