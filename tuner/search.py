@@ -7,6 +7,7 @@ matched eager; never one slower than eager (then eager wins).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -51,9 +52,18 @@ class Candidate:
     @property
     def spread(self) -> float:
         """How far this measurement moved: slowest/fastest - 1 over processes when it ran in
-        several, else over the timed windows of its one process."""
-        values = [v for v in (self.run_ms if self.run_ms and len(self.run_ms) > 1 else self.window_ms or []) if v]
-        return max(values) / min(values) - 1 if len(values) > 1 else 0.0
+        several; else upper/lower quartile - 1 over the timed windows of its one process. A
+        window that holds the loop's own periodic work (an evaluation every N steps, a
+        checkpoint) is no noise, and the median window, the measurement, leaves it out: taken
+        as the spread, one such window made a 27x win 'within the noise (3966 %)'."""
+        if self.run_ms and len(self.run_ms) > 1:
+            runs = [v for v in self.run_ms if v]
+            return max(runs) / min(runs) - 1 if len(runs) > 1 else 0.0
+        windows = [v for v in self.window_ms or [] if v]
+        if len(windows) < 2:
+            return 0.0
+        lower, _, upper = statistics.quantiles(windows, n=4, method="inclusive")
+        return upper / lower - 1
 
     @property
     def usable(self) -> bool:
