@@ -1,0 +1,61 @@
+"""Dataset rows for scripts the model never saw, from what `bench/gpu_tune_check.py` left in
+its OUT folder (each NAME's profile export NAME_eager.sqlite with its run record, and tune's
+NAME.py.cg-advise.json): the same columns as bench/build_dataset.py, family ``unseen``, so
+that ``bench/predicted_vs_measured.py`` sets the shipped model's predictions beside tune's
+measurements.
+
+    python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --only A,B,...
+    python bench/unseen_rows.py OUT -o unseen.csv
+    python bench/predicted_vs_measured.py unseen.csv
+"""
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor.analysis import analyse  # noqa: E402
+from advisor.predict import SCOPES, features_of  # noqa: E402
+from advisor.trace import open_trace  # noqa: E402
+from build_dataset import COLUMNS  # noqa: E402
+
+
+def row_of(folder: Path, name: str) -> dict:
+    summary = analyse(open_trace(folder / f"{name}_eager.sqlite")).main.summary
+    record = json.loads((folder / f"{name}_eager.cg-advise-run.json").read_text())
+    tuned = json.loads((folder / f"{name}.py.cg-advise.json").read_text())
+    row = {"workload": name, "family": "unseen", "shape": "script", "optimizer": "",
+           "gpu": (record.get("calibration") or {}).get("gpu", ""), **features_of(summary, record),
+           "eager_ms": tuned["eager_ms"]}
+    measured = {r["scope"]: r for r in tuned["rows"]}
+    for scope in SCOPES:
+        r = measured.get(scope) or {}
+        row[f"{scope}_ms"] = r.get("ms_per_iter") or ""
+        row[f"{scope}_status"] = r.get("status", "not measured")
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("-o", "--output", type=Path, required=True)
+    args = parser.parse_args()
+    names = sorted(p.name[:-len("_eager.sqlite")] for p in args.folder.glob("*_eager.sqlite")
+                   if (args.folder / p.name.replace("_eager.sqlite", ".py.cg-advise.json")).exists())
+    if not names:
+        raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in {args.folder}")
+    with open(args.output, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for name in names:
+            row = row_of(args.folder, name)
+            writer.writerow({k: ("" if isinstance(v, float) and v != v else v) for k, v in row.items() if k in COLUMNS})
+    print(f"{args.output}: {len(names)} scripts", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
