@@ -64,12 +64,16 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         ("forward", {ranges.FORWARD}), ("backward", {ranges.BACKWARD}), ("optimizer", {ranges.OPTIMIZER}),
         ("submodules", children))}
     marked = bool(len(phase_rows["backward"]) or len(phase_rows["optimizer"]))
-    if not len(phase_rows["optimizer"]):
+    optimizer_until = cpu_b
+    if not marked:
         # a torch.profiler trace of the user's own: torch.optim's ranges still say where the
-        # optimizer's host time goes, which the scopes that leave it eager keep
+        # optimizer's host time goes, which the scopes that leave it eager keep. Only those
+        # inside the iteration ranges: one after a range's end is already time between them
         phase_rows["optimizer"] = _named(trace, rows, {n for n in names
                                                         if n.startswith(ranges.TORCH_OPTIMIZER_PREFIXES)})
-    per_iteration = {key: _time_in(r, cpu_a, cpu_b) for key, r in phase_rows.items()}
+        optimizer_until = iteration_ends
+    per_iteration = {key: _time_in(r, cpu_a, optimizer_until if key == "optimizer" else cpu_b)
+                     for key, r in phase_rows.items()}
 
     # between iterations: the gap after each range but the last, less the time blocked in syncs
     gap = (cpu_b - iteration_ends).astype(float)
@@ -90,7 +94,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
     optimizer = phase_rows["optimizer"]
     if len(optimizer):
         inside = project(optimizer, launch_starts, launch_tids) >= 0   # push/pop: the step's own thread
-        optimizer_ops = count_within(np.sort(launch_starts[inside]), cpu_a, cpu_b).astype(float)
+        optimizer_ops = count_within(np.sort(launch_starts[inside]), cpu_a, optimizer_until).astype(float)
     else:
         optimizer_ops = np.zeros(len(cpu_a))
     return Phases(

@@ -67,9 +67,8 @@ def fill_param_tensors(row: dict) -> None:
         import torch
         from zoo import ZOO
 
-        if row["workload"].split("+")[0] not in ZOO:   # a Hugging Face row: its record counts them
+        if row["workload"].split("+")[0] not in ZOO:   # a Hugging Face model: no zoo model to count on
             return
-
         with torch.device("meta"):
             row["param_tensors"] = count_trained_parameters(ZOO[row["workload"].split("+")[0]].build())
 

@@ -174,7 +174,8 @@ ZOO = {w.name: w for w in build_zoo()}
 
 # Hugging Face models (transformers, built from a config: no download), trained as the
 # Trainer does: dict batches from pinned host memory, gradient clipping, AdamW, and a linear
-# warm-up schedule on some (which leaves the optimizer step eager under full_iteration).
+# warm-up schedule on some (patch reads the script, whose scheduler.step() keeps the optimizer
+# step eager under full_iteration for all of them).
 # bench/workloads/zoo_scripts/zoo_hf.py runs them; they are not in ZOO, whose models take
 # tensors (every capture scope applies to those).
 HF_ZOO = {

@@ -3,6 +3,7 @@ that cannot run here are recorded as failures, eager wins, the result is saved f
 
 import json
 import shutil
+import statistics
 
 import pytest
 from click.testing import CliRunner
@@ -58,6 +59,9 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
     assert saved == json.loads(tune_result_path(script).read_text())
     assert saved["winner"] == "eager" and saved["sha256"] == file_digest(script)
     assert saved["args"] == ["--steps", "10"] and saved["eager_ms"] > 0
+    # eager's timed windows are kept, the median of them its time (what its spread is read from)
+    windows = saved["eager_window_ms"]
+    assert 2 <= len(windows) <= saved["timing"]["repeats"] and saved["eager_ms"] == statistics.median(windows)
     # on a CPU the rewrites run their eager fallback: no graph was replayed, so they are not the scope
     assert {r["scope"]: (r["status"], r["failure"]["kind"]) for r in saved["rows"]} == {
         "full_iteration": ("failed", "ran-eagerly"), "fwd_bwd": ("failed", "ran-eagerly")}

@@ -144,7 +144,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
             "note": result.note,
             "eager_ms": eager.ms_per_iter,
             "eager_run_ms": eager.run_ms,
-            "eager_window_ms": eager.window_ms,   # the windows of its (slowest) process: what its spread is read from
+            "eager_window_ms": eager.window_ms,   # the timed windows of its (slowest) process: with --runs 1
+                                                  # its spread is read from them, and the note's margin shows it
             "eager_rank_ms": eager.rank_ms,
             "launcher": list(options.launcher),
             "runs": options.runs,
