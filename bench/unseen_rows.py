@@ -5,7 +5,7 @@ that ``bench/predicted_vs_measured.py`` sets the shipped model's predictions bes
 measurements.
 
     python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --only A,B,...
-    python bench/unseen_rows.py OUT -o unseen.csv
+    python bench/unseen_rows.py OUT [OUT2 ...] -o unseen.csv
     python bench/predicted_vs_measured.py unseen.csv
 """
 
@@ -41,20 +41,22 @@ def row_of(folder: Path, name: str) -> dict:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folders", type=Path, nargs="+")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
-    names = sorted(p.name[:-len("_eager.sqlite")] for p in args.folder.glob("*_eager.sqlite")
-                   if (args.folder / p.name.replace("_eager.sqlite", ".py.cg-advise.json")).exists())
-    if not names:
-        raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in {args.folder}")
+    found = [(folder, p.name[:-len("_eager.sqlite")]) for folder in args.folders
+             for p in sorted(folder.glob("*_eager.sqlite"))
+             if (folder / p.name.replace("_eager.sqlite", ".py.cg-advise.json")).exists()]
+    if not found:
+        raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in "
+                         f"{', '.join(map(str, args.folders))}")
     with open(args.output, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
-        for name in names:
-            row = row_of(args.folder, name)
+        for folder, name in found:
+            row = row_of(folder, name)
             writer.writerow({k: ("" if isinstance(v, float) and v != v else v) for k, v in row.items() if k in COLUMNS})
-    print(f"{args.output}: {len(names)} scripts", file=sys.stderr)
+    print(f"{args.output}: {len(found)} scripts", file=sys.stderr)
 
 
 if __name__ == "__main__":
