@@ -45,16 +45,32 @@ def rows_of(folder: Path):
             continue
         # the trace when it came back, else the summary the profile printed (same analyser)
         summary = analyse(open_trace(trace)).main.summary if trace.exists() else row["summary"]
-        record = row.get("record") or {}
-        out = {"workload": row["workload"], "family": row["family"], "shape": row["shape"],
-               "optimizer": row["optimizer"], "gpu": (record.get("calibration") or {}).get("gpu", ""),
-               **features_of(summary, record), "eager_ms": row["eager_ms"]}
+        out = dataset_row({key: row[key] for key in ("workload", "family", "shape", "optimizer")}, summary,
+                          row.get("record") or {}, row["eager_ms"], row.get("scopes") or {})
         fill_param_tensors(out)
-        for scope in SCOPES:
-            measured = (row.get("scopes") or {}).get(scope) or {}
-            out[f"{scope}_ms"] = measured.get("ms") or ""
-            out[f"{scope}_status"] = measured.get("status", "not measured")
         yield out
+
+
+def dataset_row(identity: dict, summary, record: dict, eager_ms: float, measured: dict) -> dict:
+    """One row of COLUMNS: ``identity`` (workload, family, shape, optimizer), the GPU and the
+    features of the profile's summary and run record, tune's eager time and, per scope,
+    ``measured[scope]`` ({"ms", "status"}; a scope absent is "not measured")."""
+    out = {**identity, "gpu": (record.get("calibration") or {}).get("gpu", ""), **features_of(summary, record),
+           "eager_ms": eager_ms}
+    for scope in SCOPES:
+        timing = measured.get(scope) or {}
+        out[f"{scope}_ms"] = timing.get("ms") or ""
+        out[f"{scope}_status"] = timing.get("status", "not measured")
+    return out
+
+
+def write_dataset(path: Path, rows) -> None:
+    """The rows as CSV, in COLUMNS' order; a NaN feature (not measured) as an empty cell."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if isinstance(v, float) and v != v else v) for k, v in row.items()})
 
 
 def fill_param_tensors(row: dict) -> None:
@@ -67,10 +83,11 @@ def fill_param_tensors(row: dict) -> None:
         import torch
         from zoo import ZOO
 
-        if row["workload"].split("+")[0] not in ZOO:   # a Hugging Face model: no zoo model to count on
+        model = row["workload"].split("+")[0]
+        if model not in ZOO:   # a Hugging Face model: no zoo model to count on
             return
         with torch.device("meta"):
-            row["param_tensors"] = count_trained_parameters(ZOO[row["workload"].split("+")[0]].build())
+            row["param_tensors"] = count_trained_parameters(ZOO[model].build())
 
 
 def kept_rows(path: Path):
@@ -103,11 +120,7 @@ def main():
             if row["workload"] not in seen:
                 seen.add(row["workload"])
                 rows.append(row)
-    with open(args.output, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if isinstance(v, float) and v != v else v) for k, v in row.items()})
+    write_dataset(args.output, rows)
     print(f"{args.output}: {len(rows)} workloads", file=sys.stderr)
 
 

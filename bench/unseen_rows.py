@@ -10,7 +10,6 @@ measurements.
 """
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
@@ -19,24 +18,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.analysis import analyse  # noqa: E402
-from advisor.predict import SCOPES, features_of  # noqa: E402
 from advisor.trace import open_trace  # noqa: E402
-from build_dataset import COLUMNS  # noqa: E402
+from build_dataset import dataset_row, write_dataset  # noqa: E402
 
 
 def row_of(folder: Path, name: str) -> dict:
     summary = analyse(open_trace(folder / f"{name}_eager.sqlite")).main.summary
     record = json.loads((folder / f"{name}_eager.cg-advise-run.json").read_text())
     tuned = json.loads((folder / f"{name}.py.cg-advise.json").read_text())
-    row = {"workload": name, "family": "unseen", "shape": "script", "optimizer": "",
-           "gpu": (record.get("calibration") or {}).get("gpu", ""), **features_of(summary, record),
-           "eager_ms": tuned["eager_ms"]}
-    measured = {r["scope"]: r for r in tuned["rows"]}
-    for scope in SCOPES:
-        r = measured.get(scope) or {}
-        row[f"{scope}_ms"] = r.get("ms_per_iter") or ""
-        row[f"{scope}_status"] = r.get("status", "not measured")
-    return row
+    measured = {r["scope"]: {"ms": r.get("ms_per_iter"), "status": r.get("status", "not measured")}
+                for r in tuned["rows"]}
+    return dataset_row({"workload": name, "family": "unseen", "shape": "script", "optimizer": ""}, summary, record,
+                       tuned["eager_ms"], measured)
 
 
 def main():
@@ -50,12 +43,7 @@ def main():
     if not found:
         raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in "
                          f"{', '.join(map(str, args.folders))}")
-    with open(args.output, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        for folder, name in found:
-            row = row_of(folder, name)
-            writer.writerow({k: ("" if isinstance(v, float) and v != v else v) for k, v in row.items() if k in COLUMNS})
+    write_dataset(args.output, [row_of(folder, name) for folder, name in found])
     print(f"{args.output}: {len(found)} scripts", file=sys.stderr)
 
 

@@ -289,7 +289,7 @@ def test_torch_optims_own_ranges_are_the_optimizer_phase():
                    if e["cat"] == "user_annotation" and e["name"].startswith(STEP))
     optimizer = [e for e in ev if e["cat"] == "user_annotation"
                  and e["name"].startswith(("Optimizer.step#", "Optimizer.zero_grad#"))]
-    per_step = [sum(e["dur"] for e in optimizer if a <= e["ts"] < b) for a, b in steps]
+    per_step = _range_time_per_step(ev, steps, ("Optimizer.step#", "Optimizer.zero_grad#"))
     assert all(t > 0 for t in per_step)
     code, out, _ = invoke("analyze", user_trace("user_eager"), "--json")
     data = json.loads(out)
