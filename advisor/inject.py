@@ -189,6 +189,10 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+# the phases whose untraced host time the warm-up records (ms per iteration, median)
+PHASES_TIMED = ("forward", "backward", "optimizer", "after_backward", "between")
+
+
 @dataclass
 class Injector:
     """Global module and optimizer hooks that turn a script's calls into NVTX ranges."""
@@ -279,6 +283,7 @@ class Injector:
             finally:
                 if injector._timing:
                     injector._phase_end("backward")
+                    injector._phase_start("after_backward")   # to the step's end; the last backward's
                 sink.end(handle)
 
         autograd.backward = backward
@@ -304,7 +309,7 @@ class Injector:
             if self._is_training_call(module):
                 self._count_trained_parameters(module)
                 if self._iteration is None:
-                    self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
+                    self._begin_iteration()
             name = ranges.FORWARD
             if self._timing:
                 self._phase_start("forward")
@@ -377,7 +382,7 @@ class Injector:
         if self._is_training_call(module):
             self._count_trained_parameters(module)
             if self._iteration is None:
-                self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
+                self._begin_iteration()
         self.sink.push(ranges.FORWARD)
         if self._timing:
             self._phase_start("forward")
@@ -388,6 +393,11 @@ class Injector:
         self.sink.pop()
         self._depth -= 1
         self._end_top_level_call(module)
+
+    def _begin_iteration(self) -> None:
+        if self._timing:
+            self._phase_end("between")
+        self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
 
     def _is_training_call(self, module) -> bool:
         return module.training and self._torch.is_grad_enabled()
@@ -414,10 +424,14 @@ class Injector:
         self.sink.pop()   # the optimizer range
         if self._iteration is None:  # a second optimizer in the same iteration
             return
+        if self._timing:
+            self._phase_end("after_backward")
         self.sink.end(self._iteration[0])
         self._iteration = None
         self.training_steps += 1
         self._count_iteration()
+        if self._timing:   # the host work up to the next iteration: the data, logging, the loop
+            self._phase_start("between")
 
     # -- window ---------------------------------------------------------------------
     def _count_iteration(self) -> None:
@@ -462,14 +476,17 @@ class Injector:
         events at iteration ends (what the GPU sees, gaps included), and the host clock; the
         median of the iterations, so that one slow iteration (a collection, a checkpoint) does
         not move it, with every iteration kept for inspection; and the median host time per
-        iteration of each phase the iterations ran (``forward_ms_per_iteration``, ...)."""
+        iteration of each phase the iterations ran (``forward_ms_per_iteration``, ...;
+        ``after_backward``: from the last backward's end to the step's, ``between``: from the
+        step's end to the next iteration's start, what a full-iteration graph leaves eager)."""
         marks, self._marks = self._marks, []
         phases, self._phase_marks = self._phase_marks[1:], []   # each timed iteration's, from its end mark
         if len(marks) < 2:
             return {}
         host = [(b[0] - a[0]) * 1e3 for a, b in zip(marks, marks[1:])]
         out = {"iterations": len(host), "host_ms_per_iteration": statistics.median(host), "host_ms": host}
-        for phase in ("forward", "backward", "optimizer"):
+        self._phase_open = {}
+        for phase in PHASES_TIMED:
             if any(phase in seconds for seconds in phases):
                 out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3
                                                                       for seconds in phases)

@@ -10,10 +10,10 @@ and analyses both with the same code: per-iteration kernels, GPU busy and period
 count, each backend's tracing overhead (traced period / its own untraced baseline, timed in
 the same process's warm-up), and the prediction per scope, twice: with each run's own
 baseline (what a user gets; two processes' host-bound baselines differ by tens of per cent on
-a shared machine, whatever the backend) and with the same baseline, the nsys run's, so that
-only what the traces say differs. The torch run's record takes the nsys run's calibration and
-applied scopes (same GPU, same script) with its own baseline, unless it has a run record of
-its own. With the same baseline, what moves the predictions of the scopes that leave host
+a shared machine, whatever the backend) and with the same baseline and calibration, the nsys
+run's, so that only what the traces say differs. The torch run's record takes the nsys run's
+calibration and applied scopes (same GPU, same script) with its own baseline, unless it has a
+run record of its own. With the same baseline, what moves the predictions of the scopes that leave host
 work eager (compile, fwd_bwd, submodule) is the traced split of the host time: the share of
 the traced period outside the forward and backward, which each tracer inflates in its own
 way; it is printed for both traces beside the untraced split the bootstrap timed in each
@@ -68,7 +68,10 @@ def measure(trace_path: Path, record: dict, model: dict, same_baseline: dict) ->
     s = analysis.main.summary
     baseline = runrecord.measured_eager_ms(record)
     predictions = analysis.predictions
-    shared = {**record, "untraced": same_baseline.get("untraced") or {}}
+    # the same measured inputs: the baseline, and the calibration (a micro-benchmark run after
+    # the profile, not part of the trace, whose host costs swing from process to process)
+    shared = {**record, "untraced": same_baseline.get("untraced") or {},
+              "calibration": same_baseline.get("calibration") or record.get("calibration") or {}}
     phases = s.phases
     return {
         "iterations": s.iterations, "kernels": s.kernels_per_iteration, "ops": s.gpu_ops_per_iteration,

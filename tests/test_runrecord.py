@@ -53,6 +53,23 @@ def test_calibration_on_a_gpu():
     got = runrecord.calibration(sys.executable)
     assert got["schema"] == "cg-advise.calibration/1" and got["gpu"]
     assert 0 < got["graph_node_us"] < got["eager_launch_us"] < 1000
+    # the kept host costs are the median round's, every round recorded
+    rounds = got["eager_launch_us_rounds"]
+    assert len(rounds) == 5 and got["eager_launch_us"] == pytest.approx(sorted(rounds)[2], rel=1e-3)
+    assert got["graph_launch_us"] == pytest.approx(sorted(got["graph_launch_us_rounds"])[2], rel=1e-3)
+
+
+def test_a_disturbed_round_does_not_move_the_calibration():
+    """One or two busy rounds (the 44.6 us of a busy moment against 7-11 us in the others)
+    leave the median round; within a round the median ignores an interrupted batch."""
+    from advisor.calibrate import typical
+
+    quiet = [9.1, 9.3, 9.0, 9.4, 9.2, 9.6, 9.2]
+    busy = [44.0, 45.1, 44.6, 43.9, 47.0, 44.2, 44.8]
+    slow_mode = [x + 1.5 for x in quiet]
+    assert typical([busy, quiet, slow_mode, busy, quiet]) == pytest.approx(10.7)
+    assert typical([quiet, busy, quiet]) == pytest.approx(9.2)
+    assert typical([quiet[:-1] + [300.0]]) == pytest.approx(9.3)
 
 
 def test_read_refuses_damaged_and_foreign_records(tmp_path):
