@@ -1,0 +1,89 @@
+"""Would the untraced host time of the phases a full-iteration graph leaves eager predict the
+graphed time better than the traced estimate? (#12; tried, not adopted.)
+
+The bootstrap times, in the untraced warm-up of the eager process, the host time after the
+last backward (to the step's end) and between iterations. Here they replace the traced host
+side of ``advisor.predict.physical`` for ``full_iteration`` (between, plus after the backward
+where the optimizer stays eager), the GPU side and the sync share unchanged, and both are set
+against tune's measured graphed time. Reads the folder ``bench/gpu_profile_only.sh`` writes:
+corpus scripts as NAME_eager.sqlite + run record with tune's NAME.py.cg-advise.json copied
+beside them, zoo rows as zoo/NAME_SHAPE.sqlite measured in the dataset CSV.
+
+    python bench/untraced_host_check.py OUT [--dataset advisor/data/dataset_h100.csv]
+"""
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor import predict as pr  # noqa: E402
+from advisor import runrecord  # noqa: E402
+from advisor.analysis import analyse  # noqa: E402
+from advisor.trace import open_trace  # noqa: E402
+
+
+def cases(folder: Path, dataset: Path):
+    """(name, trace, run record, tune's full_iteration ms) of every profiled workload."""
+    for record in sorted(folder.glob("*_eager.cg-advise-run.json")):
+        name = record.name[:-len("_eager.cg-advise-run.json")]
+        tuned = folder / f"{name}.py.cg-advise.json"
+        if tuned.exists():
+            rows = json.loads(tuned.read_text())["rows"]
+            ms = next((r.get("ms_per_iter") for r in rows if r["scope"] == "full_iteration"), None)
+            yield name, folder / f"{name}_eager.sqlite", record, ms
+    measured = {r["workload"]: r for r in csv.DictReader(dataset.open())}
+    for record in sorted((folder / "zoo").glob("*.cg-advise-run.json")):
+        safe = record.name[:-len(".cg-advise-run.json")]
+        workload = "+".join(safe.rsplit("_", 1))
+        if workload in measured:
+            yield workload, folder / "zoo" / f"{safe}.sqlite", record, pr._value(measured[workload], "full_iteration_ms")
+
+
+def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
+    """full_iteration's time with the host side timed untraced instead of scaled from the trace."""
+    leaves_eager = pr._value(f, "optimizer_eager", 0.0) > 0
+    outside = untraced.get("between_ms_per_iteration", 0.0)
+    if leaves_eager:
+        outside += untraced.get("after_backward_ms_per_iteration", 0.0)
+    launch = pr._value(f, "graph_launch_us", model["calibration"]["graph_launch_us"]) / 1e3
+    host = outside * model.get("baseline_factor", 1.0) + launch
+    gpu = traced["gpu_ms"]
+    serial = model.get("sync_serial_share", 1.0) if pr._value(f, "syncs", 0.0) >= 1 else 0.0
+    return max(gpu, host) + serial * min(gpu, host)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--dataset", type=Path, default=ROOT / "advisor" / "data" / "dataset_h100.csv")
+    args = parser.parse_args()
+    model = pr.load_model()
+    within = {"traced": 0, "untraced": 0}
+    count = 0
+    print(f"{'workload':32s} {'measured':>9s} {'traced':>16s} {'untraced':>16s}")
+    for name, trace, record_path, measured in cases(args.folder, args.dataset):
+        record = runrecord.read(record_path)
+        untraced = record.get("untraced") or {}
+        if not measured or not math.isfinite(measured) or "between_ms_per_iteration" not in untraced:
+            continue
+        f = pr.features_of(analyse(open_trace(trace)).main.summary, record)
+        traced = pr.physical(f, "full_iteration", model)
+        guesses = {"traced": traced["ms"], "untraced": untraced_ms(f, untraced, model, traced)}
+        count += 1
+        cells = []
+        for how, ms in guesses.items():
+            within[how] += abs(ms / measured - 1) <= 0.2
+            cells.append(f"{ms:7.3f} ({ms / measured - 1:+5.0%})")
+        print(f"{name[:32]:32s} {measured:9.3f} {cells[0]:>16s} {cells[1]:>16s}")
+    print(f"full_iteration's graphed time within 20 % of tune's: traced host side {within['traced']} of {count}, "
+          f"untraced {within['untraced']} of {count}")
+
+
+if __name__ == "__main__":
+    main()
