@@ -12,9 +12,9 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
 The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
-and the median round is kept. One calibration of a single round (seven batches) read 44.6 us
-on an H100 host where the thirteen others of that hour read 6.5-11, and turned a fwd_bwd
-prediction of 2.3x into 0.87x (bench/results/backends_h100.md, run 4). Not the lowest round,
+and the median round is kept. Calibrations of a single round (seven batches) read 44.6 and
+16.2 us on an H100 host where the twelve others of that hour read 6.5-11.1, and the first
+turned a fwd_bwd prediction of 2.3x into 0.87x (bench/results/backends_h100.md, run 4). Not the lowest round,
 though contention only adds host time: the rounds of one calibration on that host swing
 between two speeds (about 7.4 and 10.5 us), the model's constants were fitted on single
 rounds taken at either, and the median of the rounds is what those rounds were. Every round
@@ -30,7 +30,7 @@ import time
 
 OPS = 400        # ops per timed batch: long enough to swamp timer cost, short enough for seconds
 REPEATS = 7      # timed batches per round; a round reports their median
-ROUNDS = 5       # rounds of both host costs, PAUSE_S apart; the median round is kept
+ROUNDS = 5       # rounds of both host costs, PAUSE_S apart; the median round is kept (odd: one middle)
 PAUSE_S = 0.2
 
 

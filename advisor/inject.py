@@ -423,6 +423,8 @@ class Injector:
             self._phase_end("optimizer")
         self.sink.pop()   # the optimizer range
         if self._iteration is None:  # a second optimizer in the same iteration
+            if self._timing and "between" in self._phase_open:
+                self._phase_start("between")   # between begins after the iteration's last step
             return
         if self._timing:
             self._phase_end("after_backward")
@@ -478,7 +480,9 @@ class Injector:
         not move it, with every iteration kept for inspection; and the median host time per
         iteration of each phase the iterations ran (``forward_ms_per_iteration``, ...;
         ``after_backward``: from the last backward's end to the step's, ``between``: from the
-        step's end to the next iteration's start, what a full-iteration graph leaves eager)."""
+        last step's end to the next iteration's start, what a full-iteration graph leaves eager.
+        Not split further: the host work between micro-batches of gradient accumulation falls
+        in no phase, and an evaluation call inside the loop is an iteration of its own)."""
         marks, self._marks = self._marks, []
         phases, self._phase_marks = self._phase_marks[1:], []   # each timed iteration's, from its end mark
         if len(marks) < 2:

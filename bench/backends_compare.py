@@ -71,7 +71,7 @@ def measure(trace_path: Path, record: dict, model: dict, same_baseline: dict) ->
     # the same measured inputs: the baseline, and the calibration (a micro-benchmark run after
     # the profile, not part of the trace, whose host costs swing from process to process)
     shared = {**record, "untraced": same_baseline.get("untraced") or {},
-              "calibration": same_baseline.get("calibration") or record.get("calibration") or {}}
+              "calibration": _usable(same_baseline.get("calibration")) or record.get("calibration") or {}}
     phases = s.phases
     return {
         "iterations": s.iterations, "kernels": s.kernels_per_iteration, "ops": s.gpu_ops_per_iteration,
@@ -90,6 +90,11 @@ def measure(trace_path: Path, record: dict, model: dict, same_baseline: dict) ->
         "speedups_same_baseline": speedups(predictions_for(analysis, model, shared)),
         "note": predictions.get("note", ""),
     }
+
+
+def _usable(calibration):
+    """A calibration that ran (one that failed holds only its error)."""
+    return calibration if isinstance(calibration, dict) and calibration.get("eager_launch_us") else None
 
 
 def outside_share(period_ms, forward_ms, backward_ms):

@@ -5,12 +5,13 @@ that ``bench/predicted_vs_measured.py`` sets the shipped model's predictions bes
 measurements.
 
     python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --only A,B,...
-    python bench/unseen_rows.py OUT [OUT2 ...] -o unseen.csv
+    python bench/unseen_rows.py OUT [OUT2 ...] -o unseen.csv [--median-round]
     python bench/predicted_vs_measured.py unseen.csv
 """
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -22,9 +23,22 @@ from advisor.trace import open_trace  # noqa: E402
 from build_dataset import dataset_row, write_dataset  # noqa: E402
 
 
-def row_of(folder: Path, name: str) -> dict:
+def median_round(record: dict) -> dict:
+    """The record with its calibration's host costs recomputed as the median of its recorded
+    rounds: what advisor/calibrate.py keeps now, for records of the day it kept the lowest."""
+    calibration = dict(record.get("calibration") or {})
+    for key in ("eager_launch_us", "graph_launch_us"):
+        rounds = calibration.get(f"{key}_rounds")
+        if rounds:
+            calibration[key] = statistics.median(rounds)
+    return {**record, "calibration": calibration}
+
+
+def row_of(folder: Path, name: str, recompute: bool = False) -> dict:
     summary = analyse(open_trace(folder / f"{name}_eager.sqlite")).main.summary
     record = json.loads((folder / f"{name}_eager.cg-advise-run.json").read_text())
+    if recompute:
+        record = median_round(record)
     tuned = json.loads((folder / f"{name}.py.cg-advise.json").read_text())
     measured = {r["scope"]: {"ms": r.get("ms_per_iter"), "status": r.get("status", "not measured")}
                 for r in tuned["rows"]}
@@ -36,6 +50,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", type=Path, nargs="+")
     parser.add_argument("-o", "--output", type=Path, required=True)
+    parser.add_argument("--median-round", action="store_true",
+                        help="Recompute each calibration's host costs as the median of its rounds.")
     args = parser.parse_args()
     found = [(folder, p.name[:-len("_eager.sqlite")]) for folder in args.folders
              for p in sorted(folder.glob("*_eager.sqlite"))
@@ -43,7 +59,7 @@ def main():
     if not found:
         raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in "
                          f"{', '.join(map(str, args.folders))}")
-    write_dataset(args.output, [row_of(folder, name) for folder, name in found])
+    write_dataset(args.output, [row_of(folder, name, args.median_round) for folder, name in found])
     print(f"{args.output}: {len(found)} scripts", file=sys.stderr)
 
 

@@ -9,7 +9,10 @@ against tune's measured graphed time. Reads the folder ``bench/gpu_profile_only.
 corpus scripts as NAME_eager.sqlite + run record with tune's NAME.py.cg-advise.json copied
 beside them, zoo rows as zoo/NAME_SHAPE.sqlite measured in the dataset CSV.
 
-    python bench/untraced_host_check.py OUT [--dataset advisor/data/dataset_h100.csv]
+    python bench/untraced_host_check.py OUT [--dataset advisor/data/dataset_h100.csv] [--median-round]
+
+The traces themselves are not committed (megabytes each); their run records and this script's
+output are, in bench/results/unseen_corpus_h100/second_profile/.
 """
 
 import argparse
@@ -21,11 +24,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
 from advisor import runrecord  # noqa: E402
 from advisor.analysis import analyse  # noqa: E402
 from advisor.trace import open_trace  # noqa: E402
+from unseen_rows import median_round  # noqa: E402
 
 
 def cases(folder: Path, dataset: Path):
@@ -62,6 +67,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folder", type=Path)
     parser.add_argument("--dataset", type=Path, default=ROOT / "advisor" / "data" / "dataset_h100.csv")
+    parser.add_argument("--median-round", action="store_true",
+                        help="Recompute each calibration's host costs as the median of its rounds.")
     args = parser.parse_args()
     model = pr.load_model()
     within = {"traced": 0, "untraced": 0}
@@ -69,6 +76,8 @@ def main():
     print(f"{'workload':32s} {'measured':>9s} {'traced':>16s} {'untraced':>16s}")
     for name, trace, record_path, measured in cases(args.folder, args.dataset):
         record = runrecord.read(record_path)
+        if args.median_round:
+            record = median_round(record)
         untraced = record.get("untraced") or {}
         if not measured or not math.isfinite(measured) or "between_ms_per_iteration" not in untraced:
             continue

@@ -184,6 +184,27 @@ def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
     assert untraced["host_ms_per_iteration"] >= forward + backward + after + between >= 42
 
 
+def test_a_second_optimizer_is_not_time_between_iterations(tmp_path):
+    """Two optimizers (a GAN): the iteration ends at the first step, the second step follows;
+    between iterations is what runs after the last step (4 ms here), not the second step's 6."""
+    script = tmp_path / "two.py"
+    script.write_text(SLOW_SCRIPT.replace(
+        "    opt.step()\n",
+        "    opt.step()\n    opt2.step()\n").replace(
+        "x = torch.randn(2, 4)\n",
+        "x = torch.randn(2, 4)\nopt2 = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)\n"
+        "opt2.register_step_pre_hook(lambda *args: time.sleep(0.006))\n"))
+    injector = Injector(RecordingSink(), Window(warmup=8, iterations=1, run_to_end=True)).install()
+    saved = sys.argv[:]
+    try:
+        run_target([str(script)])
+    finally:
+        injector.remove()
+        sys.argv = saved
+    untraced = injector.summary()["untraced"]
+    assert 4 <= untraced["between_ms_per_iteration"] < 6
+
+
 def test_an_inference_loop_times_its_forward_only():
     _, injector = run_script("--steps", "12", "--inference", window=Window(warmup=8, iterations=2, run_to_end=True))
     untraced = injector.summary()["untraced"]
