@@ -156,13 +156,8 @@ for _ in range(10):
 """
 
 
-def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
-    """Forward, backward and optimizer step of each timed warm-up iteration, on the host
-    clock, what follows the backward and what runs between iterations: the untraced split of
-    the host time (a script that sleeps 20, 10 and 5 ms in the first three, 3 ms between the
-    backward and the step and 4 ms before the next forward)."""
-    script = tmp_path / "slow.py"
-    script.write_text(SLOW_SCRIPT)
+def untraced_warm_up(script) -> dict:
+    """The untraced figures of a script run under the bootstrap (8 warm-up iterations)."""
     injector = Injector(RecordingSink(), Window(warmup=8, iterations=1, run_to_end=True)).install()
     saved = sys.argv[:]
     try:
@@ -170,7 +165,17 @@ def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
     finally:
         injector.remove()
         sys.argv = saved
-    untraced = injector.summary()["untraced"]
+    return injector.summary()["untraced"]
+
+
+def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
+    """Forward, backward and optimizer step of each timed warm-up iteration, on the host
+    clock, what follows the backward and what runs between iterations: the untraced split of
+    the host time (a script that sleeps 20, 10 and 5 ms in the first three, 3 ms between the
+    backward and the step and 4 ms before the next forward)."""
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SCRIPT)
+    untraced = untraced_warm_up(script)
     assert untraced["iterations"] == 4
     forward, backward = untraced["forward_ms_per_iteration"], untraced["backward_ms_per_iteration"]
     optimizer = untraced["optimizer_ms_per_iteration"]
@@ -194,14 +199,7 @@ def test_a_second_optimizer_is_not_time_between_iterations(tmp_path):
         "x = torch.randn(2, 4)\n",
         "x = torch.randn(2, 4)\nopt2 = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)\n"
         "opt2.register_step_pre_hook(lambda *args: time.sleep(0.006))\n"))
-    injector = Injector(RecordingSink(), Window(warmup=8, iterations=1, run_to_end=True)).install()
-    saved = sys.argv[:]
-    try:
-        run_target([str(script)])
-    finally:
-        injector.remove()
-        sys.argv = saved
-    untraced = injector.summary()["untraced"]
+    untraced = untraced_warm_up(script)
     assert 4 <= untraced["between_ms_per_iteration"] < 6
 
 
