@@ -9,8 +9,9 @@ script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hook
 - one ``cg-advise:forward`` range per call of a top-level module (a module with
   parameters called outside any other module): the iteration of an inference loop;
 - one ``cg-advise:module:<name>`` range per call of each child of that top-level module;
-- one ``cg-advise:backward`` range per ``torch.autograd.backward`` call and one
-  ``cg-advise:optimizer`` range per optimizer step: the phases of the step, so that the
+- one ``cg-advise:backward`` range per ``torch.autograd.backward`` call, one
+  ``cg-advise:optimizer`` range per optimizer step and one ``cg-advise:zero_grad`` range per
+  ``zero_grad`` call (of an optimizer or a module): the phases of the step, so that the
   analyser can tell the host time that a capture scope leaves eager.
 
 With a window, the warm-up iterations run untraced: the second half of them is timed here
@@ -190,7 +191,7 @@ def _exit_now() -> None:
 
 
 # the phases whose untraced host time the warm-up records (ms per iteration, median)
-PHASES_TIMED = ("forward", "backward", "optimizer", "after_backward", "between")
+PHASES_TIMED = ("forward", "backward", "optimizer", "after_backward", "between", "zero_grad")
 
 
 @dataclass
@@ -235,6 +236,8 @@ class Injector:
         self._torch = torch
         self._wrap_graph_replay(getattr(torch.cuda, "CUDAGraph", None))
         self._wrap_backward(torch.autograd)
+        self._wrap_zero_grad(optim.Optimizer)
+        self._wrap_zero_grad(nn_module.Module)
         if self.window.bounded and self.window.warmup == 0:
             self._begin_window()
         return self
@@ -288,6 +291,27 @@ class Injector:
 
         autograd.backward = backward
         self._unwraps.append(lambda: setattr(autograd, "backward", original))
+
+    def _wrap_zero_grad(self, owner) -> None:
+        """One ``cg-advise:zero_grad`` range per ``zero_grad`` call of an optimizer or a
+        module: a full-iteration graph takes it in (patch drops the loop's call), so the host
+        time it takes between iterations is not left eager (timed untraced too)."""
+        original = owner.zero_grad
+        injector = self
+
+        def zero_grad(*args, **kwargs):
+            injector.sink.push(ranges.ZERO_GRAD)
+            if injector._timing:
+                injector._phase_start("zero_grad")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if injector._timing:
+                    injector._phase_end("zero_grad")
+                injector.sink.pop()
+
+        owner.zero_grad = zero_grad
+        self._unwraps.append(lambda: setattr(owner, "zero_grad", original))
 
     # -- module hooks ---------------------------------------------------------------
     def _has_parameters(self, module) -> bool:

@@ -34,6 +34,8 @@ class Phases:
     submodules_ms: float           # calls of the top-level module's children
     optimizer_ops: float           # GPU operations launched inside optimizer steps
     marked: bool                   # the trace holds the bootstrap's phase ranges
+    zero_grad_between_ms: float | None = None   # zero_grad calls between iterations, which a
+                                   # full-iteration graph takes in (None: the trace marks none)
 
 
 def _median(values) -> float:
@@ -81,6 +83,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
     blocked = (count_within(syncs["start"], iteration_ends, cpu_b, syncs["end"] - syncs["start"]).astype(float)
                if len(syncs) and len(cpu_a) else np.zeros(len(cpu_a)))
     between = np.maximum(gap - blocked, 0.0)[:-1] if len(gap) > 1 else np.zeros(0)
+    zero_grad_between = _zero_grad_between(trace, rows, iteration_ends, cpu_b)
 
     backward = phase_rows["backward"]
     if len(backward) and len(cpu_a):
@@ -106,7 +109,20 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         submodules_ms=_median(per_iteration["submodules"]) / 1e6,
         optimizer_ops=_median(optimizer_ops),
         marked=marked,
+        zero_grad_between_ms=_median(zero_grad_between) / 1e6 if zero_grad_between is not None else None,
     )
+
+
+def _zero_grad_between(trace, rows, iteration_ends, next_starts):
+    """Per iteration but the last, the time in zero_grad calls between its end and the next
+    one's start: the bootstrap's ranges, else torch.optim's own (any torch.profiler trace);
+    None where the trace has neither, so that no call is taken for none."""
+    names = trace.nvtx_names
+    wanted = {n for n in names if n == ranges.ZERO_GRAD} or {
+        n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
+    if not wanted or len(iteration_ends) < 2:
+        return None
+    return _time_in(_named(trace, rows, wanted), iteration_ends, next_starts)[:-1]
 
 
 def small_kernel_share(durations_ns: np.ndarray) -> float:

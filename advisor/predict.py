@@ -62,7 +62,8 @@ DEFAULT_CALIBRATION = {"graph_node_us": 1.2, "graph_launch_us": 7.0, "eager_laun
 FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "small_kernel_share",
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
-                   "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share")
+                   "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
+                   "zero_grad_ms")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -100,6 +101,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "optimizer_eager": 1.0 if full.get("optimizer_eager") else 0.0,
         "param_tensors": float(params) if isinstance(params, (int, float)) and params > 0 else math.nan,
         "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
+        "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad
     }
 
 
@@ -145,10 +147,14 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     marked = _value(f, "phases_marked", 0.0) > 0
     # every scope but a full_iteration that captures the optimizer step leaves some of the step eager
     leaves_eager = scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0
+    floor = between   # no scope takes in what runs between iterations...
     if scope == "full_iteration":
+        # ...but the zero_grad call there, which patch moves into the graph (the host time of
+        # the trace's zero_grad calls between iterations, where it marks them)
+        floor = max(between - _value(f, "zero_grad_ms", 0.0), 0.0)
         # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
         after = _value(f, "after_backward_ms", optimizer_ms) if marked else optimizer_ms
-        outside = between + (after if leaves_eager else 0.0)
+        outside = floor + (after if leaves_eager else 0.0)
         eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
     elif scope == "submodule":
         share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
@@ -159,7 +165,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # optimizer's own ranges where the trace has them, a lower bound (the loss is not seen)
         outside = period - forward - backward if marked else between + optimizer_ms
         eager_ops, replays = optimizer_ops, 2
-    host = scale * max(outside, between) + replays * launch_ms
+    host = scale * max(outside, floor) + replays * launch_ms
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
         host += callable_ms(f, model) * _host_speed(f, calibration)
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)

@@ -382,6 +382,24 @@ def test_same_baseline_predictions_differ_through_the_traced_host_split():
     assert abs(gap) < min(spreads) / 2
 
 
+def test_zero_grad_between_iterations_matches_plain_python():
+    """The zero_grad calls between iterations, which a full-iteration graph takes in: in a
+    trace without the bootstrap's zero_grad ranges, torch.optim's own
+    ``Optimizer.zero_grad#`` ranges that start between one iteration's end and the next
+    one's start; the median over the gaps, by hand over the JSON."""
+    ev = events("mlp_launch")
+    iters = sorted((e for e in ev if e["cat"] == "user_annotation" and e["name"] == ranges.ITERATION),
+                   key=lambda e: e["ts"])
+    calls = [e for e in ev if e["cat"] == "user_annotation" and e["name"].startswith(ranges.TORCH_ZERO_GRAD_PREFIX)]
+    per_gap = [sum(z["dur"] for z in calls if a["ts"] + a["dur"] <= z["ts"] < b["ts"]) for a, b in zip(iters, iters[1:])]
+    assert len(per_gap) == 19 and min(per_gap) > 0
+    phases = analyse(open_trace(kineto("mlp_launch"))).main.summary.phases
+    assert phases.zero_grad_between_ms == pytest.approx(statistics.median(per_gap) / 1e3, rel=1e-3)
+    assert 0 < phases.zero_grad_between_ms < phases.between_iterations_ms
+    # a trace with no zero_grad range says so (None), not zero
+    assert analyse(open_trace(kineto("mlp_infer"))).main.summary.phases.zero_grad_between_ms is None
+
+
 def test_plain_json_reads_like_gzip(tmp_path):
     plain = tmp_path / "t.json"
     plain.write_bytes(gzip.decompress(kineto("mlp_infer").read_bytes()))

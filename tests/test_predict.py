@@ -463,6 +463,20 @@ def test_a_sync_serialises_a_full_iteration_graph_that_captures_the_optimizer(ro
     assert bare["ms"] == pytest.approx(longer, rel=1e-9) and synced["ms"] > bare["ms"]
 
 
+def test_full_iteration_takes_the_loops_zero_grad_into_the_graph(rows, shipped):
+    """patch moves the loop's zero_grad into the full-iteration graph: the host work left
+    between replays loses the trace's zero_grad time (on the untraced clock); the scopes that
+    leave the loop as it is keep it."""
+    row = next(r for r in rows if number(r, "full_iteration_ms") > 0 and number(r, "between_ms") > 0.1
+               and number(r, "optimizer_eager") == 0)
+    taken = 0.05
+    for scope, loses in (("full_iteration", True), ("fwd_bwd", False)):
+        before = pr.physical(row, scope, shipped)
+        after = pr.physical({**row, "zero_grad_ms": str(taken)}, scope, shipped)
+        scale = min(1.0, pr.eager_ms(row, shipped)[0] / number(row, "period_ms"))
+        assert before["host_ms"] - after["host_ms"] == pytest.approx(scale * taken if loses else 0.0, abs=1e-12)
+
+
 def test_a_count_without_a_host_bound_row_to_fit_it_keeps_the_per_operation_line(rows, shipped):
     """Only a GPU-bound row counts its parameters: no line per parameter tensor can be fitted,
     so a counted trace takes the per-operation line, not a host cost of zero."""
