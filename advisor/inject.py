@@ -270,48 +270,43 @@ class Injector:
         graph_class.replay = replay
         self._unwraps.append(lambda: setattr(graph_class, "replay", original))
 
-    def _wrap_backward(self, autograd) -> None:
-        """``loss.backward()`` calls ``torch.autograd.backward`` by name: one start/end range
-        per call (autograd's device thread launches the kernels, so not a push/pop range)."""
-        original = autograd.backward
-        sink = self.sink
+    def _wrap_phase(self, owner, attribute: str, phase: str, opens, closes, then: str = "") -> None:
+        """Replaces ``owner.attribute`` with a wrapper that opens a range (``opens()`` returns
+        what ``closes`` takes), times the call as ``phase`` in the untraced warm-up and, with
+        ``then``, starts that phase at its end; the original is put back on removal."""
+        original = getattr(owner, attribute)
         injector = self
 
-        def backward(*args, **kwargs):
-            handle = sink.start(ranges.BACKWARD)
+        def wrapper(*args, **kwargs):
+            handle = opens()
             if injector._timing:
-                injector._phase_start("backward")
+                injector._phase_start(phase)
             try:
                 return original(*args, **kwargs)
             finally:
                 if injector._timing:
-                    injector._phase_end("backward")
-                    injector._phase_start("after_backward")   # to the step's end; the last backward's
-                sink.end(handle)
+                    injector._phase_end(phase)
+                    if then:
+                        injector._phase_start(then)
+                closes(handle)
 
-        autograd.backward = backward
-        self._unwraps.append(lambda: setattr(autograd, "backward", original))
+        setattr(owner, attribute, wrapper)
+        self._unwraps.append(lambda: setattr(owner, attribute, original))
+
+    def _wrap_backward(self, autograd) -> None:
+        """``loss.backward()`` calls ``torch.autograd.backward`` by name: one start/end range
+        per call (autograd's device thread launches the kernels, so not a push/pop range);
+        what follows the last backward up to the step's end is timed as ``after_backward``."""
+        sink = self.sink
+        self._wrap_phase(autograd, "backward", "backward", lambda: sink.start(ranges.BACKWARD), sink.end,
+                         then="after_backward")
 
     def _wrap_zero_grad(self, owner) -> None:
         """One ``cg-advise:zero_grad`` range per ``zero_grad`` call of an optimizer or a
         module: a full-iteration graph takes it in (patch drops the loop's call), so the host
         time it takes between iterations is not left eager (timed untraced too)."""
-        original = owner.zero_grad
-        injector = self
-
-        def zero_grad(*args, **kwargs):
-            injector.sink.push(ranges.ZERO_GRAD)
-            if injector._timing:
-                injector._phase_start("zero_grad")
-            try:
-                return original(*args, **kwargs)
-            finally:
-                if injector._timing:
-                    injector._phase_end("zero_grad")
-                injector.sink.pop()
-
-        owner.zero_grad = zero_grad
-        self._unwraps.append(lambda: setattr(owner, "zero_grad", original))
+        sink = self.sink
+        self._wrap_phase(owner, "zero_grad", "zero_grad", lambda: sink.push(ranges.ZERO_GRAD), lambda _: sink.pop())
 
     # -- module hooks ---------------------------------------------------------------
     def _has_parameters(self, module) -> bool:
