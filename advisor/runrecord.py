@@ -56,7 +56,8 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
         except Exception as error:  # noqa: BLE001 - patch's refusal, or a rewrite it cannot make
             scopes[scope] = {"applies": False, "why": str(error) or type(error).__name__}
             continue
-        scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager}
+        scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
+                         "zero_grad_eager": patch.zero_grad_eager}
     return {"kind": spec.kind, "step": spec.describe(), "scopes": scopes}
 
 

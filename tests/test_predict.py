@@ -475,6 +475,9 @@ def test_full_iteration_takes_the_loops_zero_grad_into_the_graph(rows, shipped):
         after = pr.physical({**row, "zero_grad_ms": str(taken)}, scope, shipped)
         scale = min(1.0, pr.eager_ms(row, shipped)[0] / number(row, "period_ms"))
         assert before["host_ms"] - after["host_ms"] == pytest.approx(scale * taken if loses else 0.0, abs=1e-12)
+    # a graph of one micro-step of several: the loop still zeroes the gradients, eagerly
+    kept = pr.physical({**row, "zero_grad_ms": str(taken), "zero_grad_eager": "1.0"}, "full_iteration", shipped)
+    assert kept["host_ms"] == pytest.approx(pr.physical(row, "full_iteration", shipped)["host_ms"], abs=1e-12)
 
 
 def test_a_count_without_a_host_bound_row_to_fit_it_keeps_the_per_operation_line(rows, shipped):
