@@ -191,7 +191,7 @@ def _exit_now() -> None:
 
 
 # the phases whose untraced host time the warm-up records (ms per iteration, median)
-PHASES_TIMED = ("forward", "backward", "optimizer", "after_backward", "between", "zero_grad")
+PHASES_TIMED = ("forward", "backward", "optimizer", "after_backward", "between", "zero_grad_between")
 
 
 @dataclass
@@ -270,24 +270,26 @@ class Injector:
         graph_class.replay = replay
         self._unwraps.append(lambda: setattr(graph_class, "replay", original))
 
-    def _wrap_phase(self, owner, attribute: str, phase: str, opens, closes, then: str = "") -> None:
+    def _wrap_phase(self, owner, attribute: str, phase: str, opens, closes, then: str = "", during: str = "") -> None:
         """Replaces ``owner.attribute`` with a wrapper that opens a range (``opens()`` returns
-        what ``closes`` takes), times the call as ``phase`` in the untraced warm-up and, with
-        ``then``, starts that phase at its end; the original is put back on removal."""
+        what ``closes`` takes), times the call as ``phase`` in the untraced warm-up (with
+        ``during``, only while that phase is open) and, with ``then``, starts that phase at
+        its end; the original is put back on removal."""
         original = getattr(owner, attribute)
         injector = self
 
         def wrapper(*args, **kwargs):
             handle = opens()
-            if injector._timing:
+            timed = injector._timing and (not during or during in injector._phase_open)
+            if timed:
                 injector._phase_start(phase)
             try:
                 return original(*args, **kwargs)
             finally:
-                if injector._timing:
+                if timed:
                     injector._phase_end(phase)
-                    if then:
-                        injector._phase_start(then)
+                if injector._timing and then:
+                    injector._phase_start(then)
                 closes(handle)
 
         setattr(owner, attribute, wrapper)
@@ -303,10 +305,12 @@ class Injector:
 
     def _wrap_zero_grad(self, owner) -> None:
         """One ``cg-advise:zero_grad`` range per ``zero_grad`` call of an optimizer or a
-        module: a full-iteration graph takes it in (patch drops the loop's call), so the host
-        time it takes between iterations is not left eager (timed untraced too)."""
+        module: where patch takes the loop's call out of a full-iteration graph's loop, the host
+        time it takes between iterations is not left eager (timed untraced too, the calls
+        between iterations only, as the analyser reads the trace)."""
         sink = self.sink
-        self._wrap_phase(owner, "zero_grad", "zero_grad", lambda: sink.push(ranges.ZERO_GRAD), lambda _: sink.pop())
+        self._wrap_phase(owner, "zero_grad", "zero_grad_between", lambda: sink.push(ranges.ZERO_GRAD),
+                         lambda _: sink.pop(), during="between")
 
     # -- module hooks ---------------------------------------------------------------
     def _has_parameters(self, module) -> bool:

@@ -63,7 +63,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
-                   "zero_grad_ms", "zero_grad_eager")
+                   "zero_grad_ms", "zero_grad_in_graph")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -102,7 +102,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "param_tensors": float(params) if isinstance(params, (int, float)) and params > 0 else math.nan,
         "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
         "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad
-        "zero_grad_eager": 1.0 if full.get("zero_grad_eager") else 0.0,   # micro-steps: patch keeps it
+        "zero_grad_in_graph": 1.0 if full.get("zero_grad_in_graph") else 0.0,   # patch drops the loop's call
     }
 
 
@@ -150,10 +150,12 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     leaves_eager = scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0
     floor = between   # no scope takes in what runs between iterations...
     if scope == "full_iteration":
-        # ...but the zero_grad call there, which patch moves into the graph (the host time of
-        # the trace's zero_grad calls between iterations, where it marks them), unless the
-        # graph is one micro-step of several, whose gradients the loop still zeroes
-        if _value(f, "zero_grad_eager", 0.0) <= 0:
+        # ...but the zero_grad call there where patch takes the loop's zero_grad statement out
+        # (the graph's backward writes the gradients afresh): the host time of the trace's
+        # zero_grad calls between iterations. Only where the run record says patch does (not
+        # for micro-steps, whose gradients the loop still zeroes, nor a call patch does not
+        # recognise, nor a trace without a record)
+        if _value(f, "zero_grad_in_graph", 0.0) > 0:
             floor = max(between - _value(f, "zero_grad_ms", 0.0), 0.0)
         # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
         after = _value(f, "after_backward_ms", optimizer_ms) if marked else optimizer_ms

@@ -57,7 +57,7 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
             scopes[scope] = {"applies": False, "why": str(error) or type(error).__name__}
             continue
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
-                         "zero_grad_eager": patch.zero_grad_eager}
+                         "zero_grad_in_graph": patch.zero_grad_in_graph}
     return {"kind": spec.kind, "step": spec.describe(), "scopes": scopes}
 
 

@@ -5,7 +5,7 @@ that ``bench/predicted_vs_measured.py`` sets the shipped model's predictions bes
 measurements.
 
     python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --only A,B,...
-    python bench/unseen_rows.py OUT [OUT2 ...] -o unseen.csv [--median-round]
+    python bench/unseen_rows.py OUT [OUT2 ...] -o unseen.csv [--median-round] [--reapply]
     python bench/predicted_vs_measured.py unseen.csv
 """
 
@@ -34,11 +34,21 @@ def median_round(record: dict) -> dict:
     return {**record, "calibration": calibration}
 
 
-def row_of(folder: Path, name: str, recompute: bool = False) -> dict:
+def reapplied(record: dict, script: Path) -> dict:
+    """The record with the scopes as today's patch applies them to ``script`` (static, no GPU):
+    for records taken before the run record said what patch does with the loop's zero_grad."""
+    from advisor.runrecord import applied_scopes
+
+    return {**record, "applied": applied_scopes(script)}
+
+
+def row_of(folder: Path, name: str, recompute: bool = False, reapply: bool = False) -> dict:
     summary = analyse(open_trace(folder / f"{name}_eager.sqlite")).main.summary
     record = json.loads((folder / f"{name}_eager.cg-advise-run.json").read_text())
     if recompute:
         record = median_round(record)
+    if reapply:
+        record = reapplied(record, folder / f"{name}.py")
     tuned = json.loads((folder / f"{name}.py.cg-advise.json").read_text())
     measured = {r["scope"]: {"ms": r.get("ms_per_iter"), "status": r.get("status", "not measured")}
                 for r in tuned["rows"]}
@@ -52,6 +62,8 @@ def main():
     parser.add_argument("-o", "--output", type=Path, required=True)
     parser.add_argument("--median-round", action="store_true",
                         help="Recompute each calibration's host costs as the median of its rounds.")
+    parser.add_argument("--reapply", action="store_true",
+                        help="Recompute the scopes as today's patch applies them to OUT/NAME.py.")
     args = parser.parse_args()
     found = [(folder, p.name[:-len("_eager.sqlite")]) for folder in args.folders
              for p in sorted(folder.glob("*_eager.sqlite"))
@@ -59,7 +71,7 @@ def main():
     if not found:
         raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in "
                          f"{', '.join(map(str, args.folders))}")
-    write_dataset(args.output, [row_of(folder, name, args.median_round) for folder, name in found])
+    write_dataset(args.output, [row_of(folder, name, args.median_round, args.reapply) for folder, name in found])
     print(f"{args.output}: {len(found)} scripts", file=sys.stderr)
 
 

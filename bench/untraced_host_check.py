@@ -11,7 +11,7 @@ against tune's measured graphed time. Reads the folder ``bench/gpu_profile_only.
 corpus scripts as NAME_eager.sqlite + run record with tune's NAME.py.cg-advise.json copied
 beside them, zoo rows as zoo/NAME_SHAPE.sqlite measured in the dataset CSV.
 
-    python bench/untraced_host_check.py OUT [--dataset advisor/data/dataset_h100.csv] [--median-round]
+    python bench/untraced_host_check.py OUT [--dataset advisor/data/dataset_h100.csv] [--median-round] [--reapply]
 
 The traces themselves are not committed (megabytes each); their run records and this script's
 output are, in bench/results/unseen_corpus_h100/second_profile/.
@@ -32,31 +32,33 @@ from advisor import predict as pr  # noqa: E402
 from advisor import runrecord  # noqa: E402
 from advisor.analysis import analyse  # noqa: E402
 from advisor.trace import open_trace  # noqa: E402
-from unseen_rows import median_round  # noqa: E402
+from unseen_rows import median_round, reapplied  # noqa: E402
 
 
 def cases(folder: Path, dataset: Path):
-    """(name, trace, run record, tune's full_iteration ms) of every profiled workload."""
+    """(name, trace, run record, tune's full_iteration ms, script) of every profiled workload."""
     for record in sorted(folder.glob("*_eager.cg-advise-run.json")):
         name = record.name[:-len("_eager.cg-advise-run.json")]
         tuned = folder / f"{name}.py.cg-advise.json"
         if tuned.exists():
             rows = json.loads(tuned.read_text())["rows"]
             ms = next((r.get("ms_per_iter") for r in rows if r["scope"] == "full_iteration"), None)
-            yield name, folder / f"{name}_eager.sqlite", record, ms
+            yield name, folder / f"{name}_eager.sqlite", record, ms, folder / f"{name}.py"
     measured = {r["workload"]: r for r in csv.DictReader(dataset.open())}
     for record in sorted((folder / "zoo").glob("*.cg-advise-run.json")):
         safe = record.name[:-len(".cg-advise-run.json")]
         workload = "+".join(safe.rsplit("_", 1))
         if workload in measured:
-            yield workload, folder / "zoo" / f"{safe}.sqlite", record, pr._value(measured[workload], "full_iteration_ms")
+            script = ROOT / "bench" / "workloads" / "zoo_scripts" / f"zoo_{workload.rsplit('+', 1)[1]}.py"
+            yield workload, folder / "zoo" / f"{safe}.sqlite", record, pr._value(measured[workload], "full_iteration_ms"), script
 
 
 def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
     """full_iteration's time with the host side timed untraced instead of scaled from the trace."""
     leaves_eager = pr._value(f, "optimizer_eager", 0.0) > 0
-    # less the zero_grad calls patch moves into the graph, where the bootstrap timed them
-    outside = max(untraced.get("between_ms_per_iteration", 0.0) - untraced.get("zero_grad_ms_per_iteration", 0.0), 0.0)
+    # less the zero_grad calls between iterations, where patch takes the loop's statement out
+    taken = untraced.get("zero_grad_between_ms_per_iteration", 0.0) if pr._value(f, "zero_grad_in_graph", 0.0) > 0 else 0.0
+    outside = max(untraced.get("between_ms_per_iteration", 0.0) - taken, 0.0)
     if leaves_eager:
         outside += untraced.get("after_backward_ms_per_iteration", 0.0)
     launch = pr._value(f, "graph_launch_us", model["calibration"]["graph_launch_us"]) / 1e3
@@ -72,15 +74,19 @@ def main():
     parser.add_argument("--dataset", type=Path, default=ROOT / "advisor" / "data" / "dataset_h100.csv")
     parser.add_argument("--median-round", action="store_true",
                         help="Recompute each calibration's host costs as the median of its rounds.")
+    parser.add_argument("--reapply", action="store_true",
+                        help="Recompute the scopes as today's patch applies them to each script.")
     args = parser.parse_args()
     model = pr.load_model()
     within = {"traced": 0, "zero_grad eager": 0, "untraced": 0}
     count = 0
     print(f"{'workload':32s} {'measured':>9s} " + " ".join(f"{how:>16s}" for how in within))
-    for name, trace, record_path, measured in cases(args.folder, args.dataset):
+    for name, trace, record_path, measured, script in cases(args.folder, args.dataset):
         record = runrecord.read(record_path)
         if args.median_round:
             record = median_round(record)
+        if args.reapply:
+            record = reapplied(record, script)
         untraced = record.get("untraced") or {}
         if not measured or not math.isfinite(measured) or "between_ms_per_iteration" not in untraced:
             continue

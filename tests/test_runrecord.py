@@ -17,8 +17,8 @@ def test_applied_scopes_follow_what_patch_does():
     amp = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_amp.py")
     plain = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_plain.py")
     assert amp["kind"] == plain["kind"] == "train"
-    assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_eager": False}
-    assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_eager": False}
+    assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_in_graph": True}
+    assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_in_graph": True}
     assert set(plain["scopes"]) == {"full_iteration", "fwd_bwd", "submodule", "compile"}
 
 
@@ -28,7 +28,7 @@ def test_a_graph_of_one_micro_step_leaves_the_loops_zero_grad_eager():
     plain loop's zero_grad goes into the graph: the prediction no longer counts it)."""
     applied = runrecord.applied_scopes(ROOT / "tests" / "corpus" / "micro_steps.py")
     assert applied["scopes"]["full_iteration"]["applies"]
-    assert applied["scopes"]["full_iteration"]["zero_grad_eager"] is True
+    assert applied["scopes"]["full_iteration"]["zero_grad_in_graph"] is False
 
 
 def test_a_refused_scope_carries_patch_s_reason():

@@ -64,7 +64,8 @@ class Patch:
     patched: str
     source: Optional[SourceFile] = None   # how the file was read: encoding, BOM, bytes
     optimizer_eager: bool = False         # full_iteration with the optimizer step left out of the graph
-    zero_grad_eager: bool = False         # full_iteration of micro-steps: the loop's zero_grad stays
+    zero_grad_in_graph: bool = False      # full_iteration took the loop's zero_grad statement out of the
+                                          # loop (the graph's backward writes the gradients afresh)
 
     @property
     def patched_bytes(self) -> bytes:
@@ -100,7 +101,7 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     rewriter = _Rewriter(spec, scope, path)
     patched = _same_line_endings(original, rewriter.apply(module).code)
     check(path, original, patched)
-    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside, rewriter.zero_grad_kept)
+    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside, rewriter.zero_grad_dropped)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
@@ -152,7 +153,7 @@ class _Rewriter:
     def __init__(self, spec: StepSpec, scope: str, path: Path):
         self.spec, self.scope, self.path = spec, scope, path
         self.optimizer_outside = False
-        self.zero_grad_kept = False   # micro-steps: the graph adds into gradients the loop zeroes
+        self.zero_grad_dropped = False   # a zero_grad statement of the loop went (not with micro-steps)
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -435,7 +436,6 @@ class _Rewriter:
                               "a captured micro-step adds into them")
         inner_end = len(is_backward) - 1 - is_backward[::-1].index(True)
         setup, new_micro = self._capture(micro, inner, inner_end, outer, scope, positions, accumulate=True)
-        self.zero_grad_kept = True
         new_body = [new_micro if s is micro else s for s in body]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
@@ -501,6 +501,8 @@ class _Rewriter:
                               "(fetch the batch before the step)")
         before = [s for s in body[:start] if not is_zero_grad(s)]
         post = [s for s in body[end + 1:] if not is_zero_grad(s)]
+        if not accumulate and any(is_zero_grad(s) for s in body):
+            self.zero_grad_dropped = True
         # everything the step reads that changes from one iteration to the next is an input:
         # the batch, the loop's own targets, names the body assigns before the step
         # (a name the step binds before reading it is its own, whatever discovery guessed)
