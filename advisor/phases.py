@@ -118,8 +118,7 @@ def _zero_grad_between(trace, rows, iteration_ends, next_starts):
     one's start: the bootstrap's ranges, else torch.optim's own (any torch.profiler trace);
     None where the trace has neither, so that no call is taken for none."""
     names = trace.nvtx_names
-    wanted = {n for n in names if n == ranges.ZERO_GRAD} or {
-        n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
+    wanted = {ranges.ZERO_GRAD} & set(names) or {n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
     if not wanted or len(iteration_ends) < 2:
         return None
     return _time_in(_named(trace, rows, wanted), iteration_ends, next_starts)[:-1]
