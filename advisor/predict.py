@@ -176,17 +176,20 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _fusible(f)
-    # a host sync makes the host wait for the graph: then part of the shorter side adds to the
-    # longer instead of overlapping it (the share fitted on the synced rows: the optimizer's
-    # kernels still overlap the next iteration's host work, so it is well under all of it).
-    # Every scope leaves the trace's syncs eager: none can be captured, so a full_iteration
-    # graph keeps a GradScaler's inf check, a logged .item() and a pageable batch's copy out
-    # of the graph too (counted only under an eager optimizer before: the unseen scripts'
-    # graphed time within 20 % for 5 of 10, 7 with it)
-    synced = _value(f, "syncs", 0.0) >= 1
-    serial = model.get("sync_serial_share", 1.0) if synced else 0.0
-    ms = max(max(gpu, host) + serial * min(gpu, host), 1e-9)
+    ms = graphed_ms(f, gpu, host, model)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def graphed_ms(f: dict, gpu: float, host: float, model: dict) -> float:
+    """A scope's ms/iteration from its two sides. They overlap, but a host sync makes the host
+    wait for the graph: then part of the shorter side adds to the longer (the share fitted on
+    the synced rows: the optimizer's kernels still overlap the next iteration's host work, so
+    it is well under all of it). Every scope leaves the trace's syncs eager: none can be
+    captured, so a full_iteration graph keeps a GradScaler's inf check, a logged .item() and a
+    pageable batch's copy out of the graph too (counted only under an eager optimizer before:
+    the unseen scripts' graphed time within 20 % for 5 of 10, 7 with it)."""
+    serial = model.get("sync_serial_share", 1.0) if _value(f, "syncs", 0.0) >= 1 else 0.0
+    return max(max(gpu, host) + serial * min(gpu, host), 1e-9)
 
 
 def callable_ms(f: dict, model: dict) -> float:

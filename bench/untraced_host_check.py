@@ -63,9 +63,7 @@ def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
         outside += untraced.get("after_backward_ms_per_iteration", 0.0)
     launch = pr._value(f, "graph_launch_us", model["calibration"]["graph_launch_us"]) / 1e3
     host = outside * model.get("baseline_factor", 1.0) + launch
-    gpu = traced["gpu_ms"]
-    serial = model.get("sync_serial_share", 1.0) if pr._value(f, "syncs", 0.0) >= 1 else 0.0
-    return max(gpu, host) + serial * min(gpu, host)
+    return pr.graphed_ms(f, traced["gpu_ms"], host, model)
 
 
 def main():
