@@ -15,8 +15,9 @@ script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hook
   analyser can tell the host time that a capture scope leaves eager.
 
 With a window, the warm-up iterations run untraced: the second half of them is timed here
-(CUDA events on the current stream, and the host clock), and the figures go into the summary
-file as ``untraced``: the eager baseline every prediction is measured against, taken without
+(CUDA events on the current stream, and the host clock), and as many iterations again after
+the window (then the script stops, unless it runs to its end), and the figures go into the
+summary file as ``untraced``: the eager baseline every prediction is measured against, taken without
 the tracer's own cost. The host time of the phases (top-level forward, backward, optimizer
 step) in those iterations is timed too: the untraced split of the host time, which each
 tracer inflates in its own way (bench/backends_compare.py sets it beside both traces' split).
@@ -208,9 +209,11 @@ class Injector:
     trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train (at
                                                # its first training call; None in an inference loop)
     recording: bool = False
-    untraced: dict = field(default_factory=dict)   # the timed warm-up iterations, see _time_warmup
+    untraced: dict = field(default_factory=dict)   # the timed untraced iterations, see _untraced_figures
     _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
-    _timing: bool = False                          # inside the timed warm-up: the phases are timed too
+    _timing: bool = False                          # inside a timed untraced chunk: the phases are timed too
+    _untraced_chunks: list = field(default_factory=list)   # the timed warm-up, then as many iterations after the window
+    _after_left: int = 0                           # untraced iterations still to time after the window
     _phase_open: dict = field(default_factory=dict)     # phase -> host seconds at its start
     _phase_seconds: dict = field(default_factory=dict)  # phase -> host seconds since the last mark
     _phase_marks: list = field(default_factory=list)    # _phase_seconds at each timed iteration end
@@ -464,18 +467,33 @@ class Injector:
         window = self.window
         if not window.bounded:
             return
-        if not self.recording and self.iterations_done >= timed_from(window.warmup):
+        done, warmup = self.iterations_done, window.warmup
+        if not self.recording and timed_from(warmup) <= done <= warmup:
             self._mark()
-            self._timing = self.iterations_done < window.warmup
-        if self.iterations_done == window.warmup and not self.recording:
+            self._timing = done < warmup
+        if done == warmup and not self.recording:
             self._timing = False
-            self.untraced = self._time_warmup()
+            self._untraced_chunks.append(self._close_chunk())
+            self.untraced = _untraced_figures(self._untraced_chunks)
             self._begin_window()
-        elif self.recording and self.iterations_done == window.warmup + window.iterations:
+        elif self.recording and done == warmup + window.iterations:
             self.recording = False
             window.on_stop()
-            if not window.run_to_end:
+            self._after_left = warmup - timed_from(warmup) if self._untraced_chunks else 0
+            if self._after_left > 0:   # as many iterations again, untraced, after the window
+                self._mark()
+                self._timing = True
+            elif not window.run_to_end:
                 window.on_exit()
+        elif self._after_left > 0:
+            self._mark()
+            self._after_left -= 1
+            if self._after_left == 0:
+                self._timing = False
+                self._untraced_chunks.append(self._close_chunk())
+                self.untraced = _untraced_figures(self._untraced_chunks)
+                if not window.run_to_end:
+                    window.on_exit()
 
     def _mark(self) -> None:
         try:
@@ -496,35 +514,25 @@ class Injector:
         if began is not None:
             self._phase_seconds[phase] = self._phase_seconds.get(phase, 0.0) + time.perf_counter() - began
 
-    def _time_warmup(self) -> dict:
-        """ms per iteration over the timed warm-up iterations: the GPU timeline between CUDA
-        events at iteration ends (what the GPU sees, gaps included), and the host clock; the
-        median of the iterations, so that one slow iteration (a collection, a checkpoint) does
-        not move it, with every iteration kept for inspection; and the median host time per
-        iteration of each phase the iterations ran (``forward_ms_per_iteration``, ...;
-        ``after_backward``: from the last backward's end to the step's, ``between``: from the
-        last step's end to the next iteration's start, what a full-iteration graph leaves eager.
-        Not split further: the host work between micro-batches of gradient accumulation falls
-        in no phase, and an evaluation call inside the loop is an iteration of its own)."""
+    def _close_chunk(self) -> dict:
+        """The timed iterations since the chunk's first mark, per iteration: the GPU timeline
+        between CUDA events at iteration ends (what the GPU sees, gaps included), the host
+        clock, and the host time of each phase the iterations ran (``after_backward``: from the
+        last backward's end to the step's, ``between``: from the last step's end to the next
+        iteration's start, what a full-iteration graph leaves eager. Not split further: the
+        host work between micro-batches of gradient accumulation falls in no phase, and an
+        evaluation call inside the loop is an iteration of its own)."""
         marks, self._marks = self._marks, []
         phases, self._phase_marks = self._phase_marks[1:], []   # each timed iteration's, from its end mark
-        if len(marks) < 2:
-            return {}
-        host = [(b[0] - a[0]) * 1e3 for a, b in zip(marks, marks[1:])]
-        out = {"iterations": len(host), "host_ms_per_iteration": statistics.median(host), "host_ms": host}
         self._phase_open = {}
-        for phase in PHASES_TIMED:
-            if any(phase in seconds for seconds in phases):
-                out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3
-                                                                      for seconds in phases)
-        if all(event is not None for _, event in marks):
+        chunk = {"host_ms": [(b[0] - a[0]) * 1e3 for a, b in zip(marks, marks[1:])], "phases": phases}
+        if len(marks) > 1 and all(event is not None for _, event in marks):
             try:
                 marks[-1][1].synchronize()
-                gpu = [a[1].elapsed_time(b[1]) for a, b in zip(marks, marks[1:])]
-                out.update(gpu_ms_per_iteration=statistics.median(gpu), gpu_ms=gpu)
+                chunk["gpu_ms"] = [a[1].elapsed_time(b[1]) for a, b in zip(marks, marks[1:])]
             except Exception:  # noqa: BLE001 - a device error leaves the host figure
                 pass
-        return out
+        return chunk
 
     def _begin_window(self) -> None:
         self.recording = True
@@ -540,6 +548,32 @@ class Injector:
             "trained_parameters": self.trained_parameters,
             "untraced": self.untraced,
         }
+
+
+def _untraced_figures(chunks: list) -> dict:
+    """ms per iteration, the median of the timed untraced iterations of every chunk (the
+    second half of the warm-up, then as many iterations after the recording window): one slow
+    iteration (a collection, a checkpoint) does not move it, and two stretches a window apart
+    sample the host at two moments (its speed drifts by 1.2-1.4x between seconds on a lent
+    H100 host: bench/host_speed_probe.py), where one stretch of 25 iterations timed one of
+    them; every iteration is kept for inspection, and each chunk's median
+    (``gpu_ms_by_chunk``), so that a report can show how far they were apart. With the median
+    host time per iteration of each phase the iterations ran (``forward_ms_per_iteration``, ...)."""
+    chunks = [chunk for chunk in chunks if chunk["host_ms"]]
+    host = [ms for chunk in chunks for ms in chunk["host_ms"]]
+    if not host:
+        return {}
+    out = {"iterations": len(host), "chunks": [len(chunk["host_ms"]) for chunk in chunks],
+           "host_ms_per_iteration": statistics.median(host), "host_ms": host}
+    phases = [seconds for chunk in chunks for seconds in chunk["phases"]]
+    for phase in PHASES_TIMED:
+        if any(phase in seconds for seconds in phases):
+            out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3 for seconds in phases)
+    if all(chunk.get("gpu_ms") for chunk in chunks):
+        gpu = [ms for chunk in chunks for ms in chunk["gpu_ms"]]
+        out.update(gpu_ms_per_iteration=statistics.median(gpu), gpu_ms=gpu,
+                   gpu_ms_by_chunk=[statistics.median(chunk["gpu_ms"]) for chunk in chunks])
+    return out
 
 
 def count_trained_parameters(module) -> int:

@@ -9,7 +9,7 @@ to OUT/tune_check.json after every workload.
 
     python bench/gpu_tune_check.py --out OUT [--set plain|corpus|all] [--only NAME,...]
         [--no-profile] [--scopes S,...] [--deadline SECONDS] [--device cuda] [--runs N] [--cpus 0-3]
-        [--iterations N]
+        [--iterations N] [--no-patched-run]
 """
 import argparse
 import json
@@ -100,6 +100,8 @@ def main():
     parser.add_argument("--runs", type=int, default=1, help="Processes per candidate (tune --runs), and per patched run.")
     parser.add_argument("--cpus", default="", help="tune --cpus, and the same pinning for the patched run.")
     parser.add_argument("--iterations", type=int, default=0, help="tune --iterations (timed steps per process).")
+    parser.add_argument("--no-patched-run", action="store_true",
+                        help="Tune only: do not apply and run the winner (a measurement of tune itself, repeated).")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -137,7 +139,7 @@ def main():
                              tuned["eager_ms"])
             row["winner_within_3pct_of_fastest"] = fastest is None or winner_ms <= 1.03 * fastest
             row["winner_not_slower_than_eager"] = winner_ms <= tuned["eager_ms"]
-            if tuned["winner"] != "eager":
+            if tuned["winner"] != "eager" and not args.no_patched_run:
                 row.update(check_patched(script, wargs, tuned, winner_ms, args.out, name, args.runs,
                                          parse_cpus(args.cpus)))
         row["seconds"] = round(time.monotonic() - started, 1)

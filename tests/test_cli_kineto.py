@@ -139,7 +139,8 @@ def check_torch_run(folder, name, steps_recorded):
     assert not any(e.get("cat") in ("kernel", "cuda_runtime") for e in events)
     record = json.loads((folder / f"{name}.cg-advise-run.json").read_text())
     assert record["backend"] == "torch.profiler" and record["window"] == {"warmup": 4, "iterations": steps_recorded}
-    assert record["untraced"]["iterations"] == 2   # iterations 2..4 of the warm-up timed
+    # iterations 2..4 of the warm-up timed, and as many after the window
+    assert record["untraced"]["iterations"] == 4 and record["untraced"]["chunks"] == [2, 2]
     assert record["applied"]["kind"] == "train"
     assert record["bootstrap"]["trained_parameters"] == 6   # the model's feature param_tensors: 3 Linear layers
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -119,6 +120,41 @@ def test_warmup_iterations_are_timed_before_the_window_opens():
     untraced = injector.summary()["untraced"]
     assert calls == ["start"] and untraced["iterations"] == 8 - 4   # iteration ends 4..8 timed
     assert untraced["host_ms_per_iteration"] > 0 and "gpu_ms_per_iteration" not in untraced
+
+
+def test_as_many_iterations_are_timed_after_the_window_then_the_script_stops():
+    """After the recording window, the bootstrap times as many untraced iterations as it timed
+    in the warm-up (a second look at the host, a window later) before it stops the script;
+    the baseline is the median of both chunks, each chunk's own median kept."""
+    calls = []
+
+    def stop_script():
+        raise StopScript
+
+    window = Window(warmup=8, iterations=2, run_to_end=False, on_start=lambda: calls.append("start"),
+                    on_stop=lambda: calls.append("stop"), on_exit=stop_script)
+    sink = RecordingSink()
+    injector = Injector(sink, window).install()
+    saved = sys.argv[:]
+    try:
+        with pytest.raises(StopScript):
+            run_target([SCRIPT, "--steps", "100"])
+    finally:
+        injector.remove()
+        sys.argv = saved
+    untraced = injector.summary()["untraced"]
+    assert calls == ["start", "stop"] and injector.iterations_done == 8 + 2 + 4
+    assert untraced["iterations"] == 8 and untraced["chunks"] == [4, 4] and len(untraced["host_ms"]) == 8
+    assert untraced["host_ms_per_iteration"] == pytest.approx(statistics.median(untraced["host_ms"]))
+    # the ranges go on as in the warm-up: Nsight Systems records only inside its capture range
+    assert sink.count("start", ranges.ITERATION) == 14
+
+
+def test_a_script_that_ends_before_the_second_chunk_keeps_the_warm_up_figures():
+    window = Window(warmup=8, iterations=2, run_to_end=False)
+    _, injector = run_script("--steps", "12", window=window)
+    untraced = injector.summary()["untraced"]
+    assert untraced["iterations"] == 4 and untraced["chunks"] == [4]
 
 
 SLOW_SCRIPT = """
