@@ -165,8 +165,8 @@ def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=
               help="Folder of the report.")
 @click.option("--force", is_flag=True, help="Replace an existing report (the old one is kept as .bak).")
 @click.option("--warmup", type=click.IntRange(min=0), help="Iterations run untraced before recording starts; the "
-              "second half of them is timed as the eager baseline.  [default: 50]")
-@click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then stop the script.  "
+              "second half of them, and as many after the recording, are timed as the eager baseline.  [default: 50]")
+@click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then (after the baseline's second stretch) stop the script.  "
               "[default: 20]")
 @click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
 @click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline: the "
@@ -196,8 +196,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     cg-advise profile [OPTIONS] -- python -m package [ARGS]...
 
     By default the first --warmup iterations run untraced (the second half of them timed:
-    the eager baseline of the prediction), the next --iterations are recorded, and the
-    script is stopped. Beside the report, NAME.cg-advise-run.json keeps that baseline, a
+    the eager baseline of the prediction), the next --iterations are recorded, as many
+    iterations as were timed run untraced and timed again, and the script is stopped. Beside the report, NAME.cg-advise-run.json keeps that baseline, a
     few seconds' calibration of this GPU, and the capture scopes as `patch` would apply them.
     With --backend torch (or no nsys found) the report is NAME.kineto.json.gz, torch.profiler's
     Chrome trace, which `analyze` reads too.

@@ -33,7 +33,7 @@ NSYS_LINE = re.compile(r"^(Collecting data\.\.\.|Generating '|\[\d+/\d+\]|Genera
                        r"Stopping data collection|Signal \d+ received)")
 
 
-DEFAULT_WARMUP = 50       # untraced iterations before recording; the second half is the timed baseline
+DEFAULT_WARMUP = 50       # untraced iterations before recording; the second half, and as many after, the timed baseline
                           # (late enough to miss a slow start: lazy loading, clocks, allocator growth)
 DEFAULT_ITERATIONS = 20   # iterations recorded
 RUN_RECORD = ".cg-advise-run.json"   # beside the report: what profile measured outside the trace

@@ -8,11 +8,13 @@ another tenant), pinning the script makes profile and tune measure the same mach
 `cores`: pins the calling thread to each allowed CPU in turn, PASSES times, and prints the
 median launch cost per CPU and pass, then the same unpinned. `series`: the launch cost of every
 batch of BATCH_OPS ops for SERIES_S seconds, with its time, to see how long each speed lasts.
-Usage (GPU): python bench/host_speed_probe.py cores|series OUT.json
+`summary`: how far apart windows of 0.1-5 s of such a series are (no GPU needed).
+Usage: python bench/host_speed_probe.py cores|series OUT.json (GPU), summary SERIES.json[.gz]
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import statistics
@@ -24,6 +26,7 @@ OPS = 400
 BATCHES = 9
 BATCH_OPS = 100
 SERIES_S = 20.0
+FAST_US = 8.8   # between the two speeds seen (about 7.2 and 10.2 us per launch)
 
 
 def launch_cost_us(torch, x) -> float:
@@ -51,10 +54,29 @@ def series(torch, x) -> list:
     return points
 
 
+def summarise(path: str) -> None:
+    """The share of batches at the fast speed, and the slowest over the fastest window mean."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        points = json.load(handle)
+    costs = [cost for _, cost in points]
+    print(f"{path}: {len(points)} batches of {BATCH_OPS} launches, median {statistics.median(costs):.2f} us per "
+          f"launch, {sum(c < FAST_US for c in costs) / len(costs):.0%} of them under {FAST_US} us")
+    for seconds in (0.1, 0.5, 2.0, 5.0):
+        windows = {}
+        for t, cost in points:
+            windows.setdefault(int(t / seconds), []).append(cost)
+        means = [statistics.mean(v) for _, v in sorted(windows.items())][:-1]   # the last one is partial
+        print(f"  windows of {seconds:>3} s: {min(means):.2f}-{max(means):.2f} us, {max(means) / min(means):.2f}x apart")
+
+
 def main() -> int:
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "summary":
+        summarise(out)
+        return 0
     import torch
 
-    mode, out = sys.argv[1], sys.argv[2]
     x = torch.zeros(1, device="cuda")
     for _ in range(5):
         launch_cost_us(torch, x)

@@ -1,0 +1,56 @@
+"""How close can any prediction come to one tune measurement? The measurement's own spread.
+
+tune with ``--runs N`` (N >= 2) times eager and each scope in N fresh processes and keeps the
+median. Pairing every eager process with every process of a scope gives the speedups a
+single-process tune (``--runs 1``, the default, and how the shipped datasets were measured)
+could have printed; the share of them within 20 % of the N-process median is what a perfect
+prediction of that median would score against single-process measurements.
+
+    python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --runs 3 --no-patched-run
+    python bench/noise_floor.py OUT/*.py.cg-advise.json
+"""
+
+import argparse
+import itertools
+import json
+import statistics
+from pathlib import Path
+
+TOLERANCE = 0.2
+
+
+def spreads(result: dict) -> list:
+    """(scope, median speedup, single-process speedups) for each scope timed in >= 2 processes."""
+    eager = result.get("eager_run_ms") or []
+    out = []
+    for row in result.get("rows", []):
+        runs = row.get("run_ms") or []
+        if len(eager) < 2 or len(runs) < 2:
+            continue
+        median = statistics.median(eager) / statistics.median(runs)
+        out.append((row["scope"], median, [e / c for e, c in itertools.product(eager, runs)]))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results", type=Path, nargs="+", help="tune's result files (SCRIPT.cg-advise.json)")
+    args = parser.parse_args()
+    within, total = {}, {}
+    print(f"{'script':22s} {'scope':15s} {'median':>7s}  single-process speedups  within {TOLERANCE:.0%}")
+    for path in sorted(args.results):
+        result = json.loads(path.read_text())
+        for scope, median, singles in spreads(result):
+            close = sum(abs(s / median - 1) <= TOLERANCE for s in singles)
+            within[scope] = within.get(scope, 0) + close
+            total[scope] = total.get(scope, 0) + len(singles)
+            name = path.name.split(".")[0]
+            print(f"{name:22s} {scope:15s} {median:6.2f}x  {min(singles):6.2f}x - {max(singles):6.2f}x"
+                  f"       {close}/{len(singles)}")
+    for scope in total:
+        print(f"{scope}: a single process within {TOLERANCE:.0%} of the median for {within[scope]} of "
+              f"{total[scope]} ({within[scope] / total[scope]:.0%})")
+
+
+if __name__ == "__main__":
+    main()
