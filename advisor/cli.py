@@ -169,6 +169,9 @@ def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=
 @click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then (after the baseline's second stretch) stop the script.  "
               "[default: 20]")
 @click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
+@click.option("--baseline-runs", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+              help="Also time the eager loop as tune does, in N fresh processes without a profiler (each stopped "
+                   "after 110 steps), and predict from their median: steadier than one process; 3 is a good choice.")
 @click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline: the "
               "prediction then estimates the eager time).")
 @click.option("--backend", type=click.Choice(["auto", "nsys", "torch"]), default="auto", show_default=True,
@@ -186,7 +189,7 @@ def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=
               "(an existing file is replaced only with --force).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run, backend, trace, cuda_graph_trace,
+def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_runs, whole_run, backend, trace, cuda_graph_trace,
             sample_cpu, nsys_path, pattern, as_json, model_path, html_path, command):
     """Run a script under Nsight Systems (or torch.profiler) with ranges around its iterations
     and submodules, then analyse the report.
@@ -197,8 +200,9 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
 
     By default the first --warmup iterations run untraced (the second half of them timed:
     the eager baseline of the prediction), the next --iterations are recorded, as many
-    iterations as were timed run untraced and timed again, and the script is stopped. Beside the report, NAME.cg-advise-run.json keeps that baseline, a
-    few seconds' calibration of this GPU, and the capture scopes as `patch` would apply them.
+    iterations as were timed run untraced and timed again, and the script is stopped.
+    Beside the report, NAME.cg-advise-run.json keeps that baseline, a few seconds'
+    calibration of this GPU, and the capture scopes as `patch` would apply them.
     With --backend torch (or no nsys found) the report is NAME.kineto.json.gz, torch.profiler's
     Chrome trace, which `analyze` reads too.
 
@@ -247,7 +251,17 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, whole_run
     applied = None
     if target.argv[0] != "-m":
         applied = runrecord.applied_scopes(target.script)
-    record = runrecord.build(target, run.injected, run.window, calibrated, applied, prof.BACKEND_NAMES[backend])
+    bare = None
+    if baseline_runs:
+        _note(f"timing the eager loop in {baseline_runs} fresh processes without a profiler")
+        bare = runrecord.bare_baseline(target, applied, baseline_runs)
+        if "error" in bare:
+            _note(f"--baseline-runs: {bare['error']}; the prediction divides the profile's own baseline")
+        else:
+            _note(f"eager, {bare['runs']} bare processes: " + ", ".join(f"{ms:.3f}" for ms in bare["run_ms"])
+                  + f" ms/iteration (median {bare['ms_per_iteration']:.3f})")
+    record = runrecord.build(target, run.injected, run.window, calibrated, applied, prof.BACKEND_NAMES[backend],
+                             bare)
     record_path = prof.run_record_path(run.report)
     runrecord.write(record_path, record)
     if backend == prof.NSYS:

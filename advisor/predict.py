@@ -52,6 +52,7 @@ GO_DECISION = 1.3          # predicted speedup needed to say so: two processes o
                            # both H200, are called alike at 1.15 and 1.3)
 HOST_BOUND = 1.25          # a measured time this far above the GPU side was set by the host
 MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
+BARE_SOURCE = "measured in bare processes"   # eager_source of a baseline from profile --baseline-runs
 DATASET = "dataset_h100.csv"
 SHIPPED = "model_h100.json"
 # the calibration of the GPU the shipped constants hold for, when a trace comes without one
@@ -63,7 +64,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
-                   "zero_grad_ms", "zero_grad_in_graph")
+                   "zero_grad_ms", "zero_grad_in_graph", "baseline_bare")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -84,6 +85,8 @@ def features_of(summary, record: dict | None = None) -> dict:
     calibration = record.get("calibration") or {}
     full = ((record.get("applied") or {}).get("scopes") or {}).get("full_iteration") or {}
     params = (record.get("bootstrap") or {}).get("trained_parameters")
+    bare = (record.get("bare_baseline") or {}).get("ms_per_iteration")
+    bare = float(bare) if isinstance(bare, (int, float)) and bare > 0 else None
     return {
         "busy_ms": get("gpu_busy_ms_per_iteration"), "period_ms": get("gpu_period_ms"),
         "ops": get("gpu_ops_per_iteration"), "kernels": get("kernels_per_iteration"),
@@ -94,7 +97,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         "after_backward_ms": phase("after_backward_ms"), "syncs": get("syncs_per_iteration"),
         "submodules_ms": phase("submodules_ms"), "optimizer_ops": phase("optimizer_ops"),
         "phases_marked": 1.0 if phase("marked") is True or phase("marked") in (1, "1", "True") else 0.0,
-        "baseline_ms": untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration") or math.nan,
+        "baseline_ms": bare or untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration") or math.nan,
+        "baseline_bare": 1.0 if bare else 0.0,   # timed in fresh processes without a profiler (--baseline-runs)
         "graph_node_us": calibration.get("graph_node_us", math.nan),
         "graph_launch_us": calibration.get("graph_launch_us", math.nan),
         "eager_launch_us": calibration.get("eager_launch_us", math.nan),
@@ -121,6 +125,8 @@ def eager_ms(f: dict, model: dict) -> tuple:
     estimate = max(busy, period - model["tracing_ms_per_op"] * ops)
     measured = _value(f, "baseline_ms")
     if measured > 0:
+        if _value(f, "baseline_bare", 0.0) > 0:   # timed as tune times eager: nothing to take out
+            return max(busy, measured), BARE_SOURCE
         # tracing only adds cost: an untraced time above the traced period was timed during a
         # slow start (the warm-up too short), and the estimate is the better figure then
         if measured <= period:

@@ -120,6 +120,7 @@ def _render_predictions(predictions: dict, out: Console) -> None:
         out.print(f"predictions: {predictions['note']}")
         return
     how = {"measured": "measured untraced in the profile's warm-up",
+           "measured in bare processes": "measured in fresh processes without a profiler, --baseline-runs",
            "estimated": "estimated from the traced run",
            "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it"
            }.get(predictions["eager_source"], predictions["eager_source"])

@@ -41,6 +41,7 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
     """Each scope of the script's loop as `patch` would apply it: refused (and why), or
     applied, with the optimizer step kept eager or not. Static: nothing runs."""
     from tuner.discover import discover
+    from tuner.harness import step_counter
     from tuner.patch import make_patch
     from tuner.search import scopes_for
 
@@ -58,14 +59,58 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
             continue
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
                          "zero_grad_in_graph": patch.zero_grad_in_graph}
-    return {"kind": spec.kind, "step": spec.describe(), "scopes": scopes}
+    return {"kind": spec.kind, "step": spec.describe(), "counts": step_counter(spec.to_dict()), "scopes": scopes}
+
+
+BARE_WARMUP, BARE_ITERATIONS = 10, 100   # as tune times eager: steps before timing, timed steps (5 windows)
+
+
+def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float = 600.0) -> dict:
+    """The eager loop timed as tune times it: ``runs`` fresh processes of the script under
+    tune's harness, no profiler attached, each stopped after its timed steps; the median of
+    their ms/iteration. One process's eager timing of a host-bound loop lands anywhere in a
+    1.2-1.4x spread (the host's own speed drifts; bench/results/unseen_corpus_h100/runs3/),
+    and the bootstrap's baseline is one process under nsys: with ``profile --baseline-runs N``
+    the prediction divides the median of N instead. {"error": why} when it cannot be taken."""
+    import shutil
+
+    from tuner.harness import Settings
+    from tuner.runner import new_workdir, run_repeated
+    from tuner.tune import fit_window
+
+    if getattr(target, "launcher", None):
+        return {"error": "not taken under a distributed launcher"}
+    if not applied or "kind" not in applied:
+        return {"error": "no training or inference loop found in the script: " + str((applied or {}).get("error", ""))}
+    settings = Settings(kind=applied["kind"], count=applied.get("counts", "optimizer"), warmup=BARE_WARMUP,
+                        iterations=BARE_ITERATIONS, to_end=False)
+    workdir = new_workdir()
+    try:
+        measured, _ = run_repeated(Path(target.script), list(target.argv[1:]), "eager", settings, workdir, timeout_s,
+                                   runs, python=target.python)
+        shorter = fit_window(settings, (measured.failure or {}).get("steps")) if measured.status != "ok" else None
+        if shorter:   # a script of fewer steps: time what it has, as tune does
+            settings = shorter
+            measured, _ = run_repeated(Path(target.script), list(target.argv[1:]), "eager", settings, workdir,
+                                       timeout_s, runs, python=target.python)
+    except Exception as error:  # noqa: BLE001 - after a long profile nothing here may fail the command
+        return {"error": str(error) or type(error).__name__}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if measured.status != "ok" or not measured.ms_per_iter:
+        failure = measured.failure or {}
+        return {"error": failure.get("message") or failure.get("kind") or measured.status}
+    return {"runs": len(measured.run_ms or [measured.ms_per_iter]), "run_ms": measured.run_ms or [measured.ms_per_iter],
+            "ms_per_iteration": measured.ms_per_iter, "warmup": settings.warmup, "iterations": settings.iterations}
 
 
 def build(target, injected: dict, window: tuple, calibrated: dict, applied: Optional[dict],
-          backend: str = "nsys") -> dict:
+          backend: str = "nsys", bare: Optional[dict] = None) -> dict:
     """``backend``: what recorded the trace ("nsys", "torch.profiler"); the untraced baseline
-    ran under nsys (attached, not collecting) or under no profiler at all (torch.profiler)."""
+    ran under nsys (attached, not collecting) or under no profiler at all (torch.profiler).
+    ``bare``: the eager loop timed in fresh processes without a profiler (bare_baseline)."""
     counts = {k: v for k, v in injected.items() if k != "untraced"}
+    extra = {"bare_baseline": bare} if bare else {}
     return {
         "schema": SCHEMA,
         "backend": backend,
@@ -76,6 +121,7 @@ def build(target, injected: dict, window: tuple, calibrated: dict, applied: Opti
         "calibration": calibrated,
         "applied": applied,
         "bootstrap": counts,
+        **extra,
     }
 
 

@@ -6,6 +6,7 @@
 # layout); zoo rows (NAME+loader, NAME+amp) as OUT/zoo/NAME_loader.sqlite + run record.
 # Usage (GPU, nsys on PATH): bash bench/gpu_profile_only.sh OUT [SECONDS]
 #   CORPUS="cifar_tutorial mnist_example" ZOO_ROWS="mlp_w256_d8_b64+loader cnn_c16_k4_b32_s32+amp"
+#   PROFILE_ARGS="--baseline-runs 3" (options for every profile)
 set -u
 out=${1:?OUTDIR}; deadline=${2:-540}
 mkdir -p "$out/zoo"
@@ -13,14 +14,14 @@ start=$SECONDS
 for name in ${CORPUS:-}; do
   [ $((SECONDS - start)) -ge "$deadline" ] && { echo "deadline: $name not profiled"; continue; }
   cp "tests/corpus/$name.py" "$out/$name.py"
-  python3 -m advisor.cli profile --force --output-dir "$out" -o "${name}_eager" "$out/$name.py" \
+  python3 -m advisor.cli profile --force ${PROFILE_ARGS:-} --output-dir "$out" -o "${name}_eager" "$out/$name.py" \
     > "$out/$name.profile.log" 2>&1
   echo "$name: exit $? at $((SECONDS - start)) s"
 done
 for row in ${ZOO_ROWS:-}; do
   [ $((SECONDS - start)) -ge "$deadline" ] && { echo "deadline: $row not profiled"; continue; }
   workload=${row%+*}; shape=${row#*+}
-  python3 -m advisor.cli profile --force --output-dir "$out/zoo" -o "${row/+/_}" \
+  python3 -m advisor.cli profile --force ${PROFILE_ARGS:-} --output-dir "$out/zoo" -o "${row/+/_}" \
     "bench/workloads/zoo_scripts/zoo_$shape.py" "$workload" --steps 200 > "$out/zoo/${row/+/_}.profile.log" 2>&1
   echo "$row: exit $? at $((SECONDS - start)) s"
 done

@@ -190,3 +190,37 @@ def test_events_with_times_or_ids_that_are_not_numbers_are_skipped(tmp_path):
     from advisor.trace import OP_KERNEL, open_trace
 
     assert int((open_trace(bad).ops["kind"] == OP_KERNEL).sum()) == len(kernels) - 3
+
+
+def test_baseline_runs_times_the_eager_loop_in_fresh_processes(tmp_path):
+    """--baseline-runs 2: the eager loop timed as tune times it, in two processes without a
+    profiler (a 30-step script: the window shrinks to what it has, as tune's does); the run
+    record keeps both and the prediction divides their median, taken as it is (no factor for
+    the profiler's cost: none was attached)."""
+    env = {"CG_ADVISE_ALLOW_NO_CUDA": "1"}
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", "--warmup", "4",
+                            "--iterations", "2", "--baseline-runs", "2", SCRIPT, "--steps", "30", env=env)
+    assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))
+    lines = err.splitlines()
+    assert "cg-advise: timing the eager loop in 2 fresh processes without a profiler" in lines
+    bare = json.loads((tmp_path / "r.cg-advise-run.json").read_text())["bare_baseline"]
+    assert bare["runs"] == 2 and len(bare["run_ms"]) == 2 and (bare["warmup"], bare["iterations"]) == (3, 26)
+    low, high = sorted(bare["run_ms"])
+    assert bare["ms_per_iteration"] == pytest.approx((low + high) / 2) and low > 0
+    assert (f"cg-advise: eager, 2 bare processes: {bare['run_ms'][0]:.3f}, {bare['run_ms'][1]:.3f} ms/iteration "
+            f"(median {bare['ms_per_iteration']:.3f})") in lines
+    from advisor.predict import BARE_SOURCE, eager_ms, features_of
+
+    record = json.loads((tmp_path / "r.cg-advise-run.json").read_text())
+    features = features_of({"gpu_busy_ms_per_iteration": 0.001, "gpu_period_ms": 1e6, "gpu_ops_per_iteration": 1},
+                           record)
+    assert eager_ms(features, load_model()) == (pytest.approx(bare["ms_per_iteration"]), BARE_SOURCE)
+
+
+def test_baseline_runs_of_a_module_is_one_note(tmp_path):
+    """-m module: no script whose loop the harness can find; the profile goes on with its own baseline."""
+    from advisor import runrecord
+    from advisor.profile import Target
+
+    bare = runrecord.bare_baseline(Target(sys.executable, [], ["-m", "pkg.train"]), None, 2)
+    assert bare["error"].startswith("no training or inference loop found in the script")
