@@ -3,7 +3,8 @@
 Since the bootstrap also times as many untraced iterations after the recording window as in
 the warm-up, a run record holds two chunks (``untraced.chunks``, ``gpu_ms_by_chunk``). For
 each script this sets the warm-up's median, the two chunks' median (the baseline now) and
-tune's eager time (the median of its processes) side by side.
+tune's eager time (the median of its processes) side by side, and where the profile ran with
+``--baseline-runs N``, the median of its N bare processes.
 
     python bench/baseline_chunks.py RECORDS_DIR TUNE_RESULTS_DIR
 """
@@ -22,12 +23,15 @@ def main():
     parser.add_argument("records", type=Path, help="NAME_eager.cg-advise-run.json files of cg-advise profile")
     parser.add_argument("tuned", type=Path, help="NAME.py.cg-advise.json files of tune (--runs N)")
     args = parser.parse_args()
-    errors = {"warm-up": [], "both chunks": []}
-    print(f"{'script':22s} {'tune eager':>10s} {'warm-up':>8s} {'after':>8s} {'both':>8s}   (ms per iteration)")
+    errors = {"warm-up": [], "both chunks": [], "bare processes": []}
+    print(f"{'script':22s} {'tune eager':>10s} {'warm-up':>8s} {'after':>8s} {'both':>8s} {'bare':>8s}"
+          "   (ms per iteration)")
     for path in sorted(args.records.glob(f"*{SUFFIX}")):
         name = path.name[: -len(SUFFIX)]
         tuned = args.tuned / f"{name}.py.cg-advise.json"
-        untraced = json.loads(path.read_text()).get("untraced") or {}
+        record = json.loads(path.read_text())
+        untraced = record.get("untraced") or {}
+        bare = (record.get("bare_baseline") or {}).get("ms_per_iteration")
         chunks = untraced.get("chunks") or []
         if not tuned.exists() or len(chunks) < 2 or not untraced.get("gpu_ms"):
             continue
@@ -37,7 +41,10 @@ def main():
         both = untraced["gpu_ms_per_iteration"]
         errors["warm-up"].append(abs(math.log(warm_up / eager)))
         errors["both chunks"].append(abs(math.log(both / eager)))
-        print(f"{name:22s} {eager:10.3f} {warm_up:8.3f} {after:8.3f} {both:8.3f}")
+        if bare:
+            errors["bare processes"].append(abs(math.log(bare / eager)))
+        print(f"{name:22s} {eager:10.3f} {warm_up:8.3f} {after:8.3f} {both:8.3f} "
+              + (f"{bare:8.3f}" if bare else f"{'-':>8s}"))
     for label, values in errors.items():
         if values:
             print(f"{label}: median |log(baseline / tune's eager)| {statistics.median(values):.3f}, within 20 % "
