@@ -8,6 +8,8 @@ eager, 0.33 ms the whole graphed step). This times the same DataLoader loop both
 process, alternating: the wall and thread CPU time of fetching each batch, and ms/iteration.
 
 Usage (GPU): python bench/host_beside_graph_probe.py OUT.json
+(bench/results/host_speed_h100/host_beside_graph.json was taken with the warm-up steps run on
+fixed batches before the loop; here they are the loop's first steps, otherwise the same.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 ROUNDS = 3
 STEPS = 160
+WARMUP = 3   # steps before the capture (graphed runs)
 
 
 def model_and_data(kind: str):
@@ -68,25 +71,23 @@ def run(kind: str, graphed: bool) -> dict:
     static_x, static_y = x0.cuda(), y0.cuda()
 
     def step(x, y):
-        optimizer.zero_grad(set_to_none=False)
-        loss = loss_fn(model(x), y)
-        loss.backward()
+        optimizer.zero_grad(set_to_none=False)   # the captured backward writes into these gradients
+        loss_fn(model(x), y).backward()
         optimizer.step()
-        return loss
 
-    graph = None
-    if graphed:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step(static_x, static_y)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step(static_x, static_y)
+    graph, side = None, torch.cuda.Stream()
     fetch_wall, fetch_cpu, marks = [], [], []
     for i, (x, y) in enumerate(batches(loader, STEPS, fetch_wall, fetch_cpu)):
+        if graphed and i < WARMUP:   # the first steps on a side stream, as torch.cuda.graph asks
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                step(x.cuda(), y.cuda())
+            torch.cuda.current_stream().wait_stream(side)
+            continue
+        if graphed and graph is None:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step(static_x, static_y)
         if graph is not None:
             static_x.copy_(x, non_blocking=True)
             static_y.copy_(y, non_blocking=True)
