@@ -171,9 +171,9 @@ def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=
 @click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
 @click.option("--baseline-runs", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Also time the eager loop as tune does, in N fresh processes without a profiler (each stopped "
-                   "after 110 steps), and predict from their median: steadier than one process; 3 is a good choice.")
+                   "after 110 steps, or what a shorter script has; up to 600 s each), and predict from their median: steadier than one process; 3 is a good choice.")
 @click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline: the "
-              "prediction then estimates the eager time).")
+              "prediction then estimates the eager time, unless --baseline-runs measures it).")
 @click.option("--backend", type=click.Choice(["auto", "nsys", "torch"]), default="auto", show_default=True,
               help="Record with Nsight Systems, or with torch.profiler (Kineto; no nsys needed); auto: nsys when a "
                    "usable one is found, else torch.")
@@ -252,11 +252,13 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
     if target.argv[0] != "-m":
         applied = runrecord.applied_scopes(target.script)
     bare = None
-    if baseline_runs:
+    if baseline_runs and (run.interrupted or run.returncode != 0):
+        _note("--baseline-runs: skipped, the profiled run did not complete")
+    elif baseline_runs:
         _note(f"timing the eager loop in {baseline_runs} fresh processes without a profiler")
         bare = runrecord.bare_baseline(target, applied, baseline_runs)
         if "error" in bare:
-            _note(f"--baseline-runs: {bare['error']}; the prediction divides the profile's own baseline")
+            _note(f"--baseline-runs: {bare['error']}; the prediction goes without it")
         else:
             _note(f"eager, {bare['runs']} bare processes: " + ", ".join(f"{ms:.3f}" for ms in bare["run_ms"])
                   + f" ms/iteration (median {bare['ms_per_iteration']:.3f})")

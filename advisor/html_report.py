@@ -420,7 +420,9 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
               + ('<span class="sw meas"></span>measured by tune ' if tune else "")
               + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>'
               + f'{_decision(predictions):.2f}x</div>')
-    source = {"measured": "measured untraced in the profile's warm-up"}.get(predictions.get("eager_source"),
+    source = {"measured": "measured untraced in the profile, before and after its recording",
+              "measured in bare processes": "measured in fresh processes without a profiler (--baseline-runs)"
+              }.get(predictions.get("eager_source"),
                                                                           predictions.get("eager_source", ""))
     against = ""
     if tune and tune.get("eager_ms"):

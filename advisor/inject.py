@@ -539,6 +539,11 @@ class Injector:
         self.window.on_start()
 
     def summary(self) -> dict:
+        if self._after_left > 0 and len(self._marks) > 1:   # the script ended inside the second chunk
+            self._after_left = 0
+            self._timing = False
+            self._untraced_chunks.append(self._close_chunk())
+            self.untraced = _untraced_figures(self._untraced_chunks)
         return {
             "iterations": self.iterations_done,
             "training_steps": self.training_steps,
@@ -569,10 +574,12 @@ def _untraced_figures(chunks: list) -> dict:
     for phase in PHASES_TIMED:
         if any(phase in seconds for seconds in phases):
             out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3 for seconds in phases)
-    if all(chunk.get("gpu_ms") for chunk in chunks):
-        gpu = [ms for chunk in chunks for ms in chunk["gpu_ms"]]
+    out["host_ms_by_chunk"] = [statistics.median(chunk["host_ms"]) for chunk in chunks]
+    timed = [chunk for chunk in chunks if chunk.get("gpu_ms")]   # a device error leaves a chunk host-timed only
+    if timed:
+        gpu = [ms for chunk in timed for ms in chunk["gpu_ms"]]
         out.update(gpu_ms_per_iteration=statistics.median(gpu), gpu_ms=gpu,
-                   gpu_ms_by_chunk=[statistics.median(chunk["gpu_ms"]) for chunk in chunks])
+                   gpu_ms_by_chunk=[statistics.median(chunk["gpu_ms"]) for chunk in timed])
     return out
 
 

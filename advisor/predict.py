@@ -64,7 +64,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
-                   "zero_grad_ms", "zero_grad_in_graph", "baseline_bare")
+                   "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -97,8 +97,10 @@ def features_of(summary, record: dict | None = None) -> dict:
         "after_backward_ms": phase("after_backward_ms"), "syncs": get("syncs_per_iteration"),
         "submodules_ms": phase("submodules_ms"), "optimizer_ops": phase("optimizer_ops"),
         "phases_marked": 1.0 if phase("marked") is True or phase("marked") in (1, "1", "True") else 0.0,
-        "baseline_ms": bare or untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration") or math.nan,
-        "baseline_bare": 1.0 if bare else 0.0,   # timed in fresh processes without a profiler (--baseline-runs)
+        "baseline_ms": untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration") or math.nan,
+        # the eager loop timed in fresh processes without a profiler (profile --baseline-runs):
+        # a column of its own, so that the constants fitted on the bootstrap's baseline keep it
+        "bare_baseline_ms": bare or math.nan,
         "graph_node_us": calibration.get("graph_node_us", math.nan),
         "graph_launch_us": calibration.get("graph_launch_us", math.nan),
         "eager_launch_us": calibration.get("eager_launch_us", math.nan),
@@ -123,10 +125,11 @@ def eager_ms(f: dict, model: dict) -> tuple:
     """(untraced eager ms/iteration, how it was obtained)."""
     busy, period, ops = _value(f, "busy_ms", 0.0), _value(f, "period_ms", 0.0), _value(f, "ops", 0.0)
     estimate = max(busy, period - model["tracing_ms_per_op"] * ops)
+    bare = _value(f, "bare_baseline_ms")
+    if bare > 0:   # timed as tune times eager: no profiler's cost to take out
+        return max(busy, bare), BARE_SOURCE
     measured = _value(f, "baseline_ms")
     if measured > 0:
-        if _value(f, "baseline_bare", 0.0) > 0:   # timed as tune times eager: nothing to take out
-            return max(busy, measured), BARE_SOURCE
         # tracing only adds cost: an untraced time above the traced period was timed during a
         # slow start (the warm-up too short), and the estimate is the better figure then
         if measured <= period:

@@ -119,7 +119,8 @@ def split_launcher(target: Target) -> tuple:
 
 def window(warmup: Optional[int], iterations: Optional[int], run_to_end: bool, whole_run: bool) -> tuple:
     """(warmup, iterations) for the profile options: a window by default, so that every
-    profile carries an untraced baseline timed in its warm-up; ``--whole-run`` records all."""
+    profile carries an untraced baseline timed in its warm-up and after its recording;
+    ``--whole-run`` records all."""
     if whole_run:
         given = [flag for flag, value in (("--warmup", warmup), ("--iterations", iterations),
                                           ("--run-to-end", run_to_end or None)) if value is not None]

@@ -119,8 +119,8 @@ def _render_predictions(predictions: dict, out: Console) -> None:
     if "note" in predictions:
         out.print(f"predictions: {predictions['note']}")
         return
-    how = {"measured": "measured untraced in the profile's warm-up",
-           "measured in bare processes": "measured in fresh processes without a profiler, --baseline-runs",
+    how = {"measured": "measured untraced in the profile, before and after its recording",
+           "measured in bare processes": "measured in fresh processes without a profiler: --baseline-runs",
            "estimated": "estimated from the traced run",
            "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it"
            }.get(predictions["eager_source"], predictions["eager_source"])

@@ -69,34 +69,42 @@ def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float =
     """The eager loop timed as tune times it: ``runs`` fresh processes of the script under
     tune's harness, no profiler attached, each stopped after its timed steps; the median of
     their ms/iteration. One process's eager timing of a host-bound loop lands anywhere in a
-    1.2-1.4x spread (the host's own speed drifts; bench/results/unseen_corpus_h100/runs3/),
-    and the bootstrap's baseline is one process under nsys: with ``profile --baseline-runs N``
-    the prediction divides the median of N instead. {"error": why} when it cannot be taken."""
+    1.2-1.4x spread (the host's own speed drifts: bench/results/host_speed_h100/; tune's own
+    processes: bench/results/unseen_corpus_h100/runs3/), and the bootstrap's baseline is one
+    process under nsys: with ``profile --baseline-runs N`` the prediction divides the median
+    of N instead. Each process may take up to ``timeout_s``. {"error": why} when it cannot be
+    taken (Ctrl-C included: the profile before it is still recorded and analysed)."""
     import shutil
-
-    from tuner.harness import Settings
-    from tuner.runner import new_workdir, run_repeated
-    from tuner.tune import fit_window
 
     if getattr(target, "launcher", None):
         return {"error": "not taken under a distributed launcher"}
+    if target.argv and target.argv[0] == "-m":
+        return {"error": "not taken for -m module (the harness runs a script file)"}
     if not applied or "kind" not in applied:
-        return {"error": "no training or inference loop found in the script: " + str((applied or {}).get("error", ""))}
-    settings = Settings(kind=applied["kind"], count=applied.get("counts", "optimizer"), warmup=BARE_WARMUP,
-                        iterations=BARE_ITERATIONS, to_end=False)
-    workdir = new_workdir()
+        why = (applied or {}).get("error") or "the script's step was not found"
+        return {"error": f"no training or inference loop to time: {why}"}
+    workdir = None
     try:
-        measured, _ = run_repeated(Path(target.script), list(target.argv[1:]), "eager", settings, workdir, timeout_s,
-                                   runs, python=target.python)
+        from tuner.harness import Settings
+        from tuner.runner import new_workdir, run_repeated
+        from tuner.tune import fit_window
+
+        settings = Settings(kind=applied["kind"], count=applied.get("counts", "optimizer"), warmup=BARE_WARMUP,
+                            iterations=BARE_ITERATIONS, to_end=False)
+        workdir = new_workdir()
+        script, args = Path(target.script), list(target.argv[1:])
+        measured, _ = run_repeated(script, args, "eager", settings, workdir, timeout_s, runs, python=target.python)
         shorter = fit_window(settings, (measured.failure or {}).get("steps")) if measured.status != "ok" else None
         if shorter:   # a script of fewer steps: time what it has, as tune does
             settings = shorter
-            measured, _ = run_repeated(Path(target.script), list(target.argv[1:]), "eager", settings, workdir,
-                                       timeout_s, runs, python=target.python)
+            measured, _ = run_repeated(script, args, "eager", settings, workdir, timeout_s, runs, python=target.python)
+    except KeyboardInterrupt:
+        return {"error": "interrupted"}
     except Exception as error:  # noqa: BLE001 - after a long profile nothing here may fail the command
         return {"error": str(error) or type(error).__name__}
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     if measured.status != "ok" or not measured.ms_per_iter:
         failure = measured.failure or {}
         return {"error": failure.get("message") or failure.get("kind") or measured.status}

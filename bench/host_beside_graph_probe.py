@@ -9,7 +9,9 @@ process, alternating: the wall and thread CPU time of fetching each batch, and m
 
 Usage (GPU): python bench/host_beside_graph_probe.py OUT.json
 (bench/results/host_speed_h100/host_beside_graph.json was taken with the warm-up steps run on
-fixed batches before the loop; here they are the loop's first steps, otherwise the same.)
+fixed batches before the loop; here they are the loop's first steps, otherwise the same. The
+"MLP" is one Linear(256, 256) module called eight times, as it was measured: its GPU work is
+that of eight layers, its parameters those of one.)
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Does the eager launch cost depend on which CPU the launching thread runs on?
+"""Does the eager launch cost depend on which CPU the launching thread runs on, or on when?
 
-The lent H100 host reads two speeds of eager launch (about 7.4 and 10.5 us per op) from one
+The lent H100 host reads two speeds of eager launch (about 7.2 and 10.2 us per op) from one
 calibration round to the next, and the profile's and tune's eager timings of one script differ
-by up to 30 %. If the speed follows the core (a NUMA node far from the GPU, a core shared with
-another tenant), pinning the script makes profile and tune measure the same machine.
+by up to 30 %. Had the speed followed the core (a NUMA node far from the GPU, a core shared
+with another tenant), pinning the script would make profile and tune measure the same machine;
+it does not (bench/results/host_speed_h100/per_cpu*.json: every core reads both speeds), and
+the series shows how the mix drifts over seconds.
 
 `cores`: pins the calling thread to each allowed CPU in turn, PASSES times, and prints the
 median launch cost per CPU and pass, then the same unpinned. `series`: the launch cost of every

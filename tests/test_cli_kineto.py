@@ -215,12 +215,17 @@ def test_baseline_runs_times_the_eager_loop_in_fresh_processes(tmp_path):
     features = features_of({"gpu_busy_ms_per_iteration": 0.001, "gpu_period_ms": 1e6, "gpu_ops_per_iteration": 1},
                            record)
     assert eager_ms(features, load_model()) == (pytest.approx(bare["ms_per_iteration"]), BARE_SOURCE)
+    # the bootstrap's own baseline stays in its column (the constants are fitted on it)
+    assert features["baseline_ms"] == pytest.approx(record["untraced"]["host_ms_per_iteration"])
 
 
-def test_baseline_runs_of_a_module_is_one_note(tmp_path):
-    """-m module: no script whose loop the harness can find; the profile goes on with its own baseline."""
+def test_baseline_runs_says_why_it_was_not_taken():
+    """-m module, or a script whose loop was not found: one reason, recorded; the profile goes
+    on without it."""
     from advisor import runrecord
     from advisor.profile import Target
 
     bare = runrecord.bare_baseline(Target(sys.executable, [], ["-m", "pkg.train"]), None, 2)
-    assert bare["error"].startswith("no training or inference loop found in the script")
+    assert bare == {"error": "not taken for -m module (the harness runs a script file)"}
+    bare = runrecord.bare_baseline(Target(sys.executable, [], ["train.py"]), {"error": "no loop in train.py"}, 2)
+    assert bare == {"error": "no training or inference loop to time: no loop in train.py"}

@@ -2,7 +2,6 @@
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 
@@ -118,7 +117,8 @@ def test_warmup_iterations_are_timed_before_the_window_opens():
     window = Window(warmup=8, iterations=2, run_to_end=True, on_start=lambda: calls.append("start"))
     _, injector = run_script("--steps", "12", window=window)
     untraced = injector.summary()["untraced"]
-    assert calls == ["start"] and untraced["iterations"] == 8 - 4   # iteration ends 4..8 timed
+    # iteration ends 4..8 timed; the script ends two iterations after the window (ends 10..12)
+    assert calls == ["start"] and untraced["chunks"] == [4, 2] and untraced["iterations"] == 6
     assert untraced["host_ms_per_iteration"] > 0 and "gpu_ms_per_iteration" not in untraced
 
 
@@ -145,16 +145,56 @@ def test_as_many_iterations_are_timed_after_the_window_then_the_script_stops():
     untraced = injector.summary()["untraced"]
     assert calls == ["start", "stop"] and injector.iterations_done == 8 + 2 + 4
     assert untraced["iterations"] == 8 and untraced["chunks"] == [4, 4] and len(untraced["host_ms"]) == 8
-    assert untraced["host_ms_per_iteration"] == pytest.approx(statistics.median(untraced["host_ms"]))
     # the ranges go on as in the warm-up: Nsight Systems records only inside its capture range
     assert sink.count("start", ranges.ITERATION) == 14
 
 
-def test_a_script_that_ends_before_the_second_chunk_keeps_the_warm_up_figures():
-    window = Window(warmup=8, iterations=2, run_to_end=False)
-    _, injector = run_script("--steps", "12", window=window)
+def test_a_script_that_ends_inside_the_second_chunk_keeps_what_it_timed():
+    """Ended two iterations after the window: the second chunk holds those two; ended at the
+    window's end, only the warm-up's chunk."""
+    _, injector = run_script("--steps", "12", window=Window(warmup=8, iterations=2, run_to_end=False))
+    assert injector.summary()["untraced"]["chunks"] == [4, 2]
+    _, injector = run_script("--steps", "10", window=Window(warmup=8, iterations=2, run_to_end=False))
+    assert injector.summary()["untraced"]["chunks"] == [4]
+
+
+PHASED_SCRIPT = """
+import time
+import torch
+from torch import nn
+
+model = nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(2, 4)
+for step in range(30):
+    time.sleep(0.002 if step < 10 else 0.008)   # slower once the window (iterations 9-10) is over
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_the_second_chunk_is_timed_after_the_window(tmp_path):
+    """Iterations of 2 ms before the window and 8 ms after it: each chunk's median says which
+    it timed, the baseline lies between them, and with --run-to-end the script runs on to its
+    end (30 steps) after the second chunk."""
+    script = tmp_path / "phased.py"
+    script.write_text(PHASED_SCRIPT)
+    injector = Injector(RecordingSink(), Window(warmup=8, iterations=2, run_to_end=True)).install()
+    saved = sys.argv[:]
+    try:
+        run_target([str(script)])
+    finally:
+        injector.remove()
+        sys.argv = saved
     untraced = injector.summary()["untraced"]
-    assert untraced["iterations"] == 4 and untraced["chunks"] == [4]
+    before, after = untraced["host_ms_by_chunk"]
+    assert untraced["chunks"] == [4, 4] and 2 <= before < 8 <= after < 30
+    assert before <= untraced["host_ms_per_iteration"] <= after and injector.iterations_done == 30
+
+
+def test_a_warm_up_of_one_iteration_times_nothing_after_the_window():
+    _, injector = run_script("--steps", "6", window=Window(warmup=1, iterations=2, run_to_end=False))
+    assert injector.summary()["untraced"] == {}
 
 
 SLOW_SCRIPT = """
@@ -227,7 +267,7 @@ def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
     script = tmp_path / "slow.py"
     script.write_text(SLOW_SCRIPT)
     untraced = untraced_warm_up(script)
-    assert untraced["iterations"] == 4
+    assert untraced["chunks"] == [4, 1]   # the script's 10 steps leave one after the window
     forward, backward = untraced["forward_ms_per_iteration"], untraced["backward_ms_per_iteration"]
     optimizer = untraced["optimizer_ms_per_iteration"]
     after, between = untraced["after_backward_ms_per_iteration"], untraced["between_ms_per_iteration"]
@@ -260,7 +300,7 @@ def test_a_second_optimizer_is_not_time_between_iterations(tmp_path):
 def test_an_inference_loop_times_its_forward_only():
     _, injector = run_script("--steps", "12", "--inference", window=Window(warmup=8, iterations=2, run_to_end=True))
     untraced = injector.summary()["untraced"]
-    assert untraced["iterations"] == 4
+    assert untraced["chunks"] == [4, 2]
     assert 0 < untraced["forward_ms_per_iteration"] <= untraced["host_ms_per_iteration"]
     assert not {f"{phase}_ms_per_iteration" for phase in ("backward", "optimizer", "after_backward", "between")} & set(untraced)
 
