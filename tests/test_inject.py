@@ -51,16 +51,21 @@ class StopScript(Exception):
     pass
 
 
-def run_script(*args, window=None):
-    sink = RecordingSink()
-    injector = Injector(sink, window or Window()).install()
+def run_file(path, *args, window=None, injector=None):
+    """Runs ``path args`` under an installed injector (a new one over a RecordingSink unless
+    given, so that a caller keeps it when the run raises); returns (sink, injector)."""
+    injector = (injector or Injector(RecordingSink(), window or Window())).install()
     saved = sys.argv[:]
     try:
-        run_target([SCRIPT, *args])
+        run_target([str(path), *args])
     finally:
         injector.remove()
         sys.argv = saved
-    return sink, injector
+    return injector.sink, injector
+
+
+def run_script(*args, window=None):
+    return run_file(SCRIPT, *args, window=window)
 
 
 def test_training_iterations_and_submodules(capsys):
@@ -134,14 +139,9 @@ def test_as_many_iterations_are_timed_after_the_window_then_the_script_stops():
     window = Window(warmup=8, iterations=2, run_to_end=False, on_start=lambda: calls.append("start"),
                     on_stop=lambda: calls.append("stop"), on_exit=stop_script)
     sink = RecordingSink()
-    injector = Injector(sink, window).install()
-    saved = sys.argv[:]
-    try:
-        with pytest.raises(StopScript):
-            run_target([SCRIPT, "--steps", "100"])
-    finally:
-        injector.remove()
-        sys.argv = saved
+    injector = Injector(sink, window)
+    with pytest.raises(StopScript):
+        run_file(SCRIPT, "--steps", "100", injector=injector)
     untraced = injector.summary()["untraced"]
     assert calls == ["start", "stop"] and injector.iterations_done == 8 + 2 + 4
     assert untraced["iterations"] == 8 and untraced["chunks"] == [4, 4] and len(untraced["host_ms"]) == 8
@@ -179,13 +179,7 @@ def test_the_second_chunk_is_timed_after_the_window(tmp_path):
     end (30 steps) after the second chunk."""
     script = tmp_path / "phased.py"
     script.write_text(PHASED_SCRIPT)
-    injector = Injector(RecordingSink(), Window(warmup=8, iterations=2, run_to_end=True)).install()
-    saved = sys.argv[:]
-    try:
-        run_target([str(script)])
-    finally:
-        injector.remove()
-        sys.argv = saved
+    _, injector = run_file(script, window=Window(warmup=8, iterations=2, run_to_end=True))
     untraced = injector.summary()["untraced"]
     before, after = untraced["host_ms_by_chunk"]
     assert untraced["chunks"] == [4, 4] and 2 <= before < 8 <= after < 30
@@ -249,13 +243,7 @@ for _ in range(10):
 
 def untraced_warm_up(script) -> dict:
     """The untraced figures of a script run under the bootstrap (8 warm-up iterations)."""
-    injector = Injector(RecordingSink(), Window(warmup=8, iterations=1, run_to_end=True)).install()
-    saved = sys.argv[:]
-    try:
-        run_target([str(script)])
-    finally:
-        injector.remove()
-        sys.argv = saved
+    _, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
     return injector.summary()["untraced"]
 
 
