@@ -472,9 +472,7 @@ class Injector:
             self._mark()
             self._timing = done < warmup
         if done == warmup and not self.recording:
-            self._timing = False
-            self._untraced_chunks.append(self._close_chunk())
-            self.untraced = _untraced_figures(self._untraced_chunks)
+            self._end_chunk()
             self._begin_window()
         elif self.recording and done == warmup + window.iterations:
             self.recording = False
@@ -489,9 +487,7 @@ class Injector:
             self._mark()
             self._after_left -= 1
             if self._after_left == 0:
-                self._timing = False
-                self._untraced_chunks.append(self._close_chunk())
-                self.untraced = _untraced_figures(self._untraced_chunks)
+                self._end_chunk()
                 if not window.run_to_end:
                     window.on_exit()
 
@@ -513,6 +509,12 @@ class Injector:
         began = self._phase_open.pop(phase, None)
         if began is not None:
             self._phase_seconds[phase] = self._phase_seconds.get(phase, 0.0) + time.perf_counter() - began
+
+    def _end_chunk(self) -> None:
+        """Stops timing and sets the baseline from every chunk timed so far."""
+        self._timing = False
+        self._untraced_chunks.append(self._close_chunk())
+        self.untraced = _untraced_figures(self._untraced_chunks)
 
     def _close_chunk(self) -> dict:
         """The timed iterations since the chunk's first mark, per iteration: the GPU timeline
@@ -541,9 +543,7 @@ class Injector:
     def summary(self) -> dict:
         if self._after_left > 0 and len(self._marks) > 1:   # the script ended inside the second chunk
             self._after_left = 0
-            self._timing = False
-            self._untraced_chunks.append(self._close_chunk())
-            self.untraced = _untraced_figures(self._untraced_chunks)
+            self._end_chunk()
         return {
             "iterations": self.iterations_done,
             "training_steps": self.training_steps,
