@@ -87,17 +87,15 @@ def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float =
     try:
         from tuner.harness import Settings
         from tuner.runner import new_workdir, run_repeated
-        from tuner.tune import fit_window
+        from tuner.tune import time_eager
 
         settings = Settings(kind=applied["kind"], count=applied.get("counts", "optimizer"), warmup=BARE_WARMUP,
                             iterations=BARE_ITERATIONS, to_end=False)
         workdir = new_workdir()
         script, args = Path(target.script), list(target.argv[1:])
-        measured, _ = run_repeated(script, args, "eager", settings, workdir, timeout_s, runs, python=target.python)
-        shorter = fit_window(settings, (measured.failure or {}).get("steps")) if measured.status != "ok" else None
-        if shorter:   # a script of fewer steps: time what it has, as tune does
-            settings = shorter
-            measured, _ = run_repeated(script, args, "eager", settings, workdir, timeout_s, runs, python=target.python)
+        measured, _, settings = time_eager(   # a script of fewer steps: timed over what it has, as tune does
+            lambda timing: run_repeated(script, args, "eager", timing, workdir, timeout_s, runs, python=target.python),
+            settings)
     except KeyboardInterrupt:
         return {"error": "interrupted"}
     except Exception as error:  # noqa: BLE001 - after a long profile nothing here may fail the command

@@ -106,17 +106,12 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict())})
     deadline = time.monotonic() + options.budget_s
 
-    def measure(scope: str, step=None):
-        return run_repeated(script, args, scope, settings, workdir, options.candidate_timeout_s, options.runs,
-                            step=step, python=options.python, deadline=deadline, launcher=options.launcher)
+    def measure(scope: str, step=None, timing: Optional[Settings] = None):
+        return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
+                            options.runs, step=step, python=options.python, deadline=deadline,
+                            launcher=options.launcher)
 
-    eager, eager_snapshot = measure("eager")
-    shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
-    if shorter:
-        progress(f"the script runs {eager.failure['steps']} steps: timing {shorter.iterations} after "
-                 f"{shorter.warmup} warm-up steps instead of {settings.iterations} after {settings.warmup}")
-        settings = shorter
-        eager, eager_snapshot = measure("eager")
+    eager, eager_snapshot, settings = time_eager(lambda timing: measure("eager", timing=timing), settings, progress)
     failure = eager.failure or {}
     if eager.status != "ok" and failure.get("kind") == "after-the-loop":
         raise CgAdviseError(f"{script} fails after its training loop, unpatched: "
@@ -182,6 +177,19 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     if saved["note"]:
         progress(saved["note"])
     return saved
+
+
+def time_eager(measure, settings: Settings, progress=lambda line: None) -> tuple:
+    """(candidate, snapshot, settings) of the eager run that ``measure(settings)`` times; a
+    script of fewer steps than the window is timed again over the steps it has (fit_window),
+    and ``progress`` told so. tune's eager run, and profile --baseline-runs."""
+    eager, snapshot = measure(settings)
+    shorter = fit_window(settings, (eager.failure or {}).get("steps")) if eager.status != "ok" else None
+    if not shorter:
+        return eager, snapshot, settings
+    progress(f"the script runs {eager.failure['steps']} steps: timing {shorter.iterations} after "
+             f"{shorter.warmup} warm-up steps instead of {settings.iterations} after {settings.warmup}")
+    return (*measure(shorter), shorter)
 
 
 def fit_window(settings: Settings, steps) -> Optional[Settings]:
