@@ -208,6 +208,7 @@ class Injector:
     graph_replays: int = 0
     trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train (at
                                                # its first training call; None in an inference loop)
+    optimizers: list = field(default_factory=list)   # each stepped optimizer, described at its first step
     recording: bool = False
     untraced: dict = field(default_factory=dict)   # the timed untraced iterations, see _untraced_figures
     _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
@@ -223,6 +224,7 @@ class Injector:
     _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
     _root: object = None
     _handles: list = field(default_factory=list)
+    _optimizers_seen: "weakref.WeakSet" = field(default_factory=weakref.WeakSet)
     _unwraps: list = field(default_factory=list)
 
     def install(self) -> "Injector":
@@ -442,6 +444,9 @@ class Injector:
         self.sink.push(ranges.OPTIMIZER)
         if self._timing:
             self._phase_start("optimizer")
+        if optimizer not in self._optimizers_seen:
+            self._optimizers_seen.add(optimizer)
+            self.optimizers.append(describe_optimizer(optimizer))
         return None
 
     def _after_step(self, optimizer, args, kwargs) -> None:
@@ -551,6 +556,7 @@ class Injector:
             "module_ranges": self.module_ranges,
             "graph_replays": self.graph_replays,
             "trained_parameters": self.trained_parameters,
+            "optimizers": self.optimizers,
             "untraced": self.untraced,
         }
 
@@ -588,6 +594,20 @@ def count_trained_parameters(module) -> int:
     every replay (a gradient handed to autograd and copied out of the graph's static output),
     so their host cost follows this count, not the number of kernels."""
     return sum(1 for p in module.parameters() if p.requires_grad)
+
+
+def describe_optimizer(optimizer) -> dict:
+    """An optimizer as a full-iteration graph will step it: its class, its parameter tensors,
+    and how many of those sit in groups that the graph makes capturable (``capturable`` False,
+    not fused: tuner's helper turns it on, and patch writes it into an Adam-family constructor).
+    A capturable step keeps its step counts on the GPU and computes the bias corrections there,
+    kernels that the eager step (counts on the host) never launches, some over every element of
+    the state: the graph's GPU time grows with both counts, and the eager trace cannot show it."""
+    groups = getattr(optimizer, "param_groups", None) or []
+    made = [p for group in groups if group.get("capturable") is False and not group.get("fused")
+            for p in group.get("params", ())]
+    return {"class": type(optimizer).__name__, "parameters": sum(len(group.get("params", ())) for group in groups),
+            "made_capturable": len(made), "made_capturable_elements": sum(p.numel() for p in made)}
 
 
 def timed_from(warmup: int) -> int:

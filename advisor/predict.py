@@ -64,7 +64,8 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "iteration_busy_share", "between_ms", "forward_ms", "backward_ms", "optimizer_ms",
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
-                   "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms")
+                   "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
+                   "capturable_elements")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -87,6 +88,7 @@ def features_of(summary, record: dict | None = None) -> dict:
     params = (record.get("bootstrap") or {}).get("trained_parameters")
     bare = (record.get("bare_baseline") or {}).get("ms_per_iteration")
     bare = float(bare) if isinstance(bare, (int, float)) and bare > 0 else None
+    optimizers = (record.get("bootstrap") or {}).get("optimizers")
     return {
         "busy_ms": get("gpu_busy_ms_per_iteration"), "period_ms": get("gpu_period_ms"),
         "ops": get("gpu_ops_per_iteration"), "kernels": get("kernels_per_iteration"),
@@ -109,7 +111,17 @@ def features_of(summary, record: dict | None = None) -> dict:
         "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
         "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad
         "zero_grad_in_graph": 1.0 if full.get("zero_grad_in_graph") else 0.0,   # patch drops the loop's call
+        # the parameter tensors whose optimizer a full-iteration graph makes capturable (nan: a
+        # record from before the bootstrap described the optimizers)
+        "capturable_params": _made_capturable(optimizers, "made_capturable"),
+        "capturable_elements": _made_capturable(optimizers, "made_capturable_elements"),
     }
+
+
+def _made_capturable(optimizers, key: str) -> float:
+    """The sum of ``key`` over the bootstrap's optimizers (nan: a record from before it
+    described them)."""
+    return float(sum(o.get(key) or 0 for o in optimizers)) if isinstance(optimizers, list) else math.nan
 
 
 def _value(f: dict, key: str, default=math.nan) -> float:
@@ -183,6 +195,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
         host += callable_ms(f, model) * _host_speed(f, calibration)
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
+    if scope == "full_iteration" and not leaves_eager:
+        gpu += capturable_ms(f, model)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _fusible(f)
     ms = graphed_ms(f, gpu, host, model)
@@ -199,6 +213,20 @@ def graphed_ms(f: dict, gpu: float, host: float, model: dict) -> float:
     the unseen scripts' graphed time within 20 % for 5 of 10, 7 with it)."""
     serial = model.get("sync_serial_share", 1.0) if _value(f, "syncs", 0.0) >= 1 else 0.0
     return max(max(gpu, host) + serial * min(gpu, host), 1e-9)
+
+
+def capturable_ms(f: dict, model: dict) -> float:
+    """The GPU time a captured optimizer step adds where the graph makes it capturable (Adam
+    and its family: the step counts and bias corrections move from the host to the GPU, a few
+    kernels more, over every parameter tensor and some over every element of its state, which
+    the eager trace never ran): a constant, per tensor and per million elements made
+    capturable, fitted on the full-iteration rows (on the H100 rows AdamW's graphs ran 50-400 us
+    over what SGD's node cost predicts). 0 where the row or the model has no count."""
+    params = _value(f, "capturable_params", 0.0)
+    if not params > 0 or model.get("capturable_ms_per_param") is None:
+        return 0.0
+    return (model.get("capturable_ms_base", 0.0) + model["capturable_ms_per_param"] * params
+            + model.get("capturable_ms_per_melement", 0.0) * _value(f, "capturable_elements", 0.0) / 1e6)
 
 
 def callable_ms(f: dict, model: dict) -> float:
@@ -290,7 +318,10 @@ def fit_constants(rows) -> dict:
     node = []
     for r in rows:
         ms, ops = _value(r, "full_iteration_ms"), _value(r, "ops", 0.0)
-        if ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") == "plain":
+        # the rows whose optimizer a graph leaves as it is: a capturable step's own kernels
+        # would count as node cost (AdamW's graphs 50-300 us over SGD's node cost on the H100)
+        if (ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") == "plain"
+                and not _value(r, "capturable_params", 0.0) > 0):
             cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
             node.append((ms - _value(r, "busy_ms")) / ops / cal)
     baseline = [_value(r, "eager_ms") / _value(r, "baseline_ms") for r in rows
@@ -298,6 +329,8 @@ def fit_constants(rows) -> dict:
     constants = {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
                  "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0,
                  "baseline_factor": _median(baseline, 1.0)}
+    (constants["capturable_ms_base"], constants["capturable_ms_per_param"],
+     constants["capturable_ms_per_melement"]) = _capturable_cost(rows, constants) or (None, None, None)
     constants["callable_ms"], constants["callable_ms_per_op"] = _callable_cost(rows, constants, "ops") or (0.0, 0.0)
     # per parameter tensor only from rows whose records counted them (None: no such host-bound
     # row, and a counted trace falls back on the per-operation line, not on no cost at all)
@@ -327,6 +360,44 @@ def _sync_serial_share(rows, constants: dict) -> float:
     return float(min(max(_median(shares, 1.0), 0.0), 1.0))
 
 
+def _capturable_cost(rows, constants: dict) -> tuple | None:
+    """(ms, ms per parameter tensor, ms per million elements) that a full-iteration graph's
+    capturable optimizer step adds to its GPU side: over the plain rows whose graph made
+    parameters capturable and whose GPU side set the time, what the graph measured beyond GPU
+    busy and the node cost, as a robust plane in the two counts (Theil-Sen, as the callables'
+    line; both counts matter: the tensors alone left the tiny models 40-50 % slow and the
+    large ones fast). None without six such rows; a row without an element count is left out."""
+    bare = {**constants, "capturable_ms_per_param": None}
+    extra, sizes = [], []
+    for r in rows:
+        ms, params = _value(r, "full_iteration_ms"), _value(r, "capturable_params", 0.0)
+        elements = _value(r, "capturable_elements")
+        if not (ms > 0 and params > 0 and elements >= 0 and _value(r, "optimizer_eager", 0.0) == 0
+                and r.get("shape", "plain") == "plain"):
+            continue
+        estimate = physical(r, "full_iteration", bare)
+        if estimate["gpu_ms"] >= estimate["host_ms"]:
+            extra.append(ms - estimate["gpu_ms"])
+            sizes.append((params, elements / 1e6))
+    if len(extra) < 6:
+        return None
+    from sklearn.linear_model import TheilSenRegressor
+
+    plane = TheilSenRegressor(random_state=0).fit(np.array(sizes), np.array(extra))
+    return max(float(plane.intercept_), 0.0), max(float(plane.coef_[0]), 0.0), max(float(plane.coef_[1]), 0.0)
+
+
+def _robust_line(sizes, extra) -> tuple | None:
+    """(intercept, slope) of ``extra`` over ``sizes``, both at least 0: Theil-Sen over four rows
+    or more of different sizes, else the median of ``extra`` alone; None without a row."""
+    if len(extra) >= 4 and np.ptp(sizes) > 0:
+        from sklearn.linear_model import TheilSenRegressor
+
+        line = TheilSenRegressor(random_state=0).fit(np.array(sizes)[:, None], np.array(extra))
+        return max(float(line.intercept_), 0.0), max(float(line.coef_[0]), 0.0)
+    return (max(_median(extra, 0.0), 0.0), 0.0) if extra else None
+
+
 def _callable_cost(rows, constants: dict, size: str) -> tuple | None:
     """(ms per iteration, ms per unit of ``size``), None without a host-bound row that has a
     ``size``: the graphed callables' own host cost, what fwd_bwd measured beyond the host work
@@ -343,12 +414,7 @@ def _callable_cost(rows, constants: dict, size: str) -> tuple | None:
         if ms > HOST_BOUND * estimate["gpu_ms"] and x > 0:
             extra.append((ms - estimate["host_ms"]) / _host_speed(r, constants["calibration"]))
             sizes.append(x)
-    if len(extra) >= 4 and np.ptp(sizes) > 0:
-        from sklearn.linear_model import TheilSenRegressor
-
-        line = TheilSenRegressor(random_state=0).fit(np.array(sizes)[:, None], np.array(extra))
-        return max(float(line.intercept_), 0.0), max(float(line.coef_[0]), 0.0)
-    return (max(_median(extra, 0.0), 0.0), 0.0) if extra else None
+    return _robust_line(sizes, extra)
 
 
 def _ridge(X, y):

@@ -11,6 +11,8 @@ baseline, the calibration and the scopes as applied; tune's rows give the measur
 Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's tarball).
 ``--keep`` takes the rows of an earlier build as they are (their traces need not be here);
 ``--update`` takes them too, but a workload collected again replaces its old row in place.
+``capturable_params`` too (the parameter tensors of the optimizers a full-iteration graph
+makes capturable), filled from the row's optimizer where the record predates that count.
 ``param_tensors`` comes from the run record (the bootstrap counts the trained parameter
 tensors); a record from before that count is filled in by the same count over the zoo
 model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
@@ -30,6 +32,7 @@ from advisor.analysis import analyse  # noqa: E402
 from advisor.inject import count_trained_parameters  # noqa: E402
 from advisor.predict import FEATURE_COLUMNS, SCOPES, features_of  # noqa: E402
 from advisor.trace import open_trace  # noqa: E402
+from zoo import ZOO  # noqa: E402
 
 COLUMNS = ("workload", "family", "shape", "optimizer", "gpu", *FEATURE_COLUMNS, "eager_ms",
            *(f"{scope}_{what}" for scope in SCOPES for what in ("ms", "status")))
@@ -48,6 +51,7 @@ def rows_of(folder: Path):
         out = dataset_row({key: row[key] for key in ("workload", "family", "shape", "optimizer")}, summary,
                           row.get("record") or {}, row["eager_ms"], row.get("scopes") or {})
         fill_param_tensors(out)
+        fill_capturable_params(out)
         yield out
 
 
@@ -81,7 +85,6 @@ def fill_param_tensors(row: dict) -> None:
         known = False
     if not known:
         import torch
-        from zoo import ZOO
 
         model = row["workload"].split("+")[0]
         if model not in ZOO:   # a Hugging Face model: no zoo model to count on
@@ -90,10 +93,35 @@ def fill_param_tensors(row: dict) -> None:
             row["param_tensors"] = count_trained_parameters(ZOO[model].build())
 
 
+def fill_capturable_params(row: dict) -> None:
+    """Where the record did not describe the optimizers (collected before the bootstrap did):
+    the parameter tensors and elements a full-iteration graph makes capturable, from the row's
+    optimizer (every zoo and Hugging Face script builds its AdamW or SGD without capturable or
+    fused: AdamW's are all made capturable, SGD has no such flag); the elements counted over
+    the zoo model built on the meta device (none for a Hugging Face model: left empty)."""
+    if str(row.get("capturable_params", "")).strip() not in ("", "nan"):
+        return
+    optimizer = (row.get("optimizer") or "").lower()
+    if optimizer not in ("adamw", "sgd") or not str(row.get("param_tensors", "")).strip():
+        return
+    adamw = optimizer == "adamw"
+    row["capturable_params"] = row["param_tensors"] if adamw else 0.0
+    model = row["workload"].split("+")[0]
+    if not adamw:
+        row["capturable_elements"] = 0.0
+    elif model in ZOO:
+        import torch
+
+        with torch.device("meta"):
+            row["capturable_elements"] = float(sum(p.numel() for p in ZOO[model].build().parameters()
+                                                   if p.requires_grad))
+
+
 def kept_rows(path: Path):
     with open(path, newline="") as handle:
         for row in csv.DictReader(handle):
             fill_param_tensors(row)
+            fill_capturable_params(row)
             yield row
 
 

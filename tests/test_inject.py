@@ -78,7 +78,10 @@ def test_training_iterations_and_submodules(capsys):
     assert sink.depth == 0 and not sink.open_ranges
     # without a window nothing is timed: the baseline comes from a profile's untraced warm-up
     assert injector.summary() == {"iterations": 6, "training_steps": 6, "inference_calls": 0,
-                                  "module_ranges": 18, "graph_replays": 0, "trained_parameters": 6, "untraced": {}}
+                                  "module_ranges": 18, "graph_replays": 0, "trained_parameters": 6,
+                                  "optimizers": [{"class": "SGD", "parameters": 6, "made_capturable": 0,
+                                                  "made_capturable_elements": 0}],
+                                  "untraced": {}}
     # the script saw its own argv
     assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
 
@@ -87,6 +90,33 @@ def test_trained_parameters_leave_frozen_ones_out():
     """Three Linear layers: a weight and a bias each, 6 tensors; the frozen encoder's 2 do not train."""
     _, injector = run_script("--steps", "2", "--freeze-encoder")
     assert injector.summary()["trained_parameters"] == 4
+
+
+def test_optimizers_are_described_once_with_what_a_graph_makes_capturable():
+    """AdamW's step counts live on the host unless it is built capturable: a full-iteration graph
+    turns that on, and its step then launches kernels the eager trace never shows (SGD has no
+    such flag). Each optimizer is described once, at its first step."""
+    _, injector = run_script("--steps", "3", "--adamw", "--freeze-encoder")
+    # the middle Linear(16, 16) and the decoder Linear(16, 2): 16*16 + 16 + 16*2 + 2 elements
+    assert injector.summary()["optimizers"] == [{"class": "AdamW", "parameters": 4, "made_capturable": 4,
+                                                 "made_capturable_elements": 306}]
+    _, injector = run_script("--steps", "2", "--inference")
+    assert injector.summary()["optimizers"] == []
+
+
+def test_a_capturable_or_fused_optimizer_is_not_made_capturable():
+    import torch
+
+    from advisor.inject import describe_optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(n)) for n in (5, 2, 2)]
+    built = torch.optim.AdamW([{"params": params[:1]}, {"params": params[1:], "capturable": True}], lr=0.1)
+    assert describe_optimizer(built) == {"class": "AdamW", "parameters": 3, "made_capturable": 1,
+                                         "made_capturable_elements": 5}
+    fused = torch.optim.Adam(params, lr=0.1)
+    for group in fused.param_groups:
+        group["fused"] = True   # as Adam(fused=True) on a GPU holds it
+    assert describe_optimizer(fused)["made_capturable"] == 0
 
 
 def test_trained_parameters_are_counted_at_the_first_training_call():

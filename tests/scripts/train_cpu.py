@@ -21,6 +21,7 @@ parser = argparse.ArgumentParser(description="CPU training loop")
 parser.add_argument("--steps", type=int, default=5)
 parser.add_argument("--inference", action="store_true")
 parser.add_argument("--freeze-encoder", action="store_true")
+parser.add_argument("--adamw", action="store_true", help="AdamW instead of SGD")
 parser.add_argument("--sanity-check", action="store_true", help="one eval-mode forward first, before any freezing")
 args = parser.parse_args()
 print("argv", sys.argv[1:])
@@ -34,7 +35,8 @@ if args.sanity_check:
     model.train()
 if args.freeze_encoder:
     model.encoder.requires_grad_(False)
-opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+trained = [p for p in model.parameters() if p.requires_grad]
+opt = torch.optim.AdamW(trained, lr=0.01) if args.adamw else torch.optim.SGD(trained, lr=0.01)
 if args.inference:
     model.eval()
     with torch.no_grad():
