@@ -208,7 +208,11 @@ class Injector:
     graph_replays: int = 0
     trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train (at
                                                # its first training call; None in an inference loop)
-    optimizers: list = field(default_factory=list)   # each stepped optimizer, described at its first step
+    optimizers: list = field(default_factory=list)   # the first stepped optimizers (MAX_DESCRIBED), each
+                                                     # described at its first step
+    optimizers_stepped: int = 0                # distinct optimizers seen stepping
+    made_capturable: dict = field(default_factory=dict)   # id -> elements of each distinct parameter tensor
+                                                          # a full-iteration graph makes capturable
     recording: bool = False
     untraced: dict = field(default_factory=dict)   # the timed untraced iterations, see _untraced_figures
     _marks: list = field(default_factory=list)     # (host seconds, CUDA event) at timed iteration ends
@@ -224,7 +228,8 @@ class Injector:
     _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
     _root: object = None
     _handles: list = field(default_factory=list)
-    _optimizers_seen: "weakref.WeakSet" = field(default_factory=weakref.WeakSet)
+    _optimizers_seen: dict = field(default_factory=dict)   # id -> a callable giving the optimizer back:
+                                                           # by identity (an optimizer may not hash)
     _unwraps: list = field(default_factory=list)
 
     def install(self) -> "Injector":
@@ -442,12 +447,31 @@ class Injector:
         """Opens the optimizer range. Returns None: PyTorch takes a pre-hook's return value as
         new arguments (and torch.cuda.nvtx.range_push, the fallback sink, returns a depth)."""
         self.sink.push(ranges.OPTIMIZER)
+        self._describe(optimizer)   # before the phase's clock starts: its own cost stays out
         if self._timing:
             self._phase_start("optimizer")
-        if optimizer not in self._optimizers_seen:
-            self._optimizers_seen.add(optimizer)
-            self.optimizers.append(describe_optimizer(optimizer))
         return None
+
+    def _describe(self, optimizer) -> None:
+        """At an optimizer's first step: its description (the first MAX_DESCRIBED), and the
+        distinct parameter tensors a full-iteration graph makes capturable, so that an
+        optimizer built again every epoch over the same parameters counts them once. Never
+        raises: the user's step must go on whatever the optimizer is."""
+        seen = self._optimizers_seen.get(id(optimizer))
+        if seen is not None and seen() is optimizer:
+            return
+        try:
+            self._optimizers_seen[id(optimizer)] = weakref.ref(optimizer)
+        except TypeError:   # not weakly referable: kept alive, as the script keeps it anyway
+            self._optimizers_seen[id(optimizer)] = lambda: optimizer
+        self.optimizers_stepped += 1
+        try:
+            description = describe_optimizer(optimizer)
+            self.made_capturable.update((id(p), p.numel()) for p in capturable_parameters(optimizer))
+        except Exception as error:  # noqa: BLE001 - an optimizer of unusual shape
+            description = {"class": type(optimizer).__name__, "error": f"{type(error).__name__}: {error}"}
+        if len(self.optimizers) < MAX_DESCRIBED:
+            self.optimizers.append(description)
 
     def _after_step(self, optimizer, args, kwargs) -> None:
         if self._timing:
@@ -557,6 +581,8 @@ class Injector:
             "graph_replays": self.graph_replays,
             "trained_parameters": self.trained_parameters,
             "optimizers": self.optimizers,
+            "optimizers_stepped": self.optimizers_stepped,
+            "made_capturable": {"tensors": len(self.made_capturable), "elements": sum(self.made_capturable.values())},
             "untraced": self.untraced,
         }
 
@@ -596,16 +622,28 @@ def count_trained_parameters(module) -> int:
     return sum(1 for p in module.parameters() if p.requires_grad)
 
 
+MAX_DESCRIBED = 8   # optimizers described in the run record; a script that builds one per epoch
+                    # still counts every distinct parameter it steps (made_capturable)
+
+
+def capturable_parameters(optimizer) -> list:
+    """The parameters in the groups a full-iteration graph makes capturable: ``capturable``
+    False (the optimizers that have the flag: Adam's family, RMSprop, Rprop, Adadelta, ASGD,
+    Adagrad), not fused (tuner's helper turns the flag on; patch writes it into an
+    Adam-family constructor)."""
+    return [p for group in getattr(optimizer, "param_groups", None) or ()
+            if group.get("capturable") is False and not group.get("fused") for p in group.get("params", ())]
+
+
 def describe_optimizer(optimizer) -> dict:
     """An optimizer as a full-iteration graph will step it: its class, its parameter tensors,
-    and how many of those sit in groups that the graph makes capturable (``capturable`` False,
-    not fused: tuner's helper turns it on, and patch writes it into an Adam-family constructor).
-    A capturable step keeps its step counts on the GPU and computes the bias corrections there,
-    kernels that the eager step (counts on the host) never launches, some over every element of
-    the state: the graph's GPU time grows with both counts, and the eager trace cannot show it."""
+    and how many of those (and their elements) the graph makes capturable
+    (``capturable_parameters``). A capturable step keeps its step counts on the GPU and
+    computes the bias corrections there, kernels that the eager step (counts on the host) never
+    launches, some over every element of the state: the graph's GPU time grows with both
+    counts, and the eager trace cannot show it."""
     groups = getattr(optimizer, "param_groups", None) or []
-    made = [p for group in groups if group.get("capturable") is False and not group.get("fused")
-            for p in group.get("params", ())]
+    made = capturable_parameters(optimizer)
     return {"class": type(optimizer).__name__, "parameters": sum(len(group.get("params", ())) for group in groups),
             "made_capturable": len(made), "made_capturable_elements": sum(p.numel() for p in made)}
 

@@ -7,7 +7,8 @@ A prediction is physics first, regression second:
    operations)`` and said to be.
 2. **Scope time**, per scope as it will run: ``max(GPU side, host side)`` where
    GPU side = GPU busy + per-node replay cost x the operations in graphs (the node cost scaled
-   from this GPU's calibration), host side = the host work the scope leaves eager (the phases
+   from this GPU's calibration) + what a capturable optimizer step adds to a full-iteration
+   graph (``capturable_ms``), host side = the host work the scope leaves eager (the phases
    the trace marks: between iterations, the optimizer under a GradScaler, everything but the
    model for fwd_bwd) on the untraced clock, plus the graph launches. compile also removes
    part of the time of the kernels it fuses or generates itself (the kernel families named in
@@ -50,6 +51,8 @@ GO_DECISION = 1.3          # predicted speedup needed to say so: two processes o
                            # gain cannot be told from the noise (at 1.15 the H200 rows' no-go calls missed
                            # one whose profile timed eager 25 % slow; the two measured gains in 1.15-1.3,
                            # both H200, are called alike at 1.15 and 1.3)
+FIT_SHAPES = ("plain",)    # the rows the node and capturable-step costs are fitted on: loops with
+                           # nothing around the step that a graph leaves eager
 HOST_BOUND = 1.25          # a measured time this far above the GPU side was set by the host
 MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
 BARE_SOURCE = "measured in bare processes"   # eager_source of a baseline from profile --baseline-runs
@@ -88,7 +91,12 @@ def features_of(summary, record: dict | None = None) -> dict:
     params = (record.get("bootstrap") or {}).get("trained_parameters")
     bare = (record.get("bare_baseline") or {}).get("ms_per_iteration")
     bare = float(bare) if isinstance(bare, (int, float)) and bare > 0 else None
-    optimizers = (record.get("bootstrap") or {}).get("optimizers")
+    bootstrap = record.get("bootstrap") or {}
+    made = bootstrap.get("made_capturable")
+    if not isinstance(made, dict):   # a record of this session's first profiles: the per-optimizer list
+        optimizers = bootstrap.get("optimizers")
+        made = ({"tensors": _summed(optimizers, "made_capturable"),
+                 "elements": _summed(optimizers, "made_capturable_elements")} if isinstance(optimizers, list) else {})
     return {
         "busy_ms": get("gpu_busy_ms_per_iteration"), "period_ms": get("gpu_period_ms"),
         "ops": get("gpu_ops_per_iteration"), "kernels": get("kernels_per_iteration"),
@@ -113,15 +121,19 @@ def features_of(summary, record: dict | None = None) -> dict:
         "zero_grad_in_graph": 1.0 if full.get("zero_grad_in_graph") else 0.0,   # patch drops the loop's call
         # the parameter tensors whose optimizer a full-iteration graph makes capturable (nan: a
         # record from before the bootstrap described the optimizers)
-        "capturable_params": _made_capturable(optimizers, "made_capturable"),
-        "capturable_elements": _made_capturable(optimizers, "made_capturable_elements"),
+        # the distinct parameter tensors (and their elements) whose optimizer a full-iteration
+        # graph makes capturable (nan: a record from before the bootstrap counted them)
+        "capturable_params": _number(made.get("tensors")),
+        "capturable_elements": _number(made.get("elements")),
     }
 
 
-def _made_capturable(optimizers, key: str) -> float:
-    """The sum of ``key`` over the bootstrap's optimizers (nan: a record from before it
-    described them)."""
-    return float(sum(o.get(key) or 0 for o in optimizers)) if isinstance(optimizers, list) else math.nan
+def _summed(descriptions: list, key: str) -> float:
+    return float(sum(d.get(key) or 0 for d in descriptions if isinstance(d, dict)))
+
+
+def _number(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else math.nan
 
 
 def _value(f: dict, key: str, default=math.nan) -> float:
@@ -161,7 +173,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     busy, period, ops = _value(f, "busy_ms"), _value(f, "period_ms"), _value(f, "ops", 0.0)
     scale = min(1.0, eager / period) if period > 0 else 1.0   # traced host time -> untraced
     calibration = model["calibration"]
-    node_ms = model["node_factor"] * _value(f, "graph_node_us", calibration["graph_node_us"]) / 1e3
+    node_ms = node_factor(f, model) * _value(f, "graph_node_us", calibration["graph_node_us"]) / 1e3
     launch_ms = _value(f, "graph_launch_us", calibration["graph_launch_us"]) / 1e3
     between = _value(f, "between_ms", 0.0)
     forward, backward = _value(f, "forward_ms", 0.0), _value(f, "backward_ms", 0.0)
@@ -215,13 +227,26 @@ def graphed_ms(f: dict, gpu: float, host: float, model: dict) -> float:
     return max(max(gpu, host) + serial * min(gpu, host), 1e-9)
 
 
+def node_factor(f: dict, model: dict) -> float:
+    """The per-node replay cost's factor: fitted on the rows whose graph keeps the optimizer as
+    it is, with a capturable step's own cost added apart (``capturable_ms``); where the profile
+    did not count what a graph makes capturable (a record from before, a trace without one),
+    the factor fitted on every row, which spreads that cost over the nodes as models before it
+    did (the H100 rows: 0.21 against 0.61)."""
+    if math.isnan(_value(f, "capturable_params")) and model.get("node_factor_pooled") is not None:
+        return model["node_factor_pooled"]
+    return model["node_factor"]
+
+
 def capturable_ms(f: dict, model: dict) -> float:
     """The GPU time a captured optimizer step adds where the graph makes it capturable (Adam
     and its family: the step counts and bias corrections move from the host to the GPU, a few
     kernels more, over every parameter tensor and some over every element of its state, which
     the eager trace never ran): a constant, per tensor and per million elements made
-    capturable, fitted on the full-iteration rows (on the H100 rows AdamW's graphs ran 50-400 us
-    over what SGD's node cost predicts). 0 where the row or the model has no count."""
+    capturable, fitted on the AdamW rows' full-iteration graphs (on the H100 rows they ran
+    70-1000 us over what SGD's node cost predicts; the optimizers of the other families with
+    the flag, RMSprop, Rprop, Adadelta, ASGD, Adagrad, are charged alike, unfitted). 0 where the
+    row or the model has no count."""
     params = _value(f, "capturable_params", 0.0)
     if not params > 0 or model.get("capturable_ms_per_param") is None:
         return 0.0
@@ -309,8 +334,10 @@ def _median(values, default: float) -> float:
 
 def fit_constants(rows) -> dict:
     """The physical constants: tracing cost per GPU operation (traced period - measured eager,
-    over launch-bound rows), the calibration the rows were taken with, and the per-node replay
-    cost as a multiple of the calibrated one (full-iteration graphs with nothing left eager)."""
+    over launch-bound rows), the calibration the rows were taken with, the per-node replay
+    cost as a multiple of the calibrated one (full-iteration graphs with nothing left eager and
+    nothing made capturable; pooled over all of them for profiles without that count), the
+    capturable step's cost, the graphed callables' host cost and the sync's serial share."""
     calibration = {key: _median([_value(r, key) for r in rows], DEFAULT_CALIBRATION[key])
                    for key in DEFAULT_CALIBRATION}
     tracing = _median([(_value(r, "period_ms") - _value(r, "baseline_ms")) / _value(r, "ops")
@@ -318,16 +345,20 @@ def fit_constants(rows) -> dict:
     node = []
     for r in rows:
         ms, ops = _value(r, "full_iteration_ms"), _value(r, "ops", 0.0)
-        # the rows whose optimizer a graph leaves as it is: a capturable step's own kernels
-        # would count as node cost (AdamW's graphs 50-300 us over SGD's node cost on the H100)
-        if (ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") == "plain"
-                and not _value(r, "capturable_params", 0.0) > 0):
+        if ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") in FIT_SHAPES:
             cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
-            node.append((ms - _value(r, "busy_ms")) / ops / cal)
+            node.append(((ms - _value(r, "busy_ms")) / ops / cal, _value(r, "capturable_params")))
+    # the rows known to keep their optimizer as it is: a capturable step's own kernels would
+    # count as node cost (AdamW's graphs ran 70-1000 us over SGD's node cost on the H100 rows);
+    # all of them, pooled, for profiles that did not count it (and as the factor of a dataset
+    # without the count)
+    pooled = _median([factor for factor, _ in node], 1.0)
+    kept = [factor for factor, params in node if params == 0]
     baseline = [_value(r, "eager_ms") / _value(r, "baseline_ms") for r in rows
                 if 0 < _value(r, "baseline_ms") <= _value(r, "period_ms", math.inf)]
     constants = {"tracing_ms_per_op": max(tracing, 0.0), "calibration": calibration,
-                 "node_factor": max(_median(node, 1.0), 0.0), "callable_ms": 0.0,
+                 "node_factor": max(_median(kept, pooled), 0.0), "node_factor_pooled": max(pooled, 0.0),
+                 "callable_ms": 0.0,
                  "baseline_factor": _median(baseline, 1.0)}
     (constants["capturable_ms_base"], constants["capturable_ms_per_param"],
      constants["capturable_ms_per_melement"]) = _capturable_cost(rows, constants) or (None, None, None)
@@ -373,7 +404,7 @@ def _capturable_cost(rows, constants: dict) -> tuple | None:
         ms, params = _value(r, "full_iteration_ms"), _value(r, "capturable_params", 0.0)
         elements = _value(r, "capturable_elements")
         if not (ms > 0 and params > 0 and elements >= 0 and _value(r, "optimizer_eager", 0.0) == 0
-                and r.get("shape", "plain") == "plain"):
+                and r.get("shape", "plain") in FIT_SHAPES):
             continue
         estimate = physical(r, "full_iteration", bare)
         if estimate["gpu_ms"] >= estimate["host_ms"]:

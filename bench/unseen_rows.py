@@ -42,7 +42,7 @@ def reapplied(record: dict, script: Path) -> dict:
     return {**record, "applied": applied_scopes(script)}
 
 
-def row_of(folder: Path, name: str, recompute: bool = False, reapply: bool = False) -> dict:
+def row_of(folder: Path, name: str, recompute: bool = False, reapply: bool = False, family: str = "unseen") -> dict:
     summary = analyse(open_trace(folder / f"{name}_eager.sqlite")).main.summary
     record = json.loads((folder / f"{name}_eager.cg-advise-run.json").read_text())
     if recompute:
@@ -52,7 +52,7 @@ def row_of(folder: Path, name: str, recompute: bool = False, reapply: bool = Fal
     tuned = json.loads((folder / f"{name}.py.cg-advise.json").read_text())
     measured = {r["scope"]: {"ms": r.get("ms_per_iter"), "status": r.get("status", "not measured")}
                 for r in tuned["rows"]}
-    return dataset_row({"workload": name, "family": "unseen", "shape": "script", "optimizer": ""}, summary, record,
+    return dataset_row({"workload": name, "family": family, "shape": "script", "optimizer": ""}, summary, record,
                        tuned["eager_ms"], measured)
 
 
@@ -64,6 +64,8 @@ def main():
                         help="Recompute each calibration's host costs as the median of its rounds.")
     parser.add_argument("--reapply", action="store_true",
                         help="Recompute the scopes as today's patch applies them to OUT/NAME.py.")
+    parser.add_argument("--family", default="unseen",
+                        help="The rows' family (the cross-validation's group): `script` for rows that join a dataset.")
     args = parser.parse_args()
     found = [(folder, p.name[:-len("_eager.sqlite")]) for folder in args.folders
              for p in sorted(folder.glob("*_eager.sqlite"))
@@ -71,7 +73,8 @@ def main():
     if not found:
         raise SystemExit(f"unseen_rows: no NAME_eager.sqlite with its NAME.py.cg-advise.json in "
                          f"{', '.join(map(str, args.folders))}")
-    write_dataset(args.output, [row_of(folder, name, args.median_round, args.reapply) for folder, name in found])
+    write_dataset(args.output, [row_of(folder, name, args.median_round, args.reapply, args.family)
+                                for folder, name in found])
     print(f"{args.output}: {len(found)} scripts", file=sys.stderr)
 
 

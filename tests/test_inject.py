@@ -81,6 +81,7 @@ def test_training_iterations_and_submodules(capsys):
                                   "module_ranges": 18, "graph_replays": 0, "trained_parameters": 6,
                                   "optimizers": [{"class": "SGD", "parameters": 6, "made_capturable": 0,
                                                   "made_capturable_elements": 0}],
+                                  "optimizers_stepped": 1, "made_capturable": {"tensors": 0, "elements": 0},
                                   "untraced": {}}
     # the script saw its own argv
     assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
@@ -100,8 +101,46 @@ def test_optimizers_are_described_once_with_what_a_graph_makes_capturable():
     # the middle Linear(16, 16) and the decoder Linear(16, 2): 16*16 + 16 + 16*2 + 2 elements
     assert injector.summary()["optimizers"] == [{"class": "AdamW", "parameters": 4, "made_capturable": 4,
                                                  "made_capturable_elements": 306}]
+    assert injector.summary()["made_capturable"] == {"tensors": 4, "elements": 306}
     _, injector = run_script("--steps", "2", "--inference")
-    assert injector.summary()["optimizers"] == []
+    assert injector.summary()["optimizers"] == [] and injector.summary()["made_capturable"]["tensors"] == 0
+
+
+def test_optimizers_built_again_count_their_parameters_once_and_an_odd_one_does_not_break_the_step():
+    """An optimizer built anew every epoch over the same parameters is the same capturable
+    work for a graph: its tensors count once; descriptions stop at MAX_DESCRIBED. An optimizer
+    that cannot be hashed (``__eq__`` without ``__hash__``) or whose groups cannot be read
+    steps as it would without the bootstrap."""
+    import torch
+
+    from advisor.inject import MAX_DESCRIBED
+
+    class Unhashable(torch.optim.AdamW):
+        def __eq__(self, other):
+            return self is other
+
+    class OddGroups:   # an optimizer-like object whose groups cannot be read
+        @property
+        def param_groups(self):
+            raise RuntimeError("no groups here")
+
+    injector = Injector(RecordingSink(), Window()).install()
+    try:
+        params = [torch.nn.Parameter(torch.zeros(3)) for _ in range(2)]
+        for _ in range(MAX_DESCRIBED + 2):
+            optimizer = Unhashable(params, lr=0.1)
+            params[0].grad = params[1].grad = torch.ones(3)
+            optimizer.step()
+            optimizer.step()
+        injector._describe(OddGroups())
+    finally:
+        injector.remove()
+    summary = injector.summary()
+    assert summary["made_capturable"] == {"tensors": 2, "elements": 6}
+    assert summary["optimizers_stepped"] == MAX_DESCRIBED + 3 and len(summary["optimizers"]) == MAX_DESCRIBED
+    injector.optimizers.clear()
+    injector._describe(OddGroups())   # once more, now that there is room to describe it
+    assert injector.optimizers == [{"class": "OddGroups", "error": "RuntimeError: no groups here"}]
 
 
 def test_a_capturable_or_fused_optimizer_is_not_made_capturable():
