@@ -458,6 +458,30 @@ def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows):
     assert all(number(r, "param_tensors") > 0 for r in rows)
 
 
+def test_dataset_rows_without_an_optimizer_description_get_what_their_optimizer_makes_capturable(rows):
+    """bench/build_dataset.py fills capturable_params/elements for rows collected before the
+    bootstrap described the optimizers: an AdamW row's trained tensors, with the zoo model's
+    elements (by hand: mlp_w256_d4_b16 is Linear(256, 256) five times, a stem and four body
+    layers, then a head to 16: 5 x (256 x 256 + 256) + 256 x 16 + 16 elements); an SGD row none;
+    a recorded count stays."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_dataset", ROOT / "bench" / "build_dataset.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    adamw = {"workload": "mlp_w256_d4_b16", "optimizer": "adamw", "param_tensors": "12", "capturable_params": ""}
+    build.fill_capturable_params(adamw)
+    assert adamw["capturable_params"] == "12"
+    assert adamw["capturable_elements"] == 5 * (256 * 256 + 256) + 256 * 16 + 16
+    sgd = {"workload": "mlp_w256_d4_b16", "optimizer": "sgd", "param_tensors": "12", "capturable_params": ""}
+    build.fill_capturable_params(sgd)
+    assert (sgd["capturable_params"], sgd["capturable_elements"]) == (0.0, 0.0)
+    recorded = {"workload": "mlp_w256_d4_b16", "optimizer": "adamw", "param_tensors": "12", "capturable_params": "3"}
+    build.fill_capturable_params(recorded)
+    assert recorded["capturable_params"] == "3" and "capturable_elements" not in recorded
+    assert all(number(r, "capturable_params") >= 0 for r in rows)
+
+
 def test_a_sync_left_eager_serialises_the_fitted_share_of_the_shorter_side(rows, shipped):
     """With a GradScaler's inf check left eager, the scope's time is the longer side plus the
     fitted share of the shorter one (not their sum: the optimizer's kernels still overlap the
