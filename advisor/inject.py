@@ -466,8 +466,9 @@ class Injector:
             self._optimizers_seen[id(optimizer)] = lambda: optimizer
         self.optimizers_stepped += 1
         try:
-            description = describe_optimizer(optimizer)
-            self.made_capturable.update((id(p), p.numel()) for p in capturable_parameters(optimizer))
+            made = capturable_parameters(optimizer)
+            description = describe_optimizer(optimizer, made)
+            self.made_capturable.update((id(p), p.numel()) for p in made)
         except Exception as error:  # noqa: BLE001 - an optimizer of unusual shape
             description = {"class": type(optimizer).__name__, "error": f"{type(error).__name__}: {error}"}
         if len(self.optimizers) < MAX_DESCRIBED:
@@ -635,15 +636,15 @@ def capturable_parameters(optimizer) -> list:
             if group.get("capturable") is False and not group.get("fused") for p in group.get("params", ())]
 
 
-def describe_optimizer(optimizer) -> dict:
+def describe_optimizer(optimizer, made: Optional[list] = None) -> dict:
     """An optimizer as a full-iteration graph will step it: its class, its parameter tensors,
     and how many of those (and their elements) the graph makes capturable
-    (``capturable_parameters``). A capturable step keeps its step counts on the GPU and
+    (``made``, else ``capturable_parameters``). A capturable step keeps its step counts on the GPU and
     computes the bias corrections there, kernels that the eager step (counts on the host) never
     launches, some over every element of the state: the graph's GPU time grows with both
     counts, and the eager trace cannot show it."""
     groups = getattr(optimizer, "param_groups", None) or []
-    made = capturable_parameters(optimizer)
+    made = capturable_parameters(optimizer) if made is None else made
     return {"class": type(optimizer).__name__, "parameters": sum(len(group.get("params", ())) for group in groups),
             "made_capturable": len(made), "made_capturable_elements": sum(p.numel() for p in made)}
 

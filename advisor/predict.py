@@ -88,10 +88,10 @@ def features_of(summary, record: dict | None = None) -> dict:
     untraced = record.get("untraced") or {}
     calibration = record.get("calibration") or {}
     full = ((record.get("applied") or {}).get("scopes") or {}).get("full_iteration") or {}
-    params = (record.get("bootstrap") or {}).get("trained_parameters")
+    bootstrap = record.get("bootstrap") or {}
+    params = bootstrap.get("trained_parameters")
     bare = (record.get("bare_baseline") or {}).get("ms_per_iteration")
     bare = float(bare) if isinstance(bare, (int, float)) and bare > 0 else None
-    bootstrap = record.get("bootstrap") or {}
     made = bootstrap.get("made_capturable")
     if not isinstance(made, dict):   # a record of this session's first profiles: the per-optimizer list
         optimizers = bootstrap.get("optimizers")
@@ -119,8 +119,6 @@ def features_of(summary, record: dict | None = None) -> dict:
         "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
         "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad
         "zero_grad_in_graph": 1.0 if full.get("zero_grad_in_graph") else 0.0,   # patch drops the loop's call
-        # the parameter tensors whose optimizer a full-iteration graph makes capturable (nan: a
-        # record from before the bootstrap described the optimizers)
         # the distinct parameter tensors (and their elements) whose optimizer a full-iteration
         # graph makes capturable (nan: a record from before the bootstrap counted them)
         "capturable_params": _number(made.get("tensors")),
@@ -410,23 +408,23 @@ def _capturable_cost(rows, constants: dict) -> tuple | None:
         if estimate["gpu_ms"] >= estimate["host_ms"]:
             extra.append(ms - estimate["gpu_ms"])
             sizes.append((params, elements / 1e6))
-    if len(extra) < 6:
-        return None
-    from sklearn.linear_model import TheilSenRegressor
-
-    plane = TheilSenRegressor(random_state=0).fit(np.array(sizes), np.array(extra))
-    return max(float(plane.intercept_), 0.0), max(float(plane.coef_[0]), 0.0), max(float(plane.coef_[1]), 0.0)
+    return _theil_sen(np.array(sizes), extra) if len(extra) >= 6 else None
 
 
 def _robust_line(sizes, extra) -> tuple | None:
     """(intercept, slope) of ``extra`` over ``sizes``, both at least 0: Theil-Sen over four rows
     or more of different sizes, else the median of ``extra`` alone; None without a row."""
     if len(extra) >= 4 and np.ptp(sizes) > 0:
-        from sklearn.linear_model import TheilSenRegressor
-
-        line = TheilSenRegressor(random_state=0).fit(np.array(sizes)[:, None], np.array(extra))
-        return max(float(line.intercept_), 0.0), max(float(line.coef_[0]), 0.0)
+        return _theil_sen(np.array(sizes)[:, None], extra)
     return (max(_median(extra, 0.0), 0.0), 0.0) if extra else None
+
+
+def _theil_sen(X, y) -> tuple:
+    """(intercept, coefficient per column of ``X``...) of a Theil-Sen fit, each at least 0."""
+    from sklearn.linear_model import TheilSenRegressor
+
+    fitted = TheilSenRegressor(random_state=0).fit(X, np.array(y))
+    return (max(float(fitted.intercept_), 0.0), *(max(float(c), 0.0) for c in fitted.coef_))
 
 
 def _callable_cost(rows, constants: dict, size: str) -> tuple | None:

@@ -11,11 +11,11 @@ baseline, the calibration and the scopes as applied; tune's rows give the measur
 Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's tarball).
 ``--keep`` takes the rows of an earlier build as they are (their traces need not be here);
 ``--update`` takes them too, but a workload collected again replaces its old row in place.
-``capturable_params`` too (the parameter tensors of the optimizers a full-iteration graph
-makes capturable), filled from the row's optimizer where the record predates that count.
 ``param_tensors`` comes from the run record (the bootstrap counts the trained parameter
 tensors); a record from before that count is filled in by the same count over the zoo
 model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
+``capturable_params`` and ``capturable_elements`` (what a full-iteration graph makes
+capturable) are filled from the row's optimizer where the record predates that count.
 """
 
 import argparse
@@ -84,13 +84,21 @@ def fill_param_tensors(row: dict) -> None:
     except ValueError:
         known = False
     if not known:
-        import torch
+        model = zoo_model(row["workload"])
+        if model is not None:   # None: a Hugging Face model, no zoo model to count on
+            row["param_tensors"] = count_trained_parameters(model)
 
-        model = row["workload"].split("+")[0]
-        if model not in ZOO:   # a Hugging Face model: no zoo model to count on
-            return
-        with torch.device("meta"):
-            row["param_tensors"] = count_trained_parameters(ZOO[model].build())
+
+def zoo_model(workload: str):
+    """The zoo model of a workload (``NAME`` or ``NAME+shape``), built on the meta device, or
+    None for one the zoo does not hold."""
+    name = workload.split("+")[0]
+    if name not in ZOO:
+        return None
+    import torch
+
+    with torch.device("meta"):
+        return ZOO[name].build()
 
 
 def fill_capturable_params(row: dict) -> None:
@@ -106,15 +114,11 @@ def fill_capturable_params(row: dict) -> None:
         return
     adamw = optimizer == "adamw"
     row["capturable_params"] = row["param_tensors"] if adamw else 0.0
-    model = row["workload"].split("+")[0]
+    model = zoo_model(row["workload"]) if adamw else None
     if not adamw:
         row["capturable_elements"] = 0.0
-    elif model in ZOO:
-        import torch
-
-        with torch.device("meta"):
-            row["capturable_elements"] = float(sum(p.numel() for p in ZOO[model].build().parameters()
-                                                   if p.requires_grad))
+    elif model is not None:
+        row["capturable_elements"] = float(sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
 def kept_rows(path: Path):

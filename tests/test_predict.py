@@ -440,15 +440,21 @@ def test_model_eval_names_a_shipped_dataset_and_shows_a_share_it_could_not_count
     assert code == 0 and not re.search(r"\bnan\b", out) and re.search(r"│\s+-\s+│", out)
 
 
-def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows):
-    """bench/build_dataset.py fills param_tensors for rows collected before the bootstrap
-    counted them. By hand: mlp_w256_d8_b64 has a stem, 8 body layers and a head, 10 Linear
-    layers of a weight and a bias."""
+@pytest.fixture(scope="module")
+def build():
+    """bench/build_dataset.py as a module."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("build_dataset", ROOT / "bench" / "build_dataset.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows, build):
+    """bench/build_dataset.py fills param_tensors for rows collected before the bootstrap
+    counted them. By hand: mlp_w256_d8_b64 has a stem, 8 body layers and a head, 10 Linear
+    layers of a weight and a bias."""
     row = {"workload": "mlp_w256_d8_b64+loader", "param_tensors": ""}
     build.fill_param_tensors(row)
     assert row["param_tensors"] == 20
@@ -458,17 +464,12 @@ def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows):
     assert all(number(r, "param_tensors") > 0 for r in rows)
 
 
-def test_dataset_rows_without_an_optimizer_description_get_what_their_optimizer_makes_capturable(rows):
+def test_dataset_rows_without_an_optimizer_description_get_what_their_optimizer_makes_capturable(rows, build):
     """bench/build_dataset.py fills capturable_params/elements for rows collected before the
     bootstrap described the optimizers: an AdamW row's trained tensors, with the zoo model's
     elements (by hand: mlp_w256_d4_b16 is Linear(256, 256) five times, a stem and four body
     layers, then a head to 16: 5 x (256 x 256 + 256) + 256 x 16 + 16 elements); an SGD row none;
     a recorded count stays."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_dataset", ROOT / "bench" / "build_dataset.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
     adamw = {"workload": "mlp_w256_d4_b16", "optimizer": "adamw", "param_tensors": "12", "capturable_params": ""}
     build.fill_capturable_params(adamw)
     assert adamw["capturable_params"] == "12"
