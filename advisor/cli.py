@@ -308,6 +308,10 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
                    "script allows, for loops with host work: their timing varies from process to process; the "
                    "spread is printed).")
 @click.option("--cpus", metavar="LIST", help="Pin every candidate to these CPUs, e.g. 0-3 (steadier host timing).")
+@click.option("--no-pairing", "no_pairing", is_flag=True,
+              help="Time fwd_bwd and submodule in their own process only, against the eager process (by default "
+                   "their process alternates graphed and eager windows and the speedup is their ratio: a host's "
+                   "speed moves from process to process).")
 @click.option("--check-steps", default=5, show_default=True, type=click.IntRange(min=1),
               help="Steps after which parameters are compared with eager.")
 @click.option("--tolerance", default=1e-3, show_default=True, type=click.FloatRange(min=0),
@@ -321,8 +325,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
 @click.option("--force", is_flag=True, help="Replace an existing --html file.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, check_steps,
-         tolerance, keep_workdir, as_json, apply_, html_path, force, command):
+def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, no_pairing,
+         check_steps, tolerance, keep_workdir, as_json, apply_, html_path, force, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
 
@@ -358,7 +362,7 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
                                                                repeats=repeats, check_steps=check_steps,
                                                                cpus=_cpu_list(cpus)),
                           tolerance=tolerance, runs=runs, step=step, keep_workdir=keep_workdir,
-                          python=target.python, launcher=launcher)
+                          python=target.python, launcher=launcher, paired=not no_pairing)
     script = Path(worker[0])
     spec = find_step(script, options)   # everything that needs no GPU is checked before the CUDA probe
     profiled = None

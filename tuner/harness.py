@@ -47,6 +47,7 @@ class Settings:
     gpu_warmup_s: float = 0.3   # GPU work before the script, so that every candidate starts at full clocks
     cpus: list = field(default_factory=list)   # pin the process to these CPUs (same cores for every candidate)
     to_end: bool = True         # after timing, let the script finish (its code after the loop runs too)
+    paired: bool = False        # graphed callables: alternate graphed and eager windows in this process
 
 
 def step_counter(step: dict) -> str:
@@ -69,6 +70,10 @@ class Measurement:
     graph_replays: int = 0      # CUDA graph replays seen: none means a graph scope fell back to eager
     rank: int = 0               # torchrun's RANK of this worker (0 in a single process)
     world_size: int = 1
+    eager_window_ms: list = field(default_factory=list)   # paired: the eager windows between the graphed ones
+    paired_ratios: list = field(default_factory=list)   # paired: each eager window over its graphed neighbours
+    paired_speedup: Optional[float] = None   # paired: the median of paired_ratios
+    toggled: int = 0            # paired: graphed callables that can run eagerly for a window
 
 
 class StepTimer:
@@ -84,6 +89,7 @@ class StepTimer:
         self.backward_seen = False   # without an optimizer: the first backward completes no step
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
+        self.eager_window = False   # paired: the graphed callables run their eager forward now
 
     def install(self) -> "StepTimer":
         torch = self.torch
@@ -99,6 +105,8 @@ class StepTimer:
             self._wrap_backward()
         else:
             self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
+        if self.settings.paired and self.cuda:
+            self._toggle_graphed_callables()
         graph_class = getattr(torch.cuda, "CUDAGraph", None)
         if graph_class is not None:
             original = graph_class.replay
@@ -113,6 +121,38 @@ class StepTimer:
             graph_class.replay = replay
         atexit.register(self.write)
         return self
+
+    def _toggle_graphed_callables(self) -> None:
+        """Paired timing: whatever ``torch.cuda.make_graphed_callables`` graphs (a module's
+        forward, a function) can run as it was before for the eager windows, so that eager and
+        graphed are timed in the same process, a window apart. Timed in separate processes, as
+        tune times eager and a full-iteration graph, a host-bound loop moved 2x from process to
+        process on the lent H200 (0.36-0.73 ms) while the two alternating in one process stayed
+        within 4 % of each other (bench/paired_windows_probe.py)."""
+        torch, timer = self.torch, self
+        original = torch.cuda.make_graphed_callables
+
+        def switch(graphed, eager):
+            def forward(*args, **kwargs):
+                return (eager if timer.eager_window else graphed)(*args, **kwargs)
+            return forward
+
+        def make_graphed_callables(callables, *args, **kwargs):
+            single = not isinstance(callables, tuple)
+            items = (callables,) if single else callables
+            eager = [c.forward if isinstance(c, torch.nn.Module) else c for c in items]
+            made = original(callables, *args, **kwargs)
+            result = []
+            for item, before, graphed in zip(items, eager, (made,) if single else made):
+                if isinstance(item, torch.nn.Module):
+                    item.forward = switch(item.forward, before)
+                    result.append(item)
+                else:
+                    result.append(switch(graphed, before))
+                timer.m.toggled += 1
+            return result[0] if single else tuple(result)
+
+        torch.cuda.make_graphed_callables = make_graphed_callables
 
     def _before_first_step(self, module, args) -> None:
         """Until the first step: is a dropout module active (stochastic training)? Without an
@@ -200,19 +240,30 @@ class StepTimer:
             saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params.values()]
             self.torch.save(saved, s.snapshot)
             self.m.snapshot = s.snapshot
-        window = max(1, s.iterations // max(1, s.repeats))
+        paired = s.paired and self.cuda
+        window = max(1, s.iterations // max(1, s.repeats * (2 if paired else 1)))
         timed = n - s.warmup
         if timed == 0 and self.cuda:
             self.torch.cuda.reset_peak_memory_stats()
         if 0 <= timed <= s.iterations and (timed % window == 0 or timed == s.iterations):
+            if paired:   # each window starts on an idle GPU: none inherits the other's queued work
+                self.torch.cuda.synchronize()
             self.marks.append((timed, self._mark()))
+            self.eager_window = paired and timed < s.iterations and (timed // window) % 2 == 1
         if timed == s.iterations:
             if self.cuda:
                 self.torch.cuda.synchronize()
                 self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
+            windows = []
             for (a, start), (b, end) in zip(self.marks, self.marks[1:]):
                 elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
-                self.m.window_ms.append(elapsed_ms / (b - a))
+                windows.append(elapsed_ms / (b - a))
+            if paired and self.m.toggled:
+                self.m.window_ms, self.m.eager_window_ms = windows[0::2], windows[1::2]
+                self.m.paired_ratios = paired_ratios(windows)
+                self.m.paired_speedup = statistics.median(self.m.paired_ratios) if self.m.paired_ratios else None
+            else:
+                self.m.window_ms = windows
             self.m.ms_per_iter = statistics.median(self.m.window_ms)
             self.m.complete = True
             self.write()
@@ -230,6 +281,14 @@ class StepTimer:
         data = asdict(self.m)
         with open(self.result_path, "w") as handle:
             json.dump(data, handle)
+
+
+def paired_ratios(windows: list) -> list:
+    """Eager over graphed from alternating windows (graphed first: graphed, eager, graphed,
+    ...): each eager window over the graphed window before it and the one after, so that a
+    host whose speed drifts across the run moves both sides of every ratio alike."""
+    return [windows[k] / windows[j] for k in range(1, len(windows), 2)
+            for j in (k - 1, k + 1) if j < len(windows) and windows[j] > 0]
 
 
 def rank() -> int:

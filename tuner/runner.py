@@ -66,6 +66,10 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     candidate.stochastic = bool(data.get("stochastic"))
     candidate.window_ms = data.get("window_ms") or None
     candidate.rank_ms = data.get("rank_ms")
+    candidate.paired_speedup = data.get("paired_speedup")
+    candidate.paired_ratios = data.get("paired_ratios") or None
+    eager_windows = data.get("eager_window_ms") or []
+    candidate.paired_eager_ms = statistics.median(eager_windows) if eager_windows else None
     after_timing = TIMING_DONE in stderr
     if data.get("complete") and (returncode == 0 or (returncode is None and after_timing)):
         candidate.status = "ok"
@@ -192,6 +196,11 @@ def run_repeated(script: Path, args: list, scope: str, settings: Settings, workd
     candidate, snapshot = measured[0]
     candidate.run_ms = [c.ms_per_iter for c, _ in measured]
     candidate.ms_per_iter = statistics.median(candidate.run_ms)
+    paired = [c.paired_speedup for c, _ in measured]
+    candidate.paired_speedup = statistics.median(paired) if all(paired) else None
+    candidate.paired_runs = paired if all(paired) and len(paired) > 1 else None
+    eager_ms = [c.paired_eager_ms for c, _ in measured]
+    candidate.paired_eager_ms = statistics.median(eager_ms) if all(eager_ms) else None
     candidate.peak_mb = max((c.peak_mb for c, _ in measured if c.peak_mb is not None), default=None)
     return candidate, snapshot
 

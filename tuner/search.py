@@ -48,22 +48,37 @@ class Candidate:
     window_ms: Optional[list] = None  # ms/iteration of each timed window of one process
     rank_ms: Optional[list] = None   # under torchrun: each rank's ms/iteration (ms_per_iter is the slowest)
     rank_differences: Optional[list] = None   # under torchrun: each rank's parameter difference from eager's
+    # timed paired (graphed callables): eager over graphed in windows alternating in the same
+    # process, its eager windows, and the graphed ms/iteration as measured in that process
+    # (ms_per_iter is then eager's ms over the paired speedup: this scope at the eager run's host speed)
+    paired_speedup: Optional[float] = None
+    paired_ratios: Optional[list] = None   # each eager window over a graphed neighbour (one process)
+    paired_runs: Optional[list] = None     # the paired speedup of each process, when run more than once
+    paired_eager_ms: Optional[float] = None
+    measured_ms: Optional[float] = None
 
     @property
     def spread(self) -> float:
         """How far this measurement moved: slowest/fastest - 1 over processes when it ran in
-        several; else upper/lower quartile - 1 over the timed windows of its one process. A
+        several; else upper/lower quartile - 1 over the timed windows of its one process (timed
+        paired: over the processes' paired speedups, else its window pairs' ratios). A
         window that holds the loop's own periodic work (an evaluation every N steps, a
         checkpoint) is no noise, and the median window, the measurement, leaves it out: taken
         as the spread, one such window made a 27x win 'within the noise (3966 %)'."""
-        if self.run_ms and len(self.run_ms) > 1:
-            runs = [v for v in self.run_ms if v]
-            return max(runs) / min(runs) - 1 if len(runs) > 1 else 0.0
-        windows = [v for v in self.window_ms or [] if v]
-        if len(windows) < 2:
-            return 0.0
-        lower, _, upper = statistics.quantiles(windows, n=4, method="inclusive")
-        return upper / lower - 1
+        if self.paired_speedup:   # timed paired: the noise is its ratios', not the processes' host speed
+            runs, ratios = self.paired_runs or [], self.paired_ratios or []
+        else:
+            runs, ratios = self.run_ms or [], self.window_ms or []
+        if len(runs) > 1:
+            return _relative_spread(runs, quartiles=False)
+        return _relative_spread(ratios, quartiles=True)
+
+    def bind_to_eager(self, eager_ms: float) -> None:
+        """Timed paired: its ms/iteration becomes eager's over the paired speedup, this scope at
+        the host speed of the eager run it is ranked against (what its own process timed is
+        kept as ``measured_ms``)."""
+        if self.paired_speedup and self.ms_per_iter is not None and self.measured_ms is None:
+            self.measured_ms, self.ms_per_iter = self.ms_per_iter, eager_ms / self.paired_speedup
 
     @property
     def usable(self) -> bool:
@@ -108,6 +123,17 @@ def plan(predictions: Optional[dict], exhaustive: bool = False, scopes: tuple = 
     return sorted(candidates, key=lambda c: (c.status == "skipped", -(c.predicted or 0.0)))
 
 
+def _relative_spread(values, quartiles: bool) -> float:
+    """upper/lower quartile - 1 (``quartiles``), else largest/smallest - 1; 0 for fewer than two."""
+    values = [v for v in values if v]
+    if len(values) < 2:
+        return 0.0
+    if not quartiles:
+        return max(values) / min(values) - 1
+    lower, _, upper = statistics.quantiles(values, n=4, method="inclusive")
+    return upper / lower - 1
+
+
 def choose(eager_ms: float, candidates: list, gpu_busy_ms: Optional[float] = None,
            eager_spread: float = 0.0) -> TuneResult:
     """The fastest usable candidate, if it beats eager by more than the noise (``MIN_GAIN`` and
@@ -116,7 +142,8 @@ def choose(eager_ms: float, candidates: list, gpu_busy_ms: Optional[float] = Non
     winner, note = "eager", ""
     if usable and usable[0].ms_per_iter < eager_ms:
         best = usable[0]
-        margin = max(MIN_GAIN, eager_spread, best.spread)
+        # a paired candidate's ratio never saw the eager run's host speed: its own spread is the noise
+        margin = max(MIN_GAIN, best.spread) if best.paired_speedup else max(MIN_GAIN, eager_spread, best.spread)
         if best.ms_per_iter * (1 + margin) < eager_ms:
             winner = best.scope
         else:

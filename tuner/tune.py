@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -40,9 +40,14 @@ class TuneOptions:
     keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
     python: str = sys.executable       # the interpreter that runs the user's script (its torch)
     launcher: list = field(default_factory=list)   # torchrun and its arguments: every candidate runs on all ranks
+    paired: bool = True                # graphed callables timed alternating with eager windows in their process
 
 
 ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
+# scopes whose rewrite graphs modules through make_graphed_callables: the harness can run them
+# eagerly for a window, so they are timed paired (tuner/harness.py); the others' eager run is
+# the eager process's
+PAIRED_SCOPES = ("fwd_bwd", "submodule")
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
@@ -107,6 +112,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None, timing: Optional[Settings] = None):
+        if timing is None and scope in PAIRED_SCOPES and options.paired and not options.launcher:
+            timing = replace(settings, paired=True)
         return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
                             options.runs, step=step, python=options.python, deadline=deadline,
                             launcher=options.launcher)
@@ -166,10 +173,13 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         progress(f"{candidate.scope}: running ...")
         measured, snapshot = measure(candidate.scope, options.step)
         measured.predicted = candidate.predicted
+        measured.bind_to_eager(eager.ms_per_iter)
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, eager.stochastic)
         candidates[-1] = candidate = measured
+        paired = (f" (timed paired with eager in its process: {candidate.measured_ms:.3f} ms/iteration there)"
+                  if candidate.measured_ms is not None else "")
         progress(f"{candidate.scope}: " + (f"{candidate.ms_per_iter:.3f} ms/iteration, "
-                                           f"{eager.ms_per_iter / candidate.ms_per_iter:.2f}x"
+                                           f"{eager.ms_per_iter / candidate.ms_per_iter:.2f}x{paired}"
                                            if candidate.status == "ok" else
                                            f"{candidate.status} ({(candidate.failure or {}).get('kind')})"))
         save_partial(result_of(candidates))

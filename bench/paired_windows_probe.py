@@ -1,0 +1,127 @@
+"""Is a speedup timed in one process, eager and graphed windows alternating, steadier than one
+timed as tune times it (eager in one process, the graph in another)? A launch-bound MLP step
+runs eager and graphed (``full_iteration``: forward, backward and SGD step in one graph;
+``fwd_bwd``: the model through ``make_graphed_callables``) in alternating windows; each
+process prints its windows. ``summary`` compares, over the processes, the spread of
+
+- the paired speedup: the median over one process's adjacent eager/graphed window pairs, and
+- the cross-process speedup: one process's median eager window over another's median graphed
+  window (what two separate processes give).
+
+    python bench/paired_windows_probe.py run OUT.json [--pairs 30 --window 20]   (GPU, one process)
+    python bench/paired_windows_probe.py summary OUT1.json OUT2.json ...
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+
+def build(torch, width=256, depth=8, batch=64):
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).cuda()
+    x, y = torch.randn(batch, width, device="cuda"), torch.randn(batch, width, device="cuda")
+    return model, x, y
+
+
+def window_ms(torch, step, count):
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    begin.record()
+    for _ in range(count):
+        step()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end) / count
+
+
+def probe(pairs: int, window: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    out = {}
+    # full_iteration
+    model, x, y = build(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+    def eager():
+        opt.zero_grad(set_to_none=True)
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            eager()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    # fwd_bwd
+    model2, x2, y2 = build(torch)
+    graphed = torch.cuda.make_graphed_callables(model2, (x2,))
+
+    def eager2():
+        model2.zero_grad(set_to_none=True)
+        F.mse_loss(model2(x2), y2).backward()
+
+    def graphed2():
+        model2.zero_grad(set_to_none=True)
+        F.mse_loss(graphed(x2), y2).backward()
+
+    for name, e, g in (("full_iteration", eager, graph.replay), ("fwd_bwd", eager2, graphed2)):
+        for _ in range(3):
+            window_ms(torch, e, window)
+            window_ms(torch, g, window)
+        rows = [(window_ms(torch, e, window), window_ms(torch, g, window)) for _ in range(pairs)]
+        out[name] = {"eager": [r[0] for r in rows], "graphed": [r[1] for r in rows]}
+    out["gpu"] = torch.cuda.get_device_name()
+    out["time"] = time.time()
+    return out
+
+
+def summary(paths) -> None:
+    runs = [json.load(open(p)) for p in paths]
+    for scope in ("full_iteration", "fwd_bwd"):
+        paired = [statistics.median(e / g for e, g in zip(r[scope]["eager"], r[scope]["graphed"])) for r in runs]
+        eager = [statistics.median(r[scope]["eager"]) for r in runs]
+        graphed = [statistics.median(r[scope]["graphed"]) for r in runs]
+        cross = [e / g for i, e in enumerate(eager) for j, g in enumerate(graphed) if i != j]
+        centre = statistics.median(paired + cross)
+
+        def within(values):
+            return sum(abs(v / centre - 1) <= 0.2 for v in values), len(values)
+
+        print(f"{scope}: eager windows {min(eager):.3f}-{max(eager):.3f} ms, graphed {min(graphed):.3f}-{max(graphed):.3f}")
+        print(f"  paired (one process): {min(paired):.2f}x-{max(paired):.2f}x (max/min {max(paired) / min(paired):.2f}), "
+              f"within 20 % of the common median {centre:.2f}x: {within(paired)[0]} of {within(paired)[1]}")
+        print(f"  two processes:        {min(cross):.2f}x-{max(cross):.2f}x (max/min {max(cross) / min(cross):.2f}), "
+              f"within 20 %: {within(cross)[0]} of {within(cross)[1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("out")
+    run.add_argument("--pairs", type=int, default=30)
+    run.add_argument("--window", type=int, default=20)
+    summ = sub.add_parser("summary")
+    summ.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    if args.command == "run":
+        with open(args.out, "w") as handle:
+            json.dump(probe(args.pairs, args.window), handle)
+    else:
+        summary(args.paths)
+
+
+if __name__ == "__main__":
+    main()
