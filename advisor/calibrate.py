@@ -9,13 +9,6 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
 - ``graph_node_us``: GPU time per node when a graph of such ops replays (the kernel and the
   gap between nodes), the cost a graph keeps;
 - ``graph_launch_us``: host time of one ``replay()`` of a graph of that many nodes;
-- ``callable_base_us`` and ``callable_per_param_us``: the host time a model graphed with
-  ``make_graphed_callables`` costs per training step beyond its two replays (autograd's
-  function around them, the input and gradient copies, each parameter's gradient handed to
-  ``AccumulateGrad``), as a line over the parameter tensors of three small models. The
-  eager launch cost says nothing of it: the H200 host launched ops 26 % faster than the
-  H100's, while its graphed callables cost 40 % more per step beyond the graph (the two
-  datasets' fwd_bwd rows);
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
 The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
@@ -39,8 +32,6 @@ OPS = 400        # ops per timed batch: long enough to swamp timer cost, short e
 REPEATS = 7      # timed batches per round; a round reports their median
 ROUNDS = 5       # rounds of both host costs, PAUSE_S apart; the median round is kept (odd: one middle)
 PAUSE_S = 0.2
-CALLABLE_DEPTHS = (1, 8, 32)   # Linear layers of the graphed models: 2, 16 and 64 parameter tensors
-CALLABLE_STEPS = 40            # graphed steps per timed batch
 
 
 def _median(values) -> float:
@@ -109,7 +100,6 @@ def calibrate(torch) -> dict:
             node.append(begin.elapsed_time(end) * 1e3 / OPS)
         eager_rounds.append(eager)
         launch_rounds.append(launch)
-    callable_rounds = callable_costs(torch, device, typical(launch_rounds))
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
@@ -124,60 +114,6 @@ def calibrate(torch) -> dict:
         "ops_per_sample": OPS,
         "eager_launch_us_rounds": [round(_median(batch), 3) for batch in eager_rounds],
         "graph_launch_us_rounds": [round(_median(batch), 3) for batch in launch_rounds],
-        **callable_line(callable_rounds),
-    }
-
-
-def callable_costs(torch, device, graph_launch_us: float) -> dict:
-    """{parameter tensors: [host us per step, one per round]} of small models graphed with
-    ``make_graphed_callables``: the forward call and the backward call, as a training loop makes
-    them (gradients set to None before each step; the loss, a sum, left out as the loop's own
-    eager work), less their two replays' launch."""
-    costs = {}
-    for depth in CALLABLE_DEPTHS:
-        model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(depth)]).to(device)
-        x = torch.zeros(4, 8, device=device)
-        graphed = torch.cuda.make_graphed_callables(model, (x,))
-        params = list(model.parameters())
-
-        def steps(count):
-            spent = 0.0
-            for _ in range(count):
-                for p in params:
-                    p.grad = None
-                start = time.perf_counter()
-                out = graphed(x)
-                spent += time.perf_counter() - start
-                loss = out.sum()
-                start = time.perf_counter()
-                loss.backward()
-                spent += time.perf_counter() - start
-            torch.cuda.synchronize()
-            return spent / count * 1e6
-
-        steps(5)   # autograd's first passes
-        rounds = []
-        for round_ in range(ROUNDS):
-            if round_:
-                time.sleep(PAUSE_S / 4)
-            rounds.append(_median([steps(CALLABLE_STEPS) for _ in range(3)]) - 2 * graph_launch_us)
-        costs[len(params)] = rounds
-    return costs
-
-
-def callable_line(costs: dict) -> dict:
-    """The line through the median rounds of ``callable_costs``: its value at no parameter
-    (``callable_base_us``) and its slope per parameter tensor (``callable_per_param_us``), a
-    least-squares fit over the three sizes, plus each size's rounds."""
-    sizes = sorted(costs)
-    medians = [_median(costs[size]) for size in sizes]
-    mean_x, mean_y = sum(sizes) / len(sizes), sum(medians) / len(medians)
-    spread = sum((x - mean_x) ** 2 for x in sizes)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(sizes, medians)) / spread if spread else 0.0
-    return {
-        "callable_base_us": mean_y - slope * mean_x,
-        "callable_per_param_us": slope,
-        "callable_us_rounds": {str(size): [round(value, 3) for value in costs[size]] for size in sizes},
     }
 
 

@@ -10,6 +10,7 @@ process prints its windows. ``summary`` compares, over the processes, the spread
 
     python bench/paired_windows_probe.py run OUT.json [--pairs 30 --window 20]   (GPU, one process)
     python bench/paired_windows_probe.py summary OUT1.json OUT2.json ...
+    python bench/paired_windows_probe.py contamination OUT.json   (GPU: does graphing slow eager?)
 """
 
 import argparse
@@ -96,7 +97,7 @@ def summary(paths) -> None:
         cross = [e / g for i, e in enumerate(eager) for j, g in enumerate(graphed) if i != j]
         centre = statistics.median(paired + cross)
 
-        def within(values):
+        def within(values, centre=centre):
             return sum(abs(v / centre - 1) <= 0.2 for v in values), len(values)
 
         print(f"{scope}: eager windows {min(eager):.3f}-{max(eager):.3f} ms, graphed {min(graphed):.3f}-{max(graphed):.3f}")
@@ -113,15 +114,70 @@ def main() -> None:
     run.add_argument("out")
     run.add_argument("--pairs", type=int, default=30)
     run.add_argument("--window", type=int, default=20)
+    cont = sub.add_parser("contamination")
+    cont.add_argument("out")
+    cont.add_argument("--rounds", type=int, default=30)
+    cont.add_argument("--window", type=int, default=20)
     summ = sub.add_parser("summary")
     summ.add_argument("paths", nargs="+")
     args = parser.parse_args()
     if args.command == "run":
         with open(args.out, "w") as handle:
             json.dump(probe(args.pairs, args.window), handle)
+    elif args.command == "contamination":
+        times = contamination(args.rounds, args.window)
+        base = times["never graphed, eager"]
+        for kind, values in times.items():
+            ratio = statistics.median(v / b for v, b in zip(values, base))
+            print(f"{kind:45s} median {statistics.median(values):.3f} ms/step, over never graphed {ratio:.2f}")
+        with open(args.out, "w") as handle:
+            json.dump(times, handle)
     else:
         summary(args.paths)
 
 
 if __name__ == "__main__":
     main()
+
+
+def contamination(rounds: int, window: int) -> dict:
+    """Does graphing a model with make_graphed_callables slow its own eager forward and backward
+    (the eager windows of a paired timing)? Three copies of one MLP: never graphed, graphed,
+    and graphed after each parameter's AccumulateGrad node was made on the default stream and
+    held (so that the side stream of make_graphed_callables' warm-up does not own it); their
+    eager and graphed steps in windows round-robin."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    plain, graphed_a, graphed_b = (build(torch) for _ in range(3))
+    held = [p.view_as(p).grad_fn.next_functions[0][0] for p in graphed_b[0].parameters()]
+    callable_a = torch.cuda.make_graphed_callables(graphed_a[0], (graphed_a[1],))
+    forward_a = graphed_a[0].forward
+    callable_b = torch.cuda.make_graphed_callables(graphed_b[0], (graphed_b[1],))
+    forward_b = graphed_b[0].forward
+
+    def step(model, forward, x, y):
+        def run():
+            model.zero_grad(set_to_none=True)
+            F.mse_loss(forward(x), y).backward()
+        return run
+
+    eager_of = lambda m: type(m).forward.__get__(m)  # noqa: E731 - the class's forward: never the graph
+    kinds = {
+        "never graphed, eager": step(plain[0], plain[0], plain[1], plain[2]),
+        "graphed, its eager forward": step(graphed_a[0], eager_of(graphed_a[0]), graphed_a[1], graphed_a[2]),
+        "graphed, the graph": step(graphed_a[0], forward_a, graphed_a[1], graphed_a[2]),
+        "graphed with held nodes, its eager forward": step(graphed_b[0], eager_of(graphed_b[0]), graphed_b[1],
+                                                          graphed_b[2]),
+        "graphed with held nodes, the graph": step(graphed_b[0], forward_b, graphed_b[1], graphed_b[2]),
+    }
+    times = {k: [] for k in kinds}
+    for _ in range(3):
+        for run in kinds.values():
+            window_ms(torch, run, window)
+    for _ in range(rounds):
+        for kind, run in kinds.items():
+            times[kind].append(window_ms(torch, run, window))
+    del callable_a, callable_b, held
+    return times
