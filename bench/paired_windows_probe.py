@@ -107,39 +107,6 @@ def summary(paths) -> None:
               f"within 20 %: {within(cross)[0]} of {within(cross)[1]}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run")
-    run.add_argument("out")
-    run.add_argument("--pairs", type=int, default=30)
-    run.add_argument("--window", type=int, default=20)
-    cont = sub.add_parser("contamination")
-    cont.add_argument("out")
-    cont.add_argument("--rounds", type=int, default=30)
-    cont.add_argument("--window", type=int, default=20)
-    summ = sub.add_parser("summary")
-    summ.add_argument("paths", nargs="+")
-    args = parser.parse_args()
-    if args.command == "run":
-        with open(args.out, "w") as handle:
-            json.dump(probe(args.pairs, args.window), handle)
-    elif args.command == "contamination":
-        times = contamination(args.rounds, args.window)
-        base = times["never graphed, eager"]
-        for kind, values in times.items():
-            ratio = statistics.median(v / b for v, b in zip(values, base))
-            print(f"{kind:45s} median {statistics.median(values):.3f} ms/step, over never graphed {ratio:.2f}")
-        with open(args.out, "w") as handle:
-            json.dump(times, handle)
-    else:
-        summary(args.paths)
-
-
-if __name__ == "__main__":
-    main()
-
-
 def contamination(rounds: int, window: int) -> dict:
     """Does graphing a model with make_graphed_callables slow its own eager forward and backward
     (the eager windows of a paired timing)? Three copies of one MLP: never graphed, graphed,
@@ -181,3 +148,37 @@ def contamination(rounds: int, window: int) -> dict:
             times[kind].append(window_ms(torch, run, window))
     del callable_a, callable_b, held
     return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("out")
+    run.add_argument("--pairs", type=int, default=30)
+    run.add_argument("--window", type=int, default=20)
+    cont = sub.add_parser("contamination")
+    cont.add_argument("out")
+    cont.add_argument("--rounds", type=int, default=30)
+    cont.add_argument("--window", type=int, default=20)
+    summ = sub.add_parser("summary")
+    summ.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    if args.command == "run":
+        with open(args.out, "w") as handle:
+            json.dump(probe(args.pairs, args.window), handle)
+    elif args.command == "contamination":
+        times = contamination(args.rounds, args.window)
+        base = times["never graphed, eager"]
+        for kind, values in times.items():
+            ratio = statistics.median(v / b for v, b in zip(values, base))
+            print(f"{kind:45s} median {statistics.median(values):.3f} ms/step, over never graphed {ratio:.2f}")
+        with open(args.out, "w") as handle:
+            json.dump(times, handle)
+    else:
+        summary(args.paths)
+
+
+if __name__ == "__main__":
+    main()
+
