@@ -4,27 +4,42 @@ tune with ``--runs N`` (N >= 2) times eager and each scope in N fresh processes 
 median. Pairing every eager process with every process of a scope gives the speedups a
 single-process tune (``--runs 1``, the default, and how the shipped datasets were measured)
 could have printed; the share of them within 20 % of the N-process median is what a perfect
-prediction of that median would score against single-process measurements.
+prediction of that median would score against single-process measurements. A scope timed
+paired (fwd_bwd, submodule: eager windows alternate with graphed ones in its own process) gives
+one speedup per process instead; ``--cross-process`` pairs its processes with eager's as well.
 
     python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --runs 3 --no-patched-run
-    python bench/noise_floor.py OUT/*.py.cg-advise.json
+    python bench/noise_floor.py OUT/*.py.cg-advise.json [--cross-process]
 """
 
 import argparse
 import itertools
 import json
 import statistics
+import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tuner.search import GRAPHED_EAGER_SLOWDOWN  # noqa: E402
 
 TOLERANCE = 0.2
 
 
-def spreads(result: dict) -> list:
-    """(scope, median speedup, single-process speedups) for each scope timed in >= 2 processes."""
+def spreads(result: dict, paired: bool = True) -> list:
+    """(scope, median speedup, single-process speedups) for each scope timed in >= 2 processes.
+    A scope timed paired (eager windows in its own process) gives one speedup per process, each
+    with graphing's slowdown of the eager windows taken out; with ``paired`` False, or for the
+    other scopes, every eager process against every process of the scope."""
     eager = result.get("eager_run_ms") or []
     out = []
     for row in result.get("rows", []):
         runs = row.get("run_ms") or []
+        if paired and len(row.get("paired_runs") or []) >= 2:
+            singles = [s / GRAPHED_EAGER_SLOWDOWN for s in row["paired_runs"]]
+            out.append((row["scope"] + " (paired)", statistics.median(singles), singles))
+            continue
         if len(eager) < 2 or len(runs) < 2:
             continue
         median = statistics.median(eager) / statistics.median(runs)
@@ -35,12 +50,14 @@ def spreads(result: dict) -> list:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("results", type=Path, nargs="+", help="tune's result files (SCRIPT.cg-advise.json)")
+    parser.add_argument("--cross-process", action="store_true",
+                        help="for scopes timed paired too, pair every eager process with every process of the scope")
     args = parser.parse_args()
     within, total = {}, {}
     print(f"{'script':22s} {'scope':15s} {'median':>7s}  single-process speedups  within {TOLERANCE:.0%}")
     for path in sorted(args.results):
         result = json.loads(path.read_text())
-        for scope, median, singles in spreads(result):
+        for scope, median, singles in spreads(result, paired=not args.cross_process):
             close = sum(abs(s / median - 1) <= TOLERANCE for s in singles)
             within[scope] = within.get(scope, 0) + close
             total[scope] = total.get(scope, 0) + len(singles)

@@ -214,11 +214,14 @@ def fit_window(settings: Settings, steps) -> Optional[Settings]:
 
 
 def run_spreads(saved: dict) -> dict:
-    """scope -> max/min of its per-process times, when each ran in several processes: how far
+    """scope -> max/min of its per-process times (of a paired scope, its per-process speedups),
+    when each ran in several processes: how far
     the same code's timing moves between runs on this machine (a host-bound loop's by 10-60 %
     on a shared host), so how close two speedups can be and still differ."""
     runs = {"eager": saved.get("eager_run_ms") or []}
-    runs.update({row["scope"]: row.get("run_ms") or [] for row in saved["rows"] if row["status"] == "ok"})
+    # a scope timed paired: how far its processes' paired speedups moved (its own noise)
+    runs.update({row["scope"]: row.get("paired_runs") or row.get("run_ms") or []
+                 for row in saved["rows"] if row["status"] == "ok"})
     return {scope: max(ms) / min(ms) for scope, ms in runs.items() if len(ms) > 1 and min(ms) > 0}
 
 

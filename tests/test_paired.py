@@ -1,0 +1,123 @@
+"""Paired timing of graphed callables (fwd_bwd, submodule): graphed and eager windows alternate
+in the candidate's own process, and tune ranks the candidate by their ratio. The GPU evidence
+is bench/paired_windows_probe.py and bench/gpu_paired_tune.sh; here the arithmetic, the window
+schedule (on a stand-in clock) and the switch that lets a graphed module run eagerly."""
+
+import types
+
+import pytest
+import torch
+
+from tuner.harness import Settings, StepTimer, paired_ratios
+from tuner.search import GRAPHED_EAGER_SLOWDOWN, Candidate, choose
+
+
+def test_each_eager_window_is_set_against_both_graphed_neighbours():
+    windows = [1.0, 2.0, 1.25, 3.0, 1.5]    # graphed, eager, graphed, eager, graphed
+    assert paired_ratios(windows) == pytest.approx([2.0, 2.0 / 1.25, 3.0 / 1.25, 3.0 / 1.5])
+    assert paired_ratios([1.0, 2.0]) == pytest.approx([2.0])    # no graphed window after the last eager one
+    assert paired_ratios([1.0]) == []
+
+
+def test_a_paired_candidate_is_ranked_at_the_eager_runs_host_speed():
+    candidate = Candidate("fwd_bwd", status="ok", ms_per_iter=0.8, correct=True, paired_speedup=1.5)
+    candidate.bind_to_eager(2.0)
+    gain = 1.5 / GRAPHED_EAGER_SLOWDOWN
+    assert candidate.measured_ms == 0.8                       # what its own process timed
+    assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
+    candidate.bind_to_eager(3.0)                              # bound once: a second call changes nothing
+    assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
+    unpaired = Candidate("full_iteration", status="ok", ms_per_iter=0.8, correct=True)
+    unpaired.bind_to_eager(2.0)
+    assert (unpaired.ms_per_iter, unpaired.measured_ms) == (0.8, None)
+
+
+def test_a_paired_candidates_noise_is_its_own_ratios_not_the_eager_process():
+    ratios = [1.30, 1.32, 1.28, 1.31, 1.29, 1.30, 1.33, 1.27]
+    paired = Candidate("fwd_bwd", status="ok", ms_per_iter=1.0, correct=True, paired_speedup=1.30,
+                       paired_ratios=ratios, window_ms=[1.0, 3.0, 1.0, 3.0])
+    assert paired.spread < 0.05                               # the windows' 3x swing is not its noise
+    paired.paired_runs = [1.2, 1.5]
+    assert paired.spread == pytest.approx(1.5 / 1.2 - 1)      # several processes: their paired speedups
+    paired.paired_runs = None
+    paired.bind_to_eager(1.4)                                 # 1.30 / 1.07 = 1.21x
+    assert choose(1.4, [paired], eager_spread=0.5).winner == "fwd_bwd"
+    # the same gain timed against the eager process is within that process's 50 % spread
+    unpaired = Candidate("fwd_bwd", status="ok", ms_per_iter=paired.ms_per_iter, correct=True)
+    assert choose(1.4, [unpaired], eager_spread=0.5).winner == "eager"
+
+
+class _Clock:
+    """A stand-in for CUDA events: the host clock advanced by each step."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def event(self, enable_timing=True):
+        clock = self
+
+        class Event:
+            def record(self):
+                self.at = clock.now
+
+            def elapsed_time(self, end):
+                return end.at - self.at
+        return Event()
+
+
+def _stand_in_torch(clock, graphed_callables=None):
+    cuda = types.SimpleNamespace(is_available=lambda: True, Event=clock.event, synchronize=lambda: None,
+                                 reset_peak_memory_stats=lambda: None, max_memory_allocated=lambda: 0,
+                                 make_graphed_callables=graphed_callables)
+    return types.SimpleNamespace(cuda=cuda, nn=torch.nn, save=torch.save)
+
+
+def test_windows_alternate_graphed_and_eager_and_give_their_ratio(tmp_path):
+    clock = _Clock()
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, to_end=True)
+    timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer.m.toggled = 1                                       # a graphed module that can run eagerly
+    kinds = []
+    for _ in range(settings.warmup + settings.iterations):
+        kinds.append("eager" if timer.eager_window else "graphed")
+        clock.now += 3.0 if timer.eager_window else 1.0      # an eager step takes 3 ms, a graphed one 1 ms
+        timer._step()
+    # four windows of 10 steps after the warm-up: graphed, eager, graphed, eager
+    assert kinds[:12] == ["graphed"] * 12
+    assert kinds[12:22] == ["eager"] * 10 and kinds[22:32] == ["graphed"] * 10 and kinds[32:] == ["eager"] * 10
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
+    assert timer.m.paired_speedup == pytest.approx(3.0) and timer.m.ms_per_iter == 1.0
+    assert not timer.eager_window                             # after timing the script runs on graphed
+
+
+def test_without_a_switchable_module_the_windows_are_all_graphed(tmp_path):
+    clock = _Clock()
+    settings = Settings(warmup=1, iterations=20, repeats=1, paired=True)
+    timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    for _ in range(settings.warmup + settings.iterations):
+        clock.now += 1.0
+        timer._step()
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.paired_speedup is None and timer.m.eager_window_ms == []
+
+
+def test_a_graphed_module_or_function_runs_eagerly_in_an_eager_window(tmp_path):
+    def make_graphed_callables(callables, sample_args, **kwargs):   # what torch does to a module: a new forward
+        def graph_of(fn):
+            return lambda *args: ("graphed", fn(*args))
+        if isinstance(callables, torch.nn.Module):
+            callables.forward = graph_of(callables.forward)
+            return callables
+        return tuple(graph_of(c) if not isinstance(c, torch.nn.Module) else c for c in callables)
+
+    stand_in = _stand_in_torch(_Clock(), make_graphed_callables)
+    timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), stand_in)
+    timer._toggle_graphed_callables()
+    module = torch.nn.Identity()
+    assert stand_in.cuda.make_graphed_callables(module, (torch.ones(1),)) is module
+    (function,) = stand_in.cuda.make_graphed_callables((lambda x: x + 1,), ((torch.ones(1),),))
+    assert module(2)[0] == "graphed" and function(2) == ("graphed", 3)
+    timer.eager_window = True
+    assert module(2) == 2 and function(2) == 3
+    assert timer.m.toggled == 2
