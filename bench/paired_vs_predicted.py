@@ -1,0 +1,65 @@
+"""How often is a prediction within 20 % of what ONE tune process measures, timed paired against
+timed in separate processes? For each script, the shipped model's prediction from its profile
+(a dataset row written by bench/unseen_rows.py) beside each process of a `tune --runs N`
+result: its paired speedup (graphing's slowdown of the eager windows taken out), and every
+eager process against every process of the scope (what tune measured before pairing).
+
+    CORPUS="..." bash bench/gpu_paired_tune.sh OUT 540 3 fwd_bwd        (GPU)
+    python bench/unseen_rows.py PROFILES -o rows.csv                    (profiles of the same scripts)
+    python bench/paired_vs_predicted.py rows.csv OUT [--scope fwd_bwd]
+"""
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor import predict as pr  # noqa: E402
+from tuner.search import GRAPHED_EAGER_SLOWDOWN  # noqa: E402
+
+TOLERANCE = 0.2
+
+
+def close(predicted: float, measured: float) -> bool:
+    return abs(predicted / measured - 1) <= TOLERANCE
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", type=Path, help="dataset rows of the profiles (bench/unseen_rows.py)")
+    parser.add_argument("results", type=Path, help="folder of tune's NAME.py.cg-advise.json files")
+    parser.add_argument("--scope", default="fwd_bwd")
+    parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped one)")
+    args = parser.parse_args()
+    model = pr.load_model(args.model)
+    counts = {"paired": [0, 0], "separate": [0, 0]}
+    print(f"{'script':22s} {'predicted':>9s}  {'paired, each process':28s} separate processes")
+    for row in pr.read_dataset(args.rows):
+        path = args.results / f"{row['workload']}.py.cg-advise.json"
+        if not path.exists():
+            continue
+        predicted = pr.predict(model, row).get(args.scope, {}).get("speedup")
+        result = json.loads(path.read_text())
+        measured = next((r for r in result["rows"] if r["scope"] == args.scope and r["status"] == "ok"), None)
+        if predicted is None or measured is None or not measured.get("paired_speedup"):
+            continue
+        paired = [s / GRAPHED_EAGER_SLOWDOWN for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+        separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]
+        for kind, values in (("paired", paired), ("separate", separate)):
+            counts[kind][0] += sum(close(predicted, v) for v in values)
+            counts[kind][1] += len(values)
+        print(f"{row['workload']:22s} {predicted:8.2f}x  {' '.join(f'{v:.2f}x' for v in paired):28s} "
+              f"{min(separate):.2f}x-{max(separate):.2f}x (median {statistics.median(separate):.2f}x)")
+    for kind, (hits, total) in counts.items():
+        if total:
+            print(f"{args.scope}, {kind}: the prediction within {TOLERANCE:.0%} of one process for {hits} of {total} "
+                  f"({hits / total:.0%})")
+
+
+if __name__ == "__main__":
+    main()
