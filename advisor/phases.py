@@ -36,6 +36,9 @@ class Phases:
     marked: bool                   # the trace holds the bootstrap's phase ranges
     zero_grad_between_ms: float | None = None   # zero_grad calls between iterations, which a
                                    # full-iteration graph takes in (None: the trace marks none)
+    forward_calls: float = 0.0     # top-level forward calls inside the iteration (micro-steps, a
+                                   # GAN's discriminator: a graphed callable's cost is per call); 0
+                                   # where the trace marks none
 
 
 def _median(values) -> float:
@@ -94,6 +97,10 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
     else:
         after_backward = np.zeros(len(cpu_a))
 
+    forward = phase_rows["forward"]
+    # counted up to the iteration's end: an evaluation between iterations is not the step's
+    forward_calls = (count_within(forward["start"], cpu_a, iteration_ends).astype(float)
+                     if len(forward) and len(cpu_a) else np.zeros(len(cpu_a)))
     optimizer = phase_rows["optimizer"]
     if len(optimizer):
         inside = project(optimizer, launch_starts, launch_tids) >= 0   # push/pop: the step's own thread
@@ -110,6 +117,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         optimizer_ops=_median(optimizer_ops),
         marked=marked,
         zero_grad_between_ms=_median(zero_grad_between) / 1e6 if zero_grad_between is not None else None,
+        forward_calls=_median(forward_calls),
     )
 
 

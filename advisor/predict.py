@@ -68,7 +68,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
                    "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
-                   "capturable_elements")
+                   "capturable_elements", "forward_calls")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -118,6 +118,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "param_tensors": float(params) if isinstance(params, (int, float)) and params > 0 else math.nan,
         "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
         "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad
+        "forward_calls": phase("forward_calls"),   # nan in a summary from before they were counted
         "zero_grad_in_graph": 1.0 if full.get("zero_grad_in_graph") else 0.0,   # patch drops the loop's call
         # the distinct parameter tensors (and their elements) whose optimizer a full-iteration
         # graph makes capturable (nan: a record from before the bootstrap counted them)
@@ -201,9 +202,15 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # optimizer's own ranges where the trace has them, a lower bound (the loss is not seen)
         outside = period - forward - backward if marked else between + optimizer_ms
         eager_ops, replays = optimizer_ops, 2
+    calls = 1.0
+    if scope in ("fwd_bwd", "submodule", "compile"):
+        # each top-level call replays the model's graphs and pays the callable's own cost:
+        # micro-steps call it k times an iteration, a GAN's discriminator two or three
+        calls = max(1.0, _value(f, "forward_calls", 1.0)) if marked else 1.0
+        replays *= calls
     host = scale * max(outside, floor) + replays * launch_ms
     if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
-        host += callable_ms(f, model) * _host_speed(f, calibration)
+        host += callable_ms(f, model) * _host_speed(f, calibration) * calls
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "full_iteration" and not leaves_eager:
         gpu += capturable_ms(f, model)

@@ -95,3 +95,16 @@ def test_optimizer_operations_per_iteration(traced):
 def test_an_export_without_the_phase_ranges_is_marked_so():
     phases = analyse(open_trace(sample("launch_eager"))).main.summary.phases
     assert not phases.marked and phases.backward_ms == 0 and phases.optimizer_ops == 0
+
+
+@pytest.mark.parametrize("name, calls", [("zoo_mlp_profiled", 1), ("corpus_micro_steps_profiled", 4)])
+def test_forward_calls_per_iteration_match_sql(name, calls):
+    """Top-level forward calls that start inside each iteration range (not after its end: an
+    evaluation between iterations is not the step's), median over the iterations: one for a
+    plain loop, four for tests/corpus/micro_steps.py's four micro-steps, each of which a
+    graphed callable replays and pays for."""
+    path = sample(name)
+    forwards = [start for start, _, _ in sql(path, RANGES, "cg-advise:forward")]
+    counted = [sum(a <= t < end for t in forwards) for a, end, _ in windows(path)]
+    got = analyse(open_trace(path)).main.summary.phases.forward_calls
+    assert got == pytest.approx(statistics.median(counted)) == calls

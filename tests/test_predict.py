@@ -400,6 +400,25 @@ def test_graphed_callables_host_cost_follows_the_trained_parameter_count(rows, s
     assert grown == pytest.approx(2 * number(row, "ops") * shipped["callable_ms_per_op"], rel=1e-9)
 
 
+def test_each_forward_call_of_an_iteration_pays_the_graphed_callables_cost(rows, shipped):
+    """Micro-steps call the model k times an iteration: under fwd_bwd (and submodule, compile)
+    each call replays two graphs and pays the callable's host cost, so the host side grows by
+    (k - 1) times both; full_iteration (one replay) does not. A row without the count (the
+    shipped datasets, a summary from before) or a trace without the bootstrap's phase ranges
+    counts one call."""
+    row = {**rows[0], "syncs": "0", "between_ms": "0", "phases_marked": "1", "param_tensors": "10"}
+    speed = pr._host_speed(row, shipped["calibration"])
+    launch_ms = pr._value(row, "graph_launch_us", shipped["calibration"]["graph_launch_us"]) / 1e3
+    one, four = ({**row, "forward_calls": str(k)} for k in (1, 4))
+    for scope in ("fwd_bwd", "submodule", "compile"):
+        grown = pr.physical(four, scope, shipped)["host_ms"] - pr.physical(one, scope, shipped)["host_ms"]
+        assert grown == pytest.approx(3 * (pr.callable_ms(row, shipped) * speed + 2 * launch_ms), rel=1e-9)
+    assert pr.physical(four, "full_iteration", shipped) == pr.physical(one, "full_iteration", shipped)
+    assert pr.physical({**row, "forward_calls": ""}, "fwd_bwd", shipped) == pr.physical(one, "fwd_bwd", shipped)
+    unmarked = {**four, "phases_marked": "0"}
+    assert pr.physical(unmarked, "fwd_bwd", shipped) == pr.physical({**one, "phases_marked": "0"}, "fwd_bwd", shipped)
+
+
 def test_the_parameter_line_is_fitted_only_from_rows_that_count_parameters(rows):
     """A dataset without the count (older collections, other people's CSVs) fits the
     per-operation line alone; a model from it predicts with that line."""
