@@ -208,7 +208,7 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
         out.print(f"GPU-busy bound: {saved['gpu_busy_ms']:.3f} ms/{unit} "
                   f"({saved['eager_ms'] / saved['gpu_busy_ms']:.2f}x at most)")
     for row in saved["rows"]:
-        if row.get("measured_ms") and row.get("paired_speedup") and row.get("paired_eager_ms"):
+        if row.get("measured_ms") and row.get("paired_speedup") and row.get("paired_eager_ms") and row.get("speedup"):
             out.print(f"{row['scope']}: timed paired, graphed and eager windows alternating in its own process "
                       f"({row['measured_ms']:.3f} and {row['paired_eager_ms']:.3f} ms/{unit} there, "
                       f"{row['paired_speedup']:.2f}x; {row['speedup']:.2f}x with graphing's slowdown of the eager "

@@ -27,23 +27,32 @@ from tuner.search import GRAPHED_EAGER_SLOWDOWN  # noqa: E402
 TOLERANCE = 0.2
 
 
+def _others(values, i):
+    return statistics.median(values[:i] + values[i + 1:])
+
+
 def spreads(result: dict, paired: bool = True) -> list:
-    """(scope, median speedup, single-process speedups) for each scope timed in >= 2 processes.
-    A scope timed paired (eager windows in its own process) gives one speedup per process, each
-    with graphing's slowdown of the eager windows taken out; with ``paired`` False, or for the
+    """(scope, median speedup, [(single-process speedup, the median of the processes it was not
+    timed in)]) for each scope timed in >= 2 processes: each single speedup is set against
+    what the other processes measured, never against a median it is part of. A scope timed
+    paired (eager windows in its own process) gives one speedup per process, each with
+    graphing's slowdown of the eager windows taken out; with ``paired`` False, or for the
     other scopes, every eager process against every process of the scope."""
-    eager = result.get("eager_run_ms") or []
+    eager = list(result.get("eager_run_ms") or [])
     out = []
     for row in result.get("rows", []):
-        runs = row.get("run_ms") or []
+        runs = list(row.get("run_ms") or [])
         if paired and len(row.get("paired_runs") or []) >= 2:
             singles = [s / GRAPHED_EAGER_SLOWDOWN for s in row["paired_runs"]]
-            out.append((row["scope"] + " (paired)", statistics.median(singles), singles))
+            pairs = [(v, _others(singles, i)) for i, v in enumerate(singles)]
+            out.append((row["scope"] + " (paired)", statistics.median(singles), pairs))
             continue
         if len(eager) < 2 or len(runs) < 2:
             continue
         median = statistics.median(eager) / statistics.median(runs)
-        out.append((row["scope"], median, [e / c for e, c in itertools.product(eager, runs)]))
+        pairs = [(eager[i] / runs[j], _others(eager, i) / _others(runs, j))
+                 for i, j in itertools.product(range(len(eager)), range(len(runs)))]
+        out.append((row["scope"], median, pairs))
     return out
 
 
@@ -57,15 +66,16 @@ def main():
     print(f"{'script':22s} {'scope':15s} {'median':>7s}  single-process speedups  within {TOLERANCE:.0%}")
     for path in sorted(args.results):
         result = json.loads(path.read_text())
-        for scope, median, singles in spreads(result, paired=not args.cross_process):
-            close = sum(abs(s / median - 1) <= TOLERANCE for s in singles)
+        for scope, median, pairs in spreads(result, paired=not args.cross_process):
+            singles = [v for v, _ in pairs]
+            close = sum(abs(v / others - 1) <= TOLERANCE for v, others in pairs)
             within[scope] = within.get(scope, 0) + close
             total[scope] = total.get(scope, 0) + len(singles)
             name = path.name.split(".")[0]
             print(f"{name:22s} {scope:15s} {median:6.2f}x  {min(singles):6.2f}x - {max(singles):6.2f}x"
                   f"       {close}/{len(singles)}")
     for scope in total:
-        print(f"{scope}: a single process within {TOLERANCE:.0%} of the median for {within[scope]} of "
+        print(f"{scope}: a single process within {TOLERANCE:.0%} of the other processes' median for {within[scope]} of "
               f"{total[scope]} ({within[scope] / total[scope]:.0%})")
 
 

@@ -106,10 +106,13 @@ def test_a_graphed_module_or_function_runs_eagerly_in_an_eager_window(tmp_path):
     def make_graphed_callables(callables, sample_args, **kwargs):   # what torch does to a module: a new forward
         def graph_of(fn):
             return lambda *args: ("graphed", fn(*args))
-        if isinstance(callables, torch.nn.Module):
-            callables.forward = graph_of(callables.forward)
-            return callables
-        return tuple(graph_of(c) if not isinstance(c, torch.nn.Module) else c for c in callables)
+
+        def graphed(c):
+            if isinstance(c, torch.nn.Module):
+                c.forward = graph_of(c.forward)
+                return c
+            return graph_of(c)
+        return graphed(callables) if not isinstance(callables, tuple) else tuple(map(graphed, callables))
 
     stand_in = _stand_in_torch(_Clock(), make_graphed_callables)
     timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), stand_in)
@@ -120,4 +123,53 @@ def test_a_graphed_module_or_function_runs_eagerly_in_an_eager_window(tmp_path):
     assert module(2)[0] == "graphed" and function(2) == ("graphed", 3)
     timer.eager_window = True
     assert module(2) == 2 and function(2) == 3
-    assert timer.m.toggled == 2
+    timer.eager_window = False
+    child, double = torch.nn.Identity(), (lambda x: 2 * x)
+    got_child, got_double = stand_in.cuda.make_graphed_callables((child, double), ((1,), (1,)))
+    assert got_child is child and child(3)[0] == "graphed" and got_double(3) == ("graphed", 6)
+    timer.eager_window = True
+    assert child(3) == 3 and got_double(3) == 6
+    assert timer.m.toggled == 4
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"count": "backward"}, "counted by backward() calls"),
+    ({"warmup": 2, "iterations": 20, "repeats": 5, "check_steps": 5}, "correctness check at step 5"),
+])
+def test_pairing_is_left_off_where_a_window_would_mix_modes_or_the_check_would_see_eager(tmp_path, change, why):
+    """A loop counted by backward() calls would toggle between a forward and its backward; a
+    fitted window of 2 steps after a warm-up of 2 would put step 5, the correctness snapshot's,
+    in an eager window. Either is timed unpaired, and says why."""
+    clock = _Clock()
+    settings = Settings(**{"warmup": 2, "iterations": 40, "repeats": 2, "paired": True, **change})
+    timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
+    assert not timer._pairs()
+    timer.m.unpaired_why = timer._why_unpaired()
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer.m.toggled = 1
+    for _ in range(settings.warmup + settings.iterations):
+        assert not timer.eager_window
+        clock.now += 1.0
+        timer._step()
+    assert timer.m.paired_speedup is None and why in timer.m.unpaired_why
+    assert len(timer.m.window_ms) == settings.repeats
+
+
+def test_the_report_of_a_paired_row_that_failed_its_check_prints_no_speedup():
+    """A paired row whose parameters then differed from eager's has no speedup: the report
+    says so in its table and prints no paired note (it formatted the missing speedup)."""
+    import io
+
+    from rich.console import Console
+
+    from advisor.report import render_tune
+    from tuner.tune import result_table_rows, run_spreads
+
+    row = {"scope": "fwd_bwd", "status": "mismatch", "ms_per_iter": 1.0, "speedup": None, "recovered": None,
+           "peak_mb": None, "correct": False, "failure": {"kind": "mismatch", "message": "differs"},
+           "measured_ms": 0.9, "paired_speedup": 1.4, "paired_eager_ms": 1.3, "run_ms": None, "note": ""}
+    saved = {"winner": "eager", "script": "train.py", "eager_ms": 1.5, "eager_run_ms": None, "runs": 1,
+             "rows": [row], "note": "", "step": {}, "eager_peak_mb": None, "gpu_busy_ms": None}
+    out = io.StringIO()
+    render_tune(saved, result_table_rows(saved), run_spreads(saved), Console(file=out, width=200))
+    assert "MISMATCH" in out.getvalue() and "timed paired" not in out.getvalue()

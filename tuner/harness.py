@@ -74,6 +74,8 @@ class Measurement:
     paired_ratios: list = field(default_factory=list)   # paired: each eager window over its graphed neighbours
     paired_speedup: Optional[float] = None   # paired: the median of paired_ratios
     toggled: int = 0            # paired: graphed callables that can run eagerly for a window
+    paired: bool = False        # the timed steps alternated graphed and eager windows
+    unpaired_why: str = ""      # pairing asked for but not done: why
 
 
 class StepTimer:
@@ -105,8 +107,10 @@ class StepTimer:
             self._wrap_backward()
         else:
             self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
-        if self.settings.paired and self.cuda:
+        if self._pairs():
             self._toggle_graphed_callables()
+        elif self.settings.paired:
+            self.m.unpaired_why = self._why_unpaired()
         graph_class = getattr(torch.cuda, "CUDAGraph", None)
         if graph_class is not None:
             original = graph_class.replay
@@ -153,6 +157,29 @@ class StepTimer:
             return result[0] if single else tuple(result)
 
         torch.cuda.make_graphed_callables = make_graphed_callables
+        graphs = getattr(torch.cuda, "graphs", None)
+        if getattr(graphs, "make_graphed_callables", None) is original:   # the same function, its module's name
+            graphs.make_graphed_callables = make_graphed_callables
+
+    def _pairs(self) -> bool:
+        """Whether the timed steps alternate graphed and eager windows: asked for, on a GPU, in
+        a loop counted by its optimizer steps (a loop counted by backward() calls would toggle
+        between a forward and its backward, and a window would hold a step of the other mode),
+        and with every step up to the correctness snapshot before the first eager window (a
+        short script's fitted window of 2 steps after a warm-up of 2 would check a step that
+        ran eagerly)."""
+        s = self.settings
+        window = max(1, s.iterations // max(1, 2 * s.repeats))
+        return (s.paired and self.cuda and s.kind == "train" and s.count == "optimizer"
+                and s.warmup + window >= s.check_steps)
+
+    def _why_unpaired(self) -> str:
+        s = self.settings
+        if not self.cuda:
+            return "no CUDA device"
+        if s.kind != "train" or s.count != "optimizer":
+            return "its steps are counted by backward() calls" if s.kind == "train" else "an inference loop"
+        return f"the correctness check at step {s.check_steps} would fall in an eager window: too few steps"
 
     def _before_first_step(self, module, args) -> None:
         """Until the first step: is a dropout module active (stochastic training)? Without an
@@ -240,7 +267,7 @@ class StepTimer:
             saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params.values()]
             self.torch.save(saved, s.snapshot)
             self.m.snapshot = s.snapshot
-        paired = s.paired and self.cuda
+        paired = self._pairs()
         window = max(1, s.iterations // max(1, s.repeats * (2 if paired else 1)))
         timed = n - s.warmup
         if timed == 0 and self.cuda:
@@ -248,22 +275,28 @@ class StepTimer:
         if 0 <= timed <= s.iterations and (timed % window == 0 or timed == s.iterations):
             if paired:   # each window starts on an idle GPU: none inherits the other's queued work
                 self.torch.cuda.synchronize()
+            if paired and timed == window:   # the scope's own peak: before an eager window adds its activations
+                self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
             self.marks.append((timed, self._mark()))
             self.eager_window = paired and timed < s.iterations and (timed // window) % 2 == 1
         if timed == s.iterations:
             if self.cuda:
                 self.torch.cuda.synchronize()
-                self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
+                if self.m.peak_mb is None:
+                    self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
             windows = []
             for (a, start), (b, end) in zip(self.marks, self.marks[1:]):
                 elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
                 windows.append(elapsed_ms / (b - a))
             if paired and self.m.toggled:
+                self.m.paired = True
                 self.m.window_ms, self.m.eager_window_ms = windows[0::2], windows[1::2]
                 self.m.paired_ratios = paired_ratios(windows)
                 self.m.paired_speedup = statistics.median(self.m.paired_ratios) if self.m.paired_ratios else None
             else:
                 self.m.window_ms = windows
+                if paired:
+                    self.m.unpaired_why = "nothing went through torch.cuda.make_graphed_callables"
             self.m.ms_per_iter = statistics.median(self.m.window_ms)
             self.m.complete = True
             self.write()

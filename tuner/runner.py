@@ -99,6 +99,10 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
                 candidate.failure["where"] = f"{script}:{where.rsplit(':', 1)[1]} of the {scope} rewrite"
             if after_timing:
                 candidate.failure = after_the_loop(candidate.failure, scope)
+    if settings.paired and candidate.status == "ok" and not data.get("paired"):
+        why = data.get("unpaired_why") or "its process did not say why"
+        candidate.note = " ".join(filter(None, [candidate.note, f"not timed paired ({why}): timed against the "
+                                                                "eager process"]))
     snapshots = data.get("snapshot")
     return candidate, ([Path(p) for p in snapshots] if isinstance(snapshots, list) else
                        Path(snapshots) if snapshots else None)
