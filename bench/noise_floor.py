@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.search import GRAPHED_EAGER_SLOWDOWN  # noqa: E402
+from tuner.search import eager_slowdown  # noqa: E402
 
 TOLERANCE = 0.2
 
@@ -43,7 +43,7 @@ def spreads(result: dict, paired: bool = True) -> list:
     for row in result.get("rows", []):
         runs = list(row.get("run_ms") or [])
         if paired and len(row.get("paired_runs") or []) >= 2:
-            singles = [s / GRAPHED_EAGER_SLOWDOWN for s in row["paired_runs"]]
+            singles = [s / eager_slowdown(row["scope"]) for s in row["paired_runs"]]
             pairs = [(v, _others(singles, i)) for i, v in enumerate(singles)]
             out.append((row["scope"] + " (paired)", statistics.median(singles), pairs))
             continue

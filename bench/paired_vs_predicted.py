@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import predict as pr  # noqa: E402
-from tuner.search import GRAPHED_EAGER_SLOWDOWN  # noqa: E402
+from tuner.search import eager_slowdown  # noqa: E402
 
 TOLERANCE = 0.2
 
@@ -48,7 +48,7 @@ def main() -> None:
         measured = next((r for r in result["rows"] if r["scope"] == args.scope and r["status"] == "ok"), None)
         if predicted is None or measured is None or not measured.get("paired_speedup"):
             continue
-        paired = [s / GRAPHED_EAGER_SLOWDOWN for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+        paired = [s / eager_slowdown(args.scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
         separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]
         for kind, values in (("paired", paired), ("separate", separate)):
             counts[kind][0] += sum(close(predicted, v) for v in values)

@@ -11,6 +11,7 @@ process prints its windows. ``summary`` compares, over the processes, the spread
     python bench/paired_windows_probe.py run OUT.json [--pairs 30 --window 20]   (GPU, one process)
     python bench/paired_windows_probe.py summary OUT1.json OUT2.json ...
     python bench/paired_windows_probe.py contamination OUT.json   (GPU: does graphing slow eager?)
+    python bench/paired_windows_probe.py contamination-full OUT.json   (the same for full_iteration)
 """
 
 import argparse
@@ -142,6 +143,80 @@ def contamination(rounds: int, window: int) -> dict:
             times[kind].append(window_ms(torch, run, window))
     return times
 
+def contamination_full(rounds: int, window: int) -> dict:
+    """The same question for a full-iteration graph, through the helper a full_iteration patch
+    adds (tuner/templates.py) and the eager path that tune's paired timing takes through it
+    (tuner/harness.py eager_call, with the optimizer made non-capturable for the window by
+    optimizers_as_built, as the harness does; and without that, capturable as in the graph).
+    Per optimizer (SGD, AdamW) and model size: a never-graphed copy with the optimizer as the
+    user built it, the helper's eager steps, and its graph, windows round-robin."""
+    import torch
+    import torch.nn.functional as F
+
+    from tuner.harness import eager_call, give_back_grads, optimizers_as_built, optimizers_capturable
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    helper_class = namespace["_CgFullIterationGraph"]
+    torch.manual_seed(0)
+    times = {}
+    for width, depth, batch in ((256, 2, 64), (256, 8, 64), (256, 24, 64), (1024, 8, 256)):
+        for name, make in (("SGD", lambda p: torch.optim.SGD(p, lr=1e-4, momentum=0.9)),
+                           ("AdamW", lambda p: torch.optim.AdamW(p, lr=1e-4))):
+            plain, graphed = build(torch, width, depth, batch), build(torch, width, depth, batch)
+            plain_opt, graphed_opt = make(plain[0].parameters()), make(graphed[0].parameters())
+
+            def train_step(model, opt):
+                def step(x, y):
+                    loss = F.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    return loss
+                return step
+
+            helper = helper_class(train_step(graphed[0], graphed_opt), [graphed_opt], [graphed[0]])
+            helper(graphed[1], graphed[2])   # captured: its eager path is the one after capture
+            plain_step = train_step(plain[0], plain_opt)
+
+            def never_graphed(plain_step=plain_step, plain_opt=plain_opt, x=plain[1], y=plain[2]):
+                plain_opt.zero_grad(set_to_none=True)
+                plain_step(x, y)
+
+            def helper_window(helper=helper, g=graphed, as_built=True):
+                def timed_window(count):
+                    changed = optimizers_as_built(helper.optimizers) if as_built else []
+                    try:
+                        return window_ms(torch, lambda: eager_call(helper, (g[1], g[2])), count)
+                    finally:
+                        optimizers_capturable(changed)
+                        give_back_grads(helper)
+                return timed_window
+
+            kinds = {
+                "never graphed, eager": lambda count, f=never_graphed: window_ms(torch, f, count),
+                "graphed, its eager step (as tune times it)": helper_window(),
+                "graphed, its eager step, capturable": helper_window(as_built=False),
+                "graphed, the graph": lambda count, h=helper, g=graphed: window_ms(torch, lambda: h(g[1], g[2]), count),
+            }
+            key = f"{name} w{width} d{depth} b{batch}"
+            times[key] = {k: [] for k in kinds}
+            for _ in range(3):
+                for run in kinds.values():
+                    run(window)
+            for _ in range(rounds):
+                for kind, run in kinds.items():
+                    times[key][kind].append(run(window))
+    return times
+
+
+def print_ratios(times: dict, title: str = "") -> None:
+    base = times["never graphed, eager"]
+    for kind, values in times.items():
+        ratio = statistics.median(v / b for v, b in zip(values, base))
+        print(f"{title}{kind:45s} median {statistics.median(values):.3f} ms/step, over never graphed {ratio:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -153,6 +228,10 @@ def main() -> None:
     cont.add_argument("out")
     cont.add_argument("--rounds", type=int, default=30)
     cont.add_argument("--window", type=int, default=20)
+    full = sub.add_parser("contamination-full")
+    full.add_argument("out")
+    full.add_argument("--rounds", type=int, default=30)
+    full.add_argument("--window", type=int, default=20)
     summ = sub.add_parser("summary")
     summ.add_argument("paths", nargs="+")
     args = parser.parse_args()
@@ -161,10 +240,13 @@ def main() -> None:
             json.dump(probe(args.pairs, args.window), handle)
     elif args.command == "contamination":
         times = contamination(args.rounds, args.window)
-        base = times["never graphed, eager"]
-        for kind, values in times.items():
-            ratio = statistics.median(v / b for v, b in zip(values, base))
-            print(f"{kind:45s} median {statistics.median(values):.3f} ms/step, over never graphed {ratio:.2f}")
+        print_ratios(times)
+        with open(args.out, "w") as handle:
+            json.dump(times, handle)
+    elif args.command == "contamination-full":
+        times = contamination_full(args.rounds, args.window)
+        for key, by_kind in times.items():
+            print_ratios(by_kind, f"{key:22s} ")
         with open(args.out, "w") as handle:
             json.dump(times, handle)
     else:

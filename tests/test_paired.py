@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tuner.harness import Settings, StepTimer, paired_ratios
-from tuner.search import GRAPHED_EAGER_SLOWDOWN, Candidate, choose
+from tuner.search import Candidate, choose, eager_slowdown
 
 
 def test_each_eager_window_is_set_against_both_graphed_neighbours():
@@ -22,7 +22,7 @@ def test_each_eager_window_is_set_against_both_graphed_neighbours():
 def test_a_paired_candidate_is_ranked_at_the_eager_runs_host_speed():
     candidate = Candidate("fwd_bwd", status="ok", ms_per_iter=0.8, correct=True, paired_speedup=1.5)
     candidate.bind_to_eager(2.0)
-    gain = 1.5 / GRAPHED_EAGER_SLOWDOWN
+    gain = 1.5 / eager_slowdown("fwd_bwd")
     assert candidate.measured_ms == 0.8                       # what its own process timed
     assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
     candidate.bind_to_eager(3.0)                              # bound once: a second call changes nothing
@@ -173,3 +173,131 @@ def test_the_report_of_a_paired_row_that_failed_its_check_prints_no_speedup():
     out = io.StringIO()
     render_tune(saved, result_table_rows(saved), run_spreads(saved), Console(file=out, width=200))
     assert "MISMATCH" in out.getvalue() and "timed paired" not in out.getvalue()
+
+
+def _full_iteration_helper_class():
+    """The helper class a full_iteration patch adds to the user's script (tuner/templates.py)."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    return namespace["_CgFullIterationGraph"]
+
+
+def _mlp_step(seed=0):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return model, optimizer, step
+
+
+def test_a_full_iteration_helpers_eager_call_is_the_scripts_own_step():
+    """An eager window's step of a full_iteration patch: the script's zero_grad (to None, so
+    backward writes fresh gradients as the unpatched loop's does), then the step on this
+    batch; the graph's gradient tensors go back to the parameters at the next graphed call,
+    and an optimizer stepped after the helper reads the eager gradients until then."""
+    from tuner.harness import eager_call, give_back_grads
+
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    model, optimizer, step = _mlp_step()
+    helper = _full_iteration_helper_class()(step, [optimizer], [model])
+    graph_buffers = [torch.full_like(p, 7.0) for p in model.parameters()]   # what a replay writes
+    for p, buffer in zip(model.parameters(), graph_buffers):
+        p.grad = buffer
+    plain, plain_optimizer, plain_step = _mlp_step()
+    for _ in range(3):
+        loss = eager_call(helper, (x, y))
+        plain_optimizer.zero_grad(set_to_none=True)
+        plain_loss = plain_step(x, y)
+        assert torch.equal(loss, plain_loss)
+        for p, q, buffer in zip(model.parameters(), plain.parameters(), graph_buffers):
+            assert torch.equal(p, q) and torch.equal(p.grad, q.grad) and p.grad is not buffer
+    give_back_grads(helper)
+    assert all(p.grad is buffer for p, buffer in zip(model.parameters(), graph_buffers))
+    give_back_grads(helper)                                    # a graphed call without eager ones: nothing
+    assert all(p.grad is buffer for p, buffer in zip(model.parameters(), graph_buffers))
+
+
+def test_a_capturable_optimizer_steps_as_built_in_an_eager_window():
+    """For an eager window the optimizers a full_iteration patch made capturable step as the
+    script built them (capturable Adam computes its bias corrections on the GPU, which the
+    user's eager loop never does); after it they are capturable again. Fused groups and
+    groups never capturable are left alone."""
+    from tuner.harness import optimizers_as_built, optimizers_capturable
+
+    params = [torch.nn.Parameter(torch.ones(2)) for _ in range(3)]
+    adam = torch.optim.AdamW([{"params": params[:1]}, {"params": params[1:2], "capturable": False}])
+    adam.param_groups[0]["capturable"] = True                  # as the patch or the helper made it
+    sgd = torch.optim.SGD(params[2:], lr=0.1)
+    changed = optimizers_as_built([adam, sgd, adam])
+    assert [g["capturable"] for g in adam.param_groups] == [False, False] and len(changed) == 1
+    assert "capturable" not in sgd.param_groups[0] or not sgd.param_groups[0]["capturable"]
+    optimizers_capturable(changed)
+    assert [g["capturable"] for g in adam.param_groups] == [True, False] and changed == []
+
+
+def test_the_eager_windows_of_a_full_iteration_helper_run_its_step_eagerly(tmp_path):
+    """The harness finds the patch's helper as the caller of the first graph replay and wraps
+    its class: a captured helper's call in an eager window runs eager_call; the helper counts
+    as a toggled graph (pairing done); a class of another name is left alone."""
+    helper_class = _full_iteration_helper_class()
+    model, optimizer, step = _mlp_step()
+    helper = helper_class(step, [optimizer], [model])
+    helper.graph = "captured"                                  # what __call__'s first call leaves
+    timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), _stand_in_torch(_Clock()))
+    other = types.SimpleNamespace(f_locals={"self": object()})
+    timer._toggle_full_iteration(other)
+    assert timer.helper_classes == set()
+    timer._toggle_full_iteration(types.SimpleNamespace(f_locals={"self": helper}))
+    assert timer.helper_classes == {helper_class}
+    timer.eager_window = True
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    plain, plain_optimizer, plain_step = _mlp_step()
+    assert torch.equal(helper(x, y), plain_step(x, y)) and timer.m.toggled == 1
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), plain.parameters()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_the_gpu_eager_windows_of_a_capturable_adamw_train_as_the_graph_does():
+    """A full-iteration graph of an AdamW step, then eager windows as tune's harness runs them
+    (non-capturable, step counters on the CPU), then the graph again: the parameters follow a
+    never-graphed AdamW to rounding, so an eager window neither loses nor repeats a step."""
+    from tuner.harness import eager_call, give_back_grads, optimizers_as_built, optimizers_capturable
+
+    def adamw_step(seed=0):
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+        def step(x, y):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+        return model, optimizer, step
+
+    x, y = torch.randn(64, 32, device="cuda"), torch.randn(64, 1, device="cuda")
+    model, optimizer, step = adamw_step()
+    helper = _full_iteration_helper_class()(step, [optimizer], [model])
+    plain, plain_optimizer, plain_step = adamw_step()
+    for mode in ("graph", "eager", "graph", "eager", "graph"):
+        changed = optimizers_as_built([optimizer]) if mode == "eager" and helper.graph is not None else []
+        for _ in range(3):
+            if mode == "eager":
+                eager_call(helper, (x, y))
+            else:
+                give_back_grads(helper)
+                helper(x, y)
+            plain_optimizer.zero_grad(set_to_none=True)
+            plain_step(x, y)
+        optimizers_capturable(changed)
+    torch.cuda.synchronize()
+    for p, q in zip(model.parameters(), plain.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    assert optimizer.state[next(model.parameters())]["step"].is_cuda

@@ -92,6 +92,10 @@ class StepTimer:
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
         self.eager_window = False   # paired: the graphed callables run their eager forward now
+        self.helper_classes = set()  # paired: full-iteration helpers whose calls can run the step eagerly
+        self.look_for_helper = False  # paired: is the first replay a full-iteration helper's?
+        self.helpers = {}           # paired: id -> each of those helpers that was called
+        self.as_built = []          # paired: in an eager window, the optimizer state made non-capturable
 
     def install(self) -> "StepTimer":
         torch = self.torch
@@ -109,6 +113,7 @@ class StepTimer:
             self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
         if self._pairs():
             self._toggle_graphed_callables()
+            self.look_for_helper = True
         elif self.settings.paired:
             self.m.unpaired_why = self._why_unpaired()
         graph_class = getattr(torch.cuda, "CUDAGraph", None)
@@ -116,6 +121,9 @@ class StepTimer:
             original = graph_class.replay
 
             def replay(graph):
+                if self.look_for_helper:   # the first replay only: a frame read on every one would be timed
+                    self.look_for_helper = False
+                    self._toggle_full_iteration(sys._getframe(1))
                 out = original(graph)
                 self.m.graph_replays += 1
                 if self.step_captured:
@@ -160,6 +168,29 @@ class StepTimer:
         graphs = getattr(torch.cuda, "graphs", None)
         if getattr(graphs, "make_graphed_callables", None) is original:   # the same function, its module's name
             graphs.make_graphed_callables = make_graphed_callables
+
+    def _toggle_full_iteration(self, caller) -> None:
+        """Paired timing of a full-iteration graph: the patch's helper (``_CgFullIterationGraph``,
+        found as the caller of its first replay) runs the captured step eagerly for the eager
+        windows, through ``eager_call``. Its class is wrapped, not the instance, so that every
+        helper of the script switches."""
+        helper = caller.f_locals.get("self") if caller is not None else None
+        cls = type(helper)
+        if cls.__name__ != FULL_ITERATION_HELPER or cls in self.helper_classes:
+            return
+        self.helper_classes.add(cls)
+        timer, original = self, cls.__call__
+
+        def __call__(helper, *inputs):
+            if helper.graph is not None and getattr(helper, "allreduce", None) is None:
+                timer.helpers[id(helper)] = helper
+                timer.m.toggled = len(timer.helpers)
+                if timer.eager_window:
+                    return eager_call(helper, inputs)
+                give_back_grads(helper)
+            return original(helper, *inputs)
+
+        cls.__call__ = __call__
 
     def _pairs(self) -> bool:
         """Whether the timed steps alternate graphed and eager windows: asked for, on a GPU, in
@@ -277,8 +308,14 @@ class StepTimer:
                 self.torch.cuda.synchronize()
             if paired and timed == window:   # the scope's own peak: before an eager window adds its activations
                 self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
+            eager_window = paired and timed < s.iterations and (timed // window) % 2 == 1
+            if eager_window != self.eager_window and self.helpers:   # before the mark: a copy a step counter
+                if eager_window:
+                    self.as_built = optimizers_as_built([o for h in self.helpers.values() for o in h.optimizers])
+                else:
+                    optimizers_capturable(self.as_built)
             self.marks.append((timed, self._mark()))
-            self.eager_window = paired and timed < s.iterations and (timed // window) % 2 == 1
+            self.eager_window = eager_window
         if timed == s.iterations:
             if self.cuda:
                 self.torch.cuda.synchronize()
@@ -296,7 +333,8 @@ class StepTimer:
             else:
                 self.m.window_ms = windows
                 if paired:
-                    self.m.unpaired_why = "nothing went through torch.cuda.make_graphed_callables"
+                    self.m.unpaired_why = ("no graph ran that has an eager path (torch.cuda.make_graphed_callables, "
+                                           "or the full-iteration helper)")
             self.m.ms_per_iter = statistics.median(self.m.window_ms)
             self.m.complete = True
             self.write()
@@ -314,6 +352,73 @@ class StepTimer:
         data = asdict(self.m)
         with open(self.result_path, "w") as handle:
             json.dump(data, handle)
+
+
+FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
+GRAPH_GRADS = "_cg_tune_graph_grads"   # eager_call keeps the graph's gradient tensors on the helper here
+
+
+def eager_call(helper, inputs: tuple):
+    """One call of a full-iteration helper run as the user's unpatched loop runs it: its step
+    (forward, loss, backward and the optimizer steps it holds) eagerly on this batch, after the
+    script's zero_grad (set to None, as the rewrite moved that call into the helper), so that
+    backward writes fresh gradients as eager's does instead of adding into the graph's (a kernel
+    a parameter). An optimizer stepped after the helper (kept eager) reads these gradients; the
+    graph's own tensors go back to the parameters at the next graphed call (give_back_grads). A
+    helper of micro-steps adds into the graph's tensors eagerly, as its graph does. The timer
+    makes its optimizers non-capturable for the window (optimizers_as_built); what the eager
+    windows still pay that the user's eager run does not is the slowdown that graphing lays on
+    eager backward passes (tuner/search.py GRAPHED_EAGER_SLOWDOWN)."""
+    if helper.accumulate:
+        helper._attach_grads()
+        return helper.step(*inputs)
+    if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
+        setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
+    helper._zero_grad()
+    return helper.step(*inputs)
+
+
+def optimizers_as_built(optimizers: list) -> list:
+    """For an eager window: the optimizers a full-iteration helper made capturable, as the user's
+    script built them (not capturable). A capturable Adam's eager step computes its bias
+    corrections on the GPU, a dozen more kernels a step: a paired AdamW step read 1.22x a
+    never-graphed copy's eager step on the lent H100, SGD's 1.07x (bench/paired_windows_probe.py
+    contamination-full). Each step counter moves to the CPU, where a non-capturable step reads
+    it; the GPU tensor the graph captured is kept. Fused optimizers keep theirs on the GPU."""
+    import torch
+
+    changed = []
+    for optimizer in dict.fromkeys(optimizers):
+        for group in optimizer.param_groups:
+            if not group.get("capturable") or group.get("fused"):
+                continue
+            group["capturable"] = False
+            steps = []
+            for p in group["params"]:
+                state = optimizer.state.get(p) or {}
+                if torch.is_tensor(state.get("step")) and state["step"].is_cuda:
+                    steps.append((state, state["step"]))
+                    state["step"] = state["step"].cpu()
+            changed.append((group, steps))
+    return changed
+
+
+def optimizers_capturable(changed: list) -> None:
+    """After an eager window: the optimizers capturable again, each step counter written back
+    into the GPU tensor the graph reads."""
+    for group, steps in changed:
+        group["capturable"] = True
+        for state, on_gpu in steps:
+            on_gpu.copy_(state["step"])
+            state["step"] = on_gpu
+    changed.clear()
+
+
+def give_back_grads(helper) -> None:
+    """After eager calls, the graph's gradient tensors back on the parameters: its replay
+    writes them, and an optimizer stepped after the helper reads them there."""
+    for p, grad in vars(helper).pop(GRAPH_GRADS, ()):
+        p.grad = grad
 
 
 def paired_ratios(windows: list) -> list:

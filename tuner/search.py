@@ -40,7 +40,14 @@ PREDICTED_AS = {"forward": "full_iteration", ALLREDUCE_OUTSIDE: "full_iteration"
 # run does not: 1.06, 1.07, 1.09 on the lent H200 and 1.09, 1.06 on the H100, an MLP's eager
 # steps beside a never-graphed copy's in the same process, windows round-robin
 # (bench/paired_windows_probe.py contamination). Their median is taken out of paired speedups.
-GRAPHED_EAGER_SLOWDOWN = 1.07
+# A full-iteration graph's eager steps (tuner/harness.py eager_call) pay it too, and a
+# capturable optimizer's step counts on the GPU (bench/paired_windows_probe.py contamination-full).
+GRAPHED_EAGER_SLOWDOWN = {"fwd_bwd": 1.07, "submodule": 1.07, "full_iteration": 1.07}
+
+
+def eager_slowdown(scope: str) -> float:
+    """How much slower a scope's own eager windows run than the user's eager loop (1 if unknown)."""
+    return GRAPHED_EAGER_SLOWDOWN.get(scope, 1.0)
 
 
 @dataclass
@@ -86,7 +93,7 @@ class Candidate:
     @property
     def paired_gain(self) -> Optional[float]:
         """The paired speedup with the slowdown that graphing lays on the eager windows taken out."""
-        return self.paired_speedup / GRAPHED_EAGER_SLOWDOWN if self.paired_speedup else None
+        return self.paired_speedup / eager_slowdown(self.scope) if self.paired_speedup else None
 
     def bind_to_eager(self, eager_ms: float) -> None:
         """Timed paired: its ms/iteration becomes eager's over the paired gain, this scope at the

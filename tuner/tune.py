@@ -44,10 +44,10 @@ class TuneOptions:
 
 
 ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
-# scopes whose rewrite graphs modules through make_graphed_callables: the harness can run them
-# eagerly for a window, so they are timed paired (tuner/harness.py); the others' eager run is
-# the eager process's
-PAIRED_SCOPES = ("fwd_bwd", "submodule")
+# scopes whose graphs have an eager path the harness can switch to for a window (the modules
+# make_graphed_callables graphs; the full-iteration helper's step), so they are timed paired
+# (tuner/harness.py); the others' (compile) eager run is the eager process's
+PAIRED_SCOPES = ("fwd_bwd", "submodule", "full_iteration")
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
