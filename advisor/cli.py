@@ -309,7 +309,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
                    "spread is printed).")
 @click.option("--cpus", metavar="LIST", help="Pin every candidate to these CPUs, e.g. 0-3 (steadier host timing).")
 @click.option("--no-pairing", "no_pairing", is_flag=True,
-              help="Time fwd_bwd and submodule in their own process only, against the eager process (by default "
+              help="Time fwd_bwd, submodule and full_iteration in their own process only, against the eager process (by default "
                    "their process alternates graphed and eager windows and the speedup is their ratio: a host's "
                    "speed moves from process to process).")
 @click.option("--check-steps", default=5, show_default=True, type=click.IntRange(min=1),

@@ -27,9 +27,21 @@ def test_a_paired_candidate_is_ranked_at_the_eager_runs_host_speed():
     assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
     candidate.bind_to_eager(3.0)                              # bound once: a second call changes nothing
     assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
-    unpaired = Candidate("full_iteration", status="ok", ms_per_iter=0.8, correct=True)
+    unpaired = Candidate("compile", status="ok", ms_per_iter=0.8, correct=True)
     unpaired.bind_to_eager(2.0)
     assert (unpaired.ms_per_iter, unpaired.measured_ms) == (0.8, None)
+
+
+def test_a_paired_graph_is_never_ranked_faster_than_the_gpu_work_of_its_iteration():
+    """A GPU-bound full-iteration graph timed on a fast host (15x paired) against an eager run
+    on a slow one: eager's ms over the gain would be faster than the GPU can run the
+    iteration's kernels; the profile's GPU-busy time is the floor."""
+    candidate = Candidate("full_iteration", status="ok", ms_per_iter=0.15, correct=True, paired_speedup=15.0)
+    candidate.bind_to_eager(1.5, gpu_busy_ms=0.13)
+    assert candidate.ms_per_iter == pytest.approx(0.13) and candidate.measured_ms == 0.15
+    loose = Candidate("full_iteration", status="ok", ms_per_iter=0.15, correct=True, paired_speedup=15.0)
+    loose.bind_to_eager(1.5, gpu_busy_ms=0.05)
+    assert loose.ms_per_iter == pytest.approx(1.5 / (15.0 / eager_slowdown("full_iteration")))
 
 
 def test_a_paired_candidates_noise_is_its_own_ratios_not_the_eager_process():

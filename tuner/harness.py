@@ -47,7 +47,7 @@ class Settings:
     gpu_warmup_s: float = 0.3   # GPU work before the script, so that every candidate starts at full clocks
     cpus: list = field(default_factory=list)   # pin the process to these CPUs (same cores for every candidate)
     to_end: bool = True         # after timing, let the script finish (its code after the loop runs too)
-    paired: bool = False        # graphed callables: alternate graphed and eager windows in this process
+    paired: bool = False        # graphs with an eager path: alternate graphed and eager windows in this process
 
 
 def step_counter(step: dict) -> str:
@@ -73,7 +73,7 @@ class Measurement:
     eager_window_ms: list = field(default_factory=list)   # paired: the eager windows between the graphed ones
     paired_ratios: list = field(default_factory=list)   # paired: each eager window over its graphed neighbours
     paired_speedup: Optional[float] = None   # paired: the median of paired_ratios
-    toggled: int = 0            # paired: graphed callables that can run eagerly for a window
+    toggled: int = 0            # paired: graphed callables and full-iteration helpers that can run eagerly
     paired: bool = False        # the timed steps alternated graphed and eager windows
     unpaired_why: str = ""      # pairing asked for but not done: why
 
@@ -91,7 +91,7 @@ class StepTimer:
         self.backward_seen = False   # without an optimizer: the first backward completes no step
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
-        self.eager_window = False   # paired: the graphed callables run their eager forward now
+        self.eager_window = False   # paired: the graphs run their eager path now
         self.helper_classes = set()  # paired: full-iteration helpers whose calls can run the step eagerly
         self.look_for_helper = False  # paired: is the first replay a full-iteration helper's?
         self.helpers = {}           # paired: id -> each of those helpers that was called

@@ -40,8 +40,10 @@ PREDICTED_AS = {"forward": "full_iteration", ALLREDUCE_OUTSIDE: "full_iteration"
 # run does not: 1.06, 1.07, 1.09 on the lent H200 and 1.09, 1.06 on the H100, an MLP's eager
 # steps beside a never-graphed copy's in the same process, windows round-robin
 # (bench/paired_windows_probe.py contamination). Their median is taken out of paired speedups.
-# A full-iteration graph's eager steps (tuner/harness.py eager_call) pay it too, and a
-# capturable optimizer's step counts on the GPU (bench/paired_windows_probe.py contamination-full).
+# A full-iteration graph's eager steps (tuner/harness.py eager_call, the optimizer stepping as
+# built, not capturable) pay it too: 1.05-1.10 (SGD) and 1.03-1.10 (AdamW) over eight MLPs of
+# 2-24 layers on the lent H100, median 1.07 (bench/paired_windows_probe.py contamination-full;
+# kept capturable, AdamW's eager steps read 1.17-1.32).
 GRAPHED_EAGER_SLOWDOWN = {"fwd_bwd": 1.07, "submodule": 1.07, "full_iteration": 1.07}
 
 
@@ -65,7 +67,7 @@ class Candidate:
     window_ms: Optional[list] = None  # ms/iteration of each timed window of one process
     rank_ms: Optional[list] = None   # under torchrun: each rank's ms/iteration (ms_per_iter is the slowest)
     rank_differences: Optional[list] = None   # under torchrun: each rank's parameter difference from eager's
-    # timed paired (graphed callables): eager over graphed in windows alternating in the same
+    # timed paired (PAIRED_SCOPES): eager over graphed in windows alternating in the same
     # process, its eager windows, and the graphed ms/iteration as measured in that process
     # (ms_per_iter is then eager's ms over the paired speedup: this scope at the eager run's host speed)
     paired_speedup: Optional[float] = None
@@ -95,12 +97,14 @@ class Candidate:
         """The paired speedup with the slowdown that graphing lays on the eager windows taken out."""
         return self.paired_speedup / eager_slowdown(self.scope) if self.paired_speedup else None
 
-    def bind_to_eager(self, eager_ms: float) -> None:
+    def bind_to_eager(self, eager_ms: float, gpu_busy_ms: Optional[float] = None) -> None:
         """Timed paired: its ms/iteration becomes eager's over the paired gain, this scope at the
         host speed of the eager run it is ranked against (what its own process timed is kept as
-        ``measured_ms``)."""
+        ``measured_ms``), but never under the GPU-busy time of the iteration where a profile
+        gave it: a graph removes launch gaps, not GPU work, so an eager run on a slower host
+        than the graph's process does not make the graph faster than its GPU."""
         if self.paired_speedup and self.ms_per_iter is not None and self.measured_ms is None:
-            self.measured_ms, self.ms_per_iter = self.ms_per_iter, eager_ms / self.paired_gain
+            self.measured_ms, self.ms_per_iter = self.ms_per_iter, max(eager_ms / self.paired_gain, gpu_busy_ms or 0.0)
 
     @property
     def usable(self) -> bool:

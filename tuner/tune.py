@@ -40,7 +40,7 @@ class TuneOptions:
     keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
     python: str = sys.executable       # the interpreter that runs the user's script (its torch)
     launcher: list = field(default_factory=list)   # torchrun and its arguments: every candidate runs on all ranks
-    paired: bool = True                # graphed callables timed alternating with eager windows in their process
+    paired: bool = True                # fwd_bwd, submodule, full_iteration timed alternating with eager windows in their process
 
 
 ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
@@ -173,7 +173,7 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         progress(f"{candidate.scope}: running ...")
         measured, snapshot = measure(candidate.scope, options.step)
         measured.predicted = candidate.predicted
-        measured.bind_to_eager(eager.ms_per_iter)
+        measured.bind_to_eager(eager.ms_per_iter, options.gpu_busy_ms)
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, eager.stochastic)
         candidates[-1] = candidate = measured
         paired = (f" (timed paired with eager in its process: {candidate.measured_ms:.3f} ms/iteration there)"
