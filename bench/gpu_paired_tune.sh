@@ -1,5 +1,5 @@
 #!/bin/bash
-# Tunes corpus scripts with fwd_bwd timed paired (the default) in RUNS processes each, so that
+# Tunes corpus scripts (SCOPES, fwd_bwd by default; timed paired) in RUNS processes each, so that
 # bench/noise_floor.py can set the paired speedups' spread beside the cross-process ones that
 # the same result files hold (eager_run_ms over run_ms), and bench/unseen_rows.py can set the
 # predictions of a profile of the same scripts beside them.

@@ -5,7 +5,7 @@ median. Pairing every eager process with every process of a scope gives the spee
 single-process tune (``--runs 1``, the default, and how the shipped datasets were measured)
 could have printed; the share of them within 20 % of the N-process median is what a perfect
 prediction of that median would score against single-process measurements. A scope timed
-paired (fwd_bwd, submodule: eager windows alternate with graphed ones in its own process) gives
+paired (fwd_bwd, submodule, full_iteration: eager windows alternate with graphed ones in its own process) gives
 one speedup per process instead; ``--cross-process`` pairs its processes with eager's as well.
 
     python bench/gpu_tune_check.py --out OUT --set corpus --scopes full_iteration,fwd_bwd --runs 3 --no-patched-run
