@@ -196,10 +196,12 @@ def _full_iteration_helper_class():
     return namespace["_CgFullIterationGraph"]
 
 
-def _mlp_step(seed=0):
+def _mlp_step(seed=0, width=4, device="cpu", make_optimizer=lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)):
+    """(model, optimizer, step): a training step as a full_iteration patch makes it a function."""
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, 1))
+    model = model.to(device)
+    optimizer = make_optimizer(model.parameters())
 
     def step(x, y):
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -282,17 +284,8 @@ def test_on_the_gpu_eager_windows_of_a_capturable_adamw_train_as_the_graph_does(
     never-graphed AdamW to rounding, so an eager window neither loses nor repeats a step."""
     from tuner.harness import eager_call, give_back_grads, optimizers_as_built, optimizers_capturable
 
-    def adamw_step(seed=0):
-        torch.manual_seed(seed)
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).cuda()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-
-        def step(x, y):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            return loss
-        return model, optimizer, step
+    def adamw_step():
+        return _mlp_step(width=32, device="cuda", make_optimizer=lambda p: torch.optim.AdamW(p, lr=1e-2))
 
     x, y = torch.randn(64, 32, device="cuda"), torch.randn(64, 1, device="cuda")
     model, optimizer, step = adamw_step()
