@@ -209,10 +209,15 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
                   f"({saved['eager_ms'] / saved['gpu_busy_ms']:.2f}x at most)")
     for row in saved["rows"]:
         if row.get("measured_ms") and row.get("paired_speedup") and row.get("paired_eager_ms") and row.get("speedup"):
+            from tuner.search import eager_slowdown   # the tuner's figure; tune results only come from it
+
+            gain = row["paired_speedup"] / eager_slowdown(row["scope"])
+            floor = (f", held at the iteration's GPU-busy time ({saved['gpu_busy_ms']:.3f} ms/{unit})"
+                     if saved.get("gpu_busy_ms") and row["speedup"] < gain * 0.999 else "")
             out.print(f"{row['scope']}: timed paired, graphed and eager windows alternating in its own process "
                       f"({row['measured_ms']:.3f} and {row['paired_eager_ms']:.3f} ms/{unit} there, "
-                      f"{row['paired_speedup']:.2f}x; {row['speedup']:.2f}x with graphing's slowdown of the eager "
-                      "windows taken out): its ms/iter is eager's over that speedup")
+                      f"{row['paired_speedup']:.2f}x; {gain:.2f}x with graphing's slowdown of the eager "
+                      f"windows taken out): its ms/iter is eager's over that speedup{floor}")
         failure = row.get("failure")
         if failure and failure.get("fix"):
             at = f" at {failure['where']}" if failure.get("where") else ""

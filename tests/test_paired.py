@@ -278,14 +278,16 @@ def test_the_eager_windows_of_a_full_iteration_helper_run_its_step_eagerly(tmp_p
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_on_the_gpu_eager_windows_of_a_capturable_adamw_train_as_the_graph_does():
-    """A full-iteration graph of an AdamW step, then eager windows as tune's harness runs them
-    (non-capturable, step counters on the CPU), then the graph again: the parameters follow a
-    never-graphed AdamW to rounding, so an eager window neither loses nor repeats a step."""
+@pytest.mark.parametrize("optimizer_class", [torch.optim.AdamW, torch.optim.NAdam, torch.optim.SGD])
+def test_on_the_gpu_eager_windows_of_a_capturable_optimizer_train_as_the_graph_does(optimizer_class):
+    """A full-iteration graph of an AdamW (NAdam, SGD) step, then eager windows as tune's
+    harness runs them (non-capturable, step counters on the CPU), then the graph again: the
+    parameters follow a never-graphed copy to rounding, so an eager window neither loses nor
+    repeats a step, and the graph reads the counters the eager steps moved."""
     from tuner.harness import eager_call, give_back_grads, optimizers_as_built, optimizers_capturable
 
     def adamw_step():
-        return _mlp_step(width=32, device="cuda", make_optimizer=lambda p: torch.optim.AdamW(p, lr=1e-2))
+        return _mlp_step(width=32, device="cuda", make_optimizer=lambda p: optimizer_class(p, lr=1e-2))
 
     x, y = torch.randn(64, 32, device="cuda"), torch.randn(64, 1, device="cuda")
     model, optimizer, step = adamw_step()
@@ -305,4 +307,86 @@ def test_on_the_gpu_eager_windows_of_a_capturable_adamw_train_as_the_graph_does(
     torch.cuda.synchronize()
     for p, q in zip(model.parameters(), plain.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
-    assert optimizer.state[next(model.parameters())]["step"].is_cuda
+    if optimizer_class is not torch.optim.SGD:
+        assert optimizer.state[next(model.parameters())]["step"].is_cuda
+
+
+def test_optimizers_switch_at_window_edges_outside_the_timed_windows(tmp_path, monkeypatch):
+    """With a full-iteration helper, the optimizers step as built in each eager window and
+    capturable again after it; the switch (a copy a step counter) falls between the ending
+    window's mark and the next one's, so a slow one is timed in neither. Steps of eager
+    windows are counted apart: no replay is due for them."""
+    import tuner.harness as harness
+
+    clock, switches = _Clock(), []
+
+    def as_built(optimizers):
+        clock.now += 100.0                                     # a slow switch: must not be timed
+        switches.append(("as built", list(optimizers)))
+        return ["changed"]
+
+    def capturable(changed):
+        clock.now += 100.0
+        switches.append(("capturable", list(changed)))
+        changed.clear()
+
+    monkeypatch.setattr(harness, "optimizers_as_built", as_built)
+    monkeypatch.setattr(harness, "optimizers_capturable", capturable)
+
+    class Helper:
+        optimizers = ["adam"]
+
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True)
+    timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    helper = Helper()
+    timer.helpers[id(helper)] = helper
+    timer.m.toggled = 1
+    for _ in range(settings.warmup + settings.iterations):
+        clock.now += 3.0 if timer.eager_window else 1.0
+        timer._step()
+    assert switches == [("as built", ["adam"]), ("capturable", ["changed"])] * 2
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
+    assert timer.m.eager_steps == 20 and timer.as_built == []
+
+
+def test_the_report_says_where_a_paired_row_is_held_at_the_gpu_busy_time():
+    import io
+
+    from rich.console import Console
+
+    from advisor.report import render_tune
+    from tuner.tune import result_table_rows, run_spreads
+
+    row = {"scope": "full_iteration", "status": "ok", "ms_per_iter": 0.14, "speedup": 1.5 / 0.14, "recovered": None,
+           "peak_mb": None, "correct": True, "failure": None, "measured_ms": 0.15, "paired_speedup": 15.0,
+           "paired_eager_ms": 2.2, "run_ms": None, "note": ""}
+    saved = {"winner": "full_iteration", "script": "train.py", "eager_ms": 1.5, "eager_run_ms": None, "runs": 1,
+             "rows": [row], "note": "", "step": {}, "eager_peak_mb": None, "gpu_busy_ms": 0.14}
+    out = io.StringIO()
+    render_tune(saved, result_table_rows(saved), run_spreads(saved), Console(file=out, width=400))
+    gain = 15.0 / eager_slowdown("full_iteration")
+    assert f"{gain:.2f}x with graphing's slowdown" in out.getvalue()
+    assert "held at the iteration's GPU-busy time (0.140 ms" in out.getvalue()
+
+
+def test_a_helper_first_called_in_an_eager_window_captures_with_capturable_optimizers(tmp_path, monkeypatch):
+    """A loop in a function makes a new helper each call: one whose first call (its capture)
+    falls in an eager window captures the optimizers capturable, as its replays will run them
+    (its graph would otherwise hold step counters that the window's end puts aside), and the
+    window goes on with them as built, the new helper's own included."""
+    import tuner.harness as harness
+
+    switches = []
+    monkeypatch.setattr(harness, "optimizers_capturable", lambda changed: switches.append(("capturable", changed)))
+    monkeypatch.setattr(harness, "optimizers_as_built",
+                        lambda optimizers: switches.append(("as built", optimizers)) or ["changed again"])
+    helper_class = _full_iteration_helper_class()
+    model, optimizer, step = _mlp_step()
+    timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), _stand_in_torch(_Clock()))
+    timer._toggle_full_iteration(types.SimpleNamespace(f_locals={"self": helper_class(step, [optimizer], [model])}))
+    timer.eager_window, timer.as_built = True, ["changed"]
+    new = helper_class(step, [optimizer], [model])               # graph None: its first call captures
+    new(torch.randn(16, 4), torch.randn(16, 1))                  # (on the CPU its fallback runs the step)
+    assert switches == [("capturable", ["changed"]), ("as built", [optimizer])]
+    assert timer.as_built == ["changed again"]

@@ -26,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -75,6 +76,7 @@ class Measurement:
     paired_speedup: Optional[float] = None   # paired: the median of paired_ratios
     toggled: int = 0            # paired: graphed callables and full-iteration helpers that can run eagerly
     paired: bool = False        # the timed steps alternated graphed and eager windows
+    eager_steps: int = 0        # paired: steps that ran in eager windows (no graph replayed for them)
     unpaired_why: str = ""      # pairing asked for but not done: why
 
 
@@ -94,7 +96,7 @@ class StepTimer:
         self.eager_window = False   # paired: the graphs run their eager path now
         self.helper_classes = set()  # paired: full-iteration helpers whose calls can run the step eagerly
         self.look_for_helper = False  # paired: is the first replay a full-iteration helper's?
-        self.helpers = {}           # paired: id -> each of those helpers that was called
+        self.helpers = weakref.WeakValueDictionary()   # paired: id -> each live helper that was called
         self.as_built = []          # paired: in an eager window, the optimizer state made non-capturable
 
     def install(self) -> "StepTimer":
@@ -121,8 +123,7 @@ class StepTimer:
             original = graph_class.replay
 
             def replay(graph):
-                if self.look_for_helper:   # the first replay only: a frame read on every one would be timed
-                    self.look_for_helper = False
+                if self.look_for_helper:   # until found, before timing: a frame read on every replay would be timed
                     self._toggle_full_iteration(sys._getframe(1))
                 out = original(graph)
                 self.m.graph_replays += 1
@@ -171,26 +172,45 @@ class StepTimer:
 
     def _toggle_full_iteration(self, caller) -> None:
         """Paired timing of a full-iteration graph: the patch's helper (``_CgFullIterationGraph``,
-        found as the caller of its first replay) runs the captured step eagerly for the eager
-        windows, through ``eager_call``. Its class is wrapped, not the instance, so that every
-        helper of the script switches."""
+        found as the caller of a replay before timing starts) runs the captured step eagerly for
+        the eager windows, through ``eager_call``. Its class is wrapped, not the instance, so that
+        every helper of the script switches (a loop in a function makes one per call)."""
         helper = caller.f_locals.get("self") if caller is not None else None
         cls = type(helper)
         if cls.__name__ != FULL_ITERATION_HELPER or cls in self.helper_classes:
             return
         self.helper_classes.add(cls)
+        self.look_for_helper = False
         timer, original = self, cls.__call__
 
         def __call__(helper, *inputs):
-            if helper.graph is not None and getattr(helper, "allreduce", None) is None:
-                timer.helpers[id(helper)] = helper
-                timer.m.toggled = len(timer.helpers)
-                if timer.eager_window:
-                    return eager_call(helper, inputs)
-                give_back_grads(helper)
+            if getattr(helper, "allreduce", None) is not None:   # DDP's all-reduce beside the graph: not paired
+                return original(helper, *inputs)
+            if helper.graph is None:
+                return timer._capture(helper, original, inputs)
+            timer.helpers[id(helper)] = helper
+            timer.m.toggled = max(timer.m.toggled, 1)
+            if timer.eager_window:
+                return eager_call(helper, inputs)
+            give_back_grads(helper)
             return original(helper, *inputs)
 
         cls.__call__ = __call__
+
+    def _capture(self, helper, original, inputs):
+        """A helper's first call captures its graph (a loop in a function makes a new helper
+        each call). In an eager window the optimizers are capturable again for it, as its graph
+        will run them, and as built again after, its own included."""
+        if not (self.eager_window and self.as_built):
+            return original(helper, *inputs)
+        optimizers_capturable(self.as_built)
+        try:
+            return original(helper, *inputs)
+        finally:
+            self.as_built = optimizers_as_built(list(helper.optimizers) + self._helper_optimizers())
+
+    def _helper_optimizers(self) -> list:
+        return [o for h in list(self.helpers.values()) for o in h.optimizers]
 
     def _pairs(self) -> bool:
         """Whether the timed steps alternate graphed and eager windows: asked for, on a GPU, in
@@ -293,6 +313,7 @@ class StepTimer:
         if self.m.steps == 0:
             self._first_step_hook.remove()  # global hooks slow every module call
         self.m.steps += 1
+        self.m.eager_steps += self.eager_window   # this step ran in an eager window: no replay is due for it
         s, n = self.settings, self.m.steps
         if n == s.check_steps and s.snapshot:
             saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params.values()]
@@ -309,12 +330,15 @@ class StepTimer:
             if paired and timed == window:   # the scope's own peak: before an eager window adds its activations
                 self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
             eager_window = paired and timed < s.iterations and (timed // window) % 2 == 1
-            if eager_window != self.eager_window and self.helpers:   # before the mark: a copy a step counter
+            end = start = self._mark()
+            if eager_window != self.eager_window and (self.helpers or self.as_built):
+                # between the ending window's mark and the next one's: a copy a step counter, untimed
                 if eager_window:
-                    self.as_built = optimizers_as_built([o for h in self.helpers.values() for o in h.optimizers])
+                    self.as_built = optimizers_as_built(self._helper_optimizers())
                 else:
                     optimizers_capturable(self.as_built)
-            self.marks.append((timed, self._mark()))
+                start = self._mark()
+            self.marks.append((timed, end, start))
             self.eager_window = eager_window
         if timed == s.iterations:
             if self.cuda:
@@ -322,7 +346,7 @@ class StepTimer:
                 if self.m.peak_mb is None:
                     self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
             windows = []
-            for (a, start), (b, end) in zip(self.marks, self.marks[1:]):
+            for (a, _, start), (b, end, _) in zip(self.marks, self.marks[1:]):
                 elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
                 windows.append(elapsed_ms / (b - a))
             if paired and self.m.toggled:
@@ -355,6 +379,7 @@ class StepTimer:
 
 
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
+ON_CPU_UNLESS_CAPTURABLE = ("step", "mu_product")   # torch.optim's scalar state off the GPU when not capturable
 GRAPH_GRADS = "_cg_tune_graph_grads"   # eager_call keeps the graph's gradient tensors on the helper here
 
 
@@ -365,12 +390,12 @@ def eager_call(helper, inputs: tuple):
     backward writes fresh gradients as eager's does instead of adding into the graph's (a kernel
     a parameter). An optimizer stepped after the helper (kept eager) reads these gradients; the
     graph's own tensors go back to the parameters at the next graphed call (give_back_grads). A
-    helper of micro-steps adds into the graph's tensors eagerly, as its graph does. The timer
+    helper of micro-steps adds into whatever gradients the script left, as its eager loop does;
+    its next graphed call copies them into the graph's. The timer
     makes its optimizers non-capturable for the window (optimizers_as_built); what the eager
     windows still pay that the user's eager run does not is the slowdown that graphing lays on
     eager backward passes (tuner/search.py GRAPHED_EAGER_SLOWDOWN)."""
-    if helper.accumulate:
-        helper._attach_grads()
+    if helper.accumulate:   # the graphed call attaches the graph's tensors again, with what eager left in them
         return helper.step(*inputs)
     if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
         setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
@@ -384,33 +409,37 @@ def optimizers_as_built(optimizers: list) -> list:
     corrections on the GPU, a dozen more kernels a step: a paired AdamW step read 1.22x a
     never-graphed copy's eager step on the lent H100, SGD's 1.07x (bench/paired_windows_probe.py
     contamination-full). Each step counter moves to the CPU, where a non-capturable step reads
-    it; the GPU tensor the graph captured is kept. Fused optimizers keep theirs on the GPU."""
+    it (NAdam its ``mu_product`` too); the GPU tensor the graph captured is kept. Fused
+    optimizers keep theirs on the GPU, and so does ASGD, capturable or not."""
     import torch
 
     changed = []
     for optimizer in dict.fromkeys(optimizers):
+        if type(optimizer).__name__ == "ASGD":
+            continue
         for group in optimizer.param_groups:
             if not group.get("capturable") or group.get("fused"):
                 continue
             group["capturable"] = False
-            steps = []
+            moved = []
             for p in group["params"]:
                 state = optimizer.state.get(p) or {}
-                if torch.is_tensor(state.get("step")) and state["step"].is_cuda:
-                    steps.append((state, state["step"]))
-                    state["step"] = state["step"].cpu()
-            changed.append((group, steps))
+                for key in ON_CPU_UNLESS_CAPTURABLE:
+                    if torch.is_tensor(state.get(key)) and state[key].is_cuda:
+                        moved.append((state, key, state[key]))
+                        state[key] = state[key].cpu()
+            changed.append((group, moved))
     return changed
 
 
 def optimizers_capturable(changed: list) -> None:
     """After an eager window: the optimizers capturable again, each step counter written back
     into the GPU tensor the graph reads."""
-    for group, steps in changed:
+    for group, moved in changed:
         group["capturable"] = True
-        for state, on_gpu in steps:
-            on_gpu.copy_(state["step"])
-            state["step"] = on_gpu
+        for state, key, on_gpu in moved:
+            on_gpu.copy_(state[key])
+            state[key] = on_gpu
     changed.clear()
 
 
