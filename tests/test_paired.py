@@ -341,10 +341,11 @@ def test_optimizers_switch_at_window_edges_outside_the_timed_windows(tmp_path, m
     timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
     helper = Helper()
     timer.helpers[id(helper)] = helper
-    timer.m.toggled = 1
+    timer.m.toggled, timer.look_for_helper = 1, True
     for _ in range(settings.warmup + settings.iterations):
         clock.now += 3.0 if timer.eager_window else 1.0
         timer._step()
+    assert not timer.look_for_helper                             # no frame read on the timed replays
     assert switches == [("as built", ["adam"]), ("capturable", ["changed"])] * 2
     assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
     assert timer.m.eager_steps == 20 and timer.as_built == []

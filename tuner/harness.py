@@ -188,7 +188,8 @@ class StepTimer:
                 return original(helper, *inputs)
             if helper.graph is None:
                 return timer._capture(helper, original, inputs)
-            timer.helpers[id(helper)] = helper
+            if id(helper) not in timer.helpers:
+                timer.helpers[id(helper)] = helper
             timer.m.toggled = max(timer.m.toggled, 1)
             if timer.eager_window:
                 return eager_call(helper, inputs)
@@ -322,8 +323,10 @@ class StepTimer:
         paired = self._pairs()
         window = max(1, s.iterations // max(1, s.repeats * (2 if paired else 1)))
         timed = n - s.warmup
-        if timed == 0 and self.cuda:
-            self.torch.cuda.reset_peak_memory_stats()
+        if timed == 0:
+            self.look_for_helper = False   # a helper's first replays come before timing; after, a frame read would be timed
+            if self.cuda:
+                self.torch.cuda.reset_peak_memory_stats()
         if 0 <= timed <= s.iterations and (timed % window == 0 or timed == s.iterations):
             if paired:   # each window starts on an idle GPU: none inherits the other's queued work
                 self.torch.cuda.synchronize()
