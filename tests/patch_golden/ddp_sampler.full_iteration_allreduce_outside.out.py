@@ -177,8 +177,9 @@ class _CgFullIterationGraph:
                     group["capturable"] = True
                     for p in group["params"]:
                         state = optimizer.state.get(p, {})
-                        if torch.is_tensor(state.get("step")):
-                            state["step"] = state["step"].to(p.device)
+                        for key in ("step", "mu_product"):   # NAdam keeps mu_product beside its step
+                            if torch.is_tensor(state.get(key)):
+                                state[key] = state[key].to(p.device)
 
     def _snapshot(self):
         # the models' parameters and buffers, the optimized parameters, and the optimizer state
