@@ -284,21 +284,27 @@ class Injector:
         """Replaces ``owner.attribute`` with a wrapper that opens a range (``opens()`` returns
         what ``closes`` takes), times the call as ``phase`` in the untraced warm-up (with
         ``during``, only while that phase is open) and, with ``then``, starts that phase at
-        its end; the original is put back on removal."""
+        its end; the original is put back on removal. A call made inside another (a nested
+        ``backward()``) is timed as part of the outer one: timed on its own, its end closed
+        the phase the outer call had opened, and the rest of the outer call went uncounted."""
         original = getattr(owner, attribute)
         injector = self
+        depth = [0]   # a call inside a call (a backward() run from a custom Function's backward) is the outer one's
 
         def wrapper(*args, **kwargs):
             handle = opens()
-            timed = injector._timing and (not during or during in injector._phase_open)
+            outermost = depth[0] == 0
+            depth[0] += 1
+            timed = outermost and injector._timing and (not during or during in injector._phase_open)
             if timed:
                 injector._phase_start(phase)
             try:
                 return original(*args, **kwargs)
             finally:
+                depth[0] -= 1
                 if timed:
                     injector._phase_end(phase)
-                if injector._timing and then:
+                if outermost and injector._timing and then:
                     injector._phase_start(then)
                 closes(handle)
 

@@ -339,6 +339,23 @@ def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
     assert untraced["host_ms_per_iteration"] >= forward + backward + after + between >= 42
 
 
+def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):
+    """A custom Function whose backward runs backward() on a graph of its own, then works on
+    (10 ms): the whole outer backward is the backward phase, and what follows it starts at its
+    end. Timed on its own, the inner call's end closed the outer phase: the 10 ms after it
+    went to after_backward instead."""
+    script = tmp_path / "nested.py"
+    script.write_text(SLOW_SCRIPT.replace(
+        "    def backward(ctx, grad):\n        time.sleep(0.010)\n",
+        "    def backward(ctx, grad):\n        with torch.enable_grad():\n"
+        "            torch.autograd.backward(torch.ones(1, requires_grad=True).sum())\n"
+        "        time.sleep(0.010)\n"))
+    untraced = untraced_warm_up(script)
+    assert 10 <= untraced["backward_ms_per_iteration"] < 40
+    # after the backward: the 3 ms before the step and the step (5 ms), not the inner call's 10 ms
+    assert 8 <= untraced["after_backward_ms_per_iteration"] < 16
+
+
 def test_a_second_optimizer_is_not_time_between_iterations(tmp_path):
     """Two optimizers (a GAN): the iteration ends at the first step, the second step follows;
     between iterations is what runs after the last step (the next batch and zero_grad, 6 ms
