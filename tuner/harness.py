@@ -95,9 +95,10 @@ class StepTimer:
         self.depth = 0
         self.eager_window = False   # paired: the graphs run their eager path now
         self.helper_classes = set()  # paired: full-iteration helpers whose calls can run the step eagerly
-        self.look_for_helper = False  # paired: is the first replay a full-iteration helper's?
+        self.look_for_helper = False  # paired: read each replay's caller for a full-iteration helper (until found)
         self.helpers = weakref.WeakValueDictionary()   # paired: id -> each live helper that was called
         self.as_built = []          # paired: in an eager window, the optimizer state made non-capturable
+        self.pairing = self._pairs()   # fixed by the settings and the device: read on every step
 
     def install(self) -> "StepTimer":
         torch = self.torch
@@ -113,7 +114,7 @@ class StepTimer:
             self._wrap_backward()
         else:
             self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
-        if self._pairs():
+        if self.pairing:
             self._toggle_graphed_callables()
             self.look_for_helper = True
         elif self.settings.paired:
@@ -190,7 +191,7 @@ class StepTimer:
                 return timer._capture(helper, original, inputs)
             if id(helper) not in timer.helpers:
                 timer.helpers[id(helper)] = helper
-            timer.m.toggled = max(timer.m.toggled, 1)
+                timer.m.toggled = max(timer.m.toggled, 1)
             if timer.eager_window:
                 return eager_call(helper, inputs)
             give_back_grads(helper)
@@ -320,7 +321,7 @@ class StepTimer:
             saved = self.outputs if s.kind == "inference" else [p.detach().cpu() for p in self.params.values()]
             self.torch.save(saved, s.snapshot)
             self.m.snapshot = s.snapshot
-        paired = self._pairs()
+        paired = self.pairing
         window = max(1, s.iterations // max(1, s.repeats * (2 if paired else 1)))
         timed = n - s.warmup
         if timed == 0:
@@ -394,10 +395,10 @@ def eager_call(helper, inputs: tuple):
     a parameter). An optimizer stepped after the helper (kept eager) reads these gradients; the
     graph's own tensors go back to the parameters at the next graphed call (give_back_grads). A
     helper of micro-steps adds into whatever gradients the script left, as its eager loop does;
-    its next graphed call copies them into the graph's. The timer
-    makes its optimizers non-capturable for the window (optimizers_as_built); what the eager
-    windows still pay that the user's eager run does not is the slowdown that graphing lays on
-    eager backward passes (tuner/search.py GRAPHED_EAGER_SLOWDOWN)."""
+    its next graphed call copies them into the graph's. The timer makes its optimizers
+    non-capturable for the window (optimizers_as_built); what the eager windows still pay that
+    the user's eager run does not is the slowdown that graphing lays on eager backward passes
+    (tuner/search.py GRAPHED_EAGER_SLOWDOWN)."""
     if helper.accumulate:   # the graphed call attaches the graph's tensors again, with what eager left in them
         return helper.step(*inputs)
     if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
@@ -409,9 +410,9 @@ def eager_call(helper, inputs: tuple):
 def optimizers_as_built(optimizers: list) -> list:
     """For an eager window: the optimizers a full-iteration helper made capturable, as the user's
     script built them (not capturable). A capturable Adam's eager step computes its bias
-    corrections on the GPU, a dozen more kernels a step: a paired AdamW step read 1.22x a
-    never-graphed copy's eager step on the lent H100, SGD's 1.07x (bench/paired_windows_probe.py
-    contamination-full). Each step counter moves to the CPU, where a non-capturable step reads
+    corrections on the GPU, a dozen more kernels a step: kept capturable, AdamW's eager steps
+    read 1.17-1.32x a never-graphed copy's on the lent H100, as built 1.03-1.10x
+    (bench/paired_windows_probe.py contamination-full). Each step counter moves to the CPU, where a non-capturable step reads
     it (NAdam its ``mu_product`` too); the GPU tensor the graph captured is kept. Fused
     optimizers keep theirs on the GPU, and so does ASGD, capturable or not."""
     import torch
