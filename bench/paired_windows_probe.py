@@ -12,6 +12,7 @@ process prints its windows. ``summary`` compares, over the processes, the spread
     python bench/paired_windows_probe.py summary OUT1.json OUT2.json ...
     python bench/paired_windows_probe.py contamination OUT.json   (GPU: does graphing slow eager?)
     python bench/paired_windows_probe.py contamination-full OUT.json   (the same for full_iteration)
+    python bench/paired_windows_probe.py contamination-compile OUT.json   (the same for compile)
 """
 
 import argparse
@@ -210,6 +211,48 @@ def contamination_full(rounds: int, window: int) -> dict:
     return times
 
 
+def contamination_compile(rounds: int, window: int) -> dict:
+    """The same question for ``torch.compile(mode="reduce-overhead")``, the compile scope as
+    patch applies it (a compiled alias, a new step marked for its CUDA graphs each iteration):
+    does compiling a model slow the eager steps of the same model, which the paired timing's
+    eager windows run through the module the compiled alias wraps (tuner/harness.py)? Per
+    model size: a never-compiled copy, the compiled model's own eager steps, and the compiled
+    steps, an SGD step each, windows round-robin."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    times = {}
+    for width, depth, batch in ((256, 2, 64), (256, 8, 64), (256, 24, 64), (1024, 8, 256)):
+        plain, compiled = build(torch, width, depth, batch), build(torch, width, depth, batch)
+        alias = torch.compile(compiled[0], mode="reduce-overhead")
+        plain_opt = torch.optim.SGD(plain[0].parameters(), lr=1e-4, momentum=0.9)
+        compiled_opt = torch.optim.SGD(compiled[0].parameters(), lr=1e-4, momentum=0.9)
+
+        def step(forward, opt, x, y):
+            def run():
+                torch.compiler.cudagraph_mark_step_begin()
+                opt.zero_grad(set_to_none=True)
+                F.mse_loss(forward(x), y).backward()
+                opt.step()
+            return run
+
+        kinds = {
+            "never graphed, eager": step(plain[0], plain_opt, plain[1], plain[2]),
+            "compiled, its module's eager step": step(compiled[0], compiled_opt, compiled[1], compiled[2]),
+            "compiled, reduce-overhead": step(alias, compiled_opt, compiled[1], compiled[2]),
+        }
+        key = f"SGD w{width} d{depth} b{batch}"
+        times[key] = {k: [] for k in kinds}
+        for _ in range(3):
+            for timed in kinds.values():
+                window_ms(torch, timed, window)
+        for _ in range(rounds):
+            for kind, timed in kinds.items():
+                times[key][kind].append(window_ms(torch, timed, window))
+    return times
+
+
 def print_ratios(times: dict, title: str = "") -> None:
     base = times["never graphed, eager"]
     for kind, values in times.items():
@@ -232,6 +275,10 @@ def main() -> None:
     full.add_argument("out")
     full.add_argument("--rounds", type=int, default=30)
     full.add_argument("--window", type=int, default=20)
+    comp = sub.add_parser("contamination-compile")
+    comp.add_argument("out")
+    comp.add_argument("--rounds", type=int, default=30)
+    comp.add_argument("--window", type=int, default=20)
     summ = sub.add_parser("summary")
     summ.add_argument("paths", nargs="+")
     args = parser.parse_args()
@@ -243,8 +290,9 @@ def main() -> None:
         print_ratios(times)
         with open(args.out, "w") as handle:
             json.dump(times, handle)
-    elif args.command == "contamination-full":
-        times = contamination_full(args.rounds, args.window)
+    elif args.command in ("contamination-full", "contamination-compile"):
+        measure = contamination_full if args.command == "contamination-full" else contamination_compile
+        times = measure(args.rounds, args.window)
         for key, by_kind in times.items():
             print_ratios(by_kind, f"{key:22s} ")
         with open(args.out, "w") as handle:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from advisor.cli import cli
@@ -173,6 +174,37 @@ def test_full_iteration_helper_keeps_the_structure_of_a_batch():
     assert helper._flatten(tuple(batch))[1] == layout
 
 
+
+@pytest.mark.parametrize("make, first", [
+    (lambda p: torch.optim.NAdam(p, lr=0.01), {"mu_product": 1.0, "step": 0.0, "exp_avg": 0.0}),
+    (lambda p: torch.optim.ASGD(p, lr=0.02), {"mu": 1.0, "eta": 0.02, "ax": 0.0, "step": 0.0}),
+    (lambda p: torch.optim.Rprop(p, lr=0.03), {"step_size": 0.03, "prev": 0.0}),
+    (lambda p: torch.optim.AdamW(p, lr=0.04), {"exp_avg": 0.0, "exp_avg_sq": 0.0, "step": 0.0}),
+])
+def test_full_iteration_helper_starts_warm_up_state_where_a_first_step_starts_it(make, first):
+    """The helper's warm-up steps make the optimizer state the graph captures; after them it goes
+    back to where the optimizer's own first step starts it. Zero for most, but not a NAdam's
+    mu_product (a product: at zero it zeroes the bias correction and the graph trains another
+    model), ASGD's mu and eta, Rprop's step sizes. What existed before the warm-up gets its
+    saved value back."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    model = torch.nn.Linear(3, 2)
+    optimizer = make(model.parameters())
+    helper = namespace["_CgFullIterationGraph"](lambda: None, [optimizer], [model])
+    saved = helper._snapshot()                                  # before any state exists
+    for _ in range(3):                                          # the warm-up
+        model(torch.randn(4, 3)).sum().backward()
+        optimizer.step()
+    helper._restore(saved)
+    for state in optimizer.state.values():
+        for key, value in first.items():
+            assert torch.all(state[key] == value), (key, state[key])
+    before = {k: v.clone() for k, v in optimizer.state[model.weight].items()}
+    helper._restore(helper._snapshot())                         # state from before: kept as it was
+    assert all(torch.equal(before[k], v) for k, v in optimizer.state[model.weight].items())
 HOST_CALLS = """import torch
 import wandb
 from torch import nn

@@ -188,15 +188,28 @@ class _CgFullIterationGraph:
         unique = {id(t): t for t in tensors}
         return [(t, t.detach().clone()) for t in unique.values()]
 
+    # the state torch.optim makes at a first step that does not start at zero (the rest does)
+    _FIRST_VALUES = {("NAdam", "mu_product"): 1.0, ("ASGD", "mu"): 1.0, ("ASGD", "eta"): "lr", ("Rprop", "step_size"): "lr"}
+
     @torch.no_grad()
     def _restore(self, saved):
-        # in place, since the graph holds these very tensors; state made by the warm-up starts at zero
-        for state in self._states():
-            for value in state.values():
-                if torch.is_tensor(value):
-                    value.zero_()
+        # in place, since the graph holds these very tensors; state made by the warm-up starts
+        # where the optimizer's first step starts it (a NAdam's mu_product left at zero would
+        # zero its bias correction), what existed before goes back to its saved value
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    for key, value in optimizer.state.get(p, {}).items():
+                        if torch.is_tensor(value):
+                            value.fill_(self._first_value(optimizer, group, key))
         for tensor, copy in saved:
             tensor.copy_(copy)
+
+    def _first_value(self, optimizer, group, key):
+        for (name, state_key), value in self._FIRST_VALUES.items():
+            if key == state_key and isinstance(optimizer, getattr(torch.optim, name, ())):
+                return group["lr"] if value == "lr" else value
+        return 0.0
 
 
 class TinyGPT(nn.Module):
