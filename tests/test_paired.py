@@ -27,7 +27,7 @@ def test_a_paired_candidate_is_ranked_at_the_eager_runs_host_speed():
     assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
     candidate.bind_to_eager(3.0)                              # bound once: a second call changes nothing
     assert candidate.ms_per_iter == pytest.approx(2.0 / gain)
-    unpaired = Candidate("compile", status="ok", ms_per_iter=0.8, correct=True)
+    unpaired = Candidate("forward", status="ok", ms_per_iter=0.8, correct=True)
     unpaired.bind_to_eager(2.0)
     assert (unpaired.ms_per_iter, unpaired.measured_ms) == (0.8, None)
 
@@ -142,6 +142,37 @@ def test_a_graphed_module_or_function_runs_eagerly_in_an_eager_window(tmp_path):
     timer.eager_window = True
     assert child(3) == 3 and got_double(3) == 6
     assert timer.m.toggled == 4
+
+
+class _TracedOrNot(torch.nn.Module):
+    """+1 where dynamo traces it (a compiled call), +2 where it runs as Python (eager)."""
+
+    def forward(self, x):
+        return x + (1 if torch.compiler.is_compiling() else 2)
+
+
+def test_what_torch_compile_compiled_runs_uncompiled_in_an_eager_window(tmp_path):
+    """The compile scope timed paired: the patch's compiled alias of a model (and a compiled
+    function) runs the model as the loop did for an eager window and compiled again after; the
+    alias stays the module torch.compile made (its _orig_mod, its state_dict). A decorator
+    factory (torch.compile(mode=...)) passes through. Real torch.compile, dynamo's eager backend."""
+    stand_in = _stand_in_torch(_Clock())
+    stand_in.compile = torch.compile
+    timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), stand_in)
+    timer._toggle_compiled()
+    model = _TracedOrNot()
+    alias = stand_in.compile(model, backend="eager")
+    function = stand_in.compile(lambda x: x * 3 + (1 if torch.compiler.is_compiling() else 2), backend="eager")
+    decorate = stand_in.compile(backend="eager")
+    x = torch.zeros(2)
+    assert isinstance(alias, torch.nn.Module) and alias._orig_mod is model
+    assert alias(x).tolist() == [1.0, 1.0] and function(x).tolist() == [1.0, 1.0]
+    timer.eager_window = True
+    assert alias(x).tolist() == [2.0, 2.0] and function(x).tolist() == [2.0, 2.0]
+    timer.eager_window = False
+    assert alias(x).tolist() == [1.0, 1.0]
+    assert decorate(lambda x: x + 1)(x).tolist() == [1.0, 1.0] and timer.m.toggled == 2
+    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("change, why", [

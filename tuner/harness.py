@@ -116,6 +116,7 @@ class StepTimer:
             self._hook = optim.register_optimizer_step_post_hook(self._after_optimizer_step)
         if self.pairing:
             self._toggle_graphed_callables()
+            self._toggle_compiled()
             self.look_for_helper = True
         elif self.settings.paired:
             self.m.unpaired_why = self._why_unpaired()
@@ -170,6 +171,38 @@ class StepTimer:
         graphs = getattr(torch.cuda, "graphs", None)
         if getattr(graphs, "make_graphed_callables", None) is original:   # the same function, its module's name
             graphs.make_graphed_callables = make_graphed_callables
+
+    def _toggle_compiled(self) -> None:
+        """Paired timing of the compile scope: what ``torch.compile`` compiles (the patch's
+        compiled alias of a model, or a function) runs its uncompiled self for the eager windows.
+        A compiled module's instance ``forward`` (dynamo's frame) is switched, so the alias keeps
+        its type, its hooks and its ``_orig_mod``; the eager path calls the module as the user's
+        loop does. Compiling does not slow the module's own eager steps (0.98-1.00x a
+        never-compiled copy's, bench/paired_windows_probe.py contamination-compile)."""
+        torch, timer = self.torch, self
+        original = getattr(torch, "compile", None)
+        if original is None:   # torch before 2.0
+            return
+
+        def switch(compiled, eager):
+            def forward(*args, **kwargs):
+                return (eager if timer.eager_window else compiled)(*args, **kwargs)
+            return forward
+
+        def compile(model=None, *args, **kwargs):
+            compiled = original(model, *args, **kwargs)
+            if model is None or not callable(model) or compiled is model:   # a decorator factory, or in place
+                return compiled
+            if isinstance(model, torch.nn.Module):
+                if not isinstance(compiled, torch.nn.Module) or "forward" not in vars(compiled):
+                    return compiled
+                compiled.forward = switch(compiled.forward, model.__call__)
+            else:
+                compiled = switch(compiled, model)
+            timer.m.toggled += 1
+            return compiled
+
+        torch.compile = compile
 
     def _toggle_full_iteration(self, caller) -> None:
         """Paired timing of a full-iteration graph: the patch's helper (``_CgFullIterationGraph``,
@@ -362,7 +395,7 @@ class StepTimer:
                 self.m.window_ms = windows
                 if paired:
                     self.m.unpaired_why = ("no graph ran that has an eager path (torch.cuda.make_graphed_callables, "
-                                           "or the full-iteration helper)")
+                                           "torch.compile, or the full-iteration helper)")
             self.m.ms_per_iter = statistics.median(self.m.window_ms)
             self.m.complete = True
             self.write()

@@ -40,14 +40,14 @@ class TuneOptions:
     keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
     python: str = sys.executable       # the interpreter that runs the user's script (its torch)
     launcher: list = field(default_factory=list)   # torchrun and its arguments: every candidate runs on all ranks
-    paired: bool = True                # fwd_bwd, submodule, full_iteration timed alternating with eager windows in their process
+    paired: bool = True                # PAIRED_SCOPES timed alternating with eager windows in their process
 
 
 ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
 # scopes whose graphs have an eager path the harness can switch to for a window (the modules
-# make_graphed_callables graphs; the full-iteration helper's step), so they are timed paired
-# (tuner/harness.py); the others' (compile) eager run is the eager process's
-PAIRED_SCOPES = ("fwd_bwd", "submodule", "full_iteration")
+# make_graphed_callables graphs; the full-iteration helper's step; what torch.compile compiled),
+# so they are timed paired (tuner/harness.py)
+PAIRED_SCOPES = ("fwd_bwd", "submodule", "full_iteration", "compile")
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
