@@ -9,6 +9,11 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
 - ``graph_node_us``: GPU time per node when a graph of such ops replays (the kernel and the
   gap between nodes), the cost a graph keeps;
 - ``graph_launch_us``: host time of one ``replay()`` of a graph of that many nodes;
+- ``helper_overhead_us``: host time of one call of the helper a full_iteration patch adds
+  (tuner/templates.py) beyond its graph's ``replay()``: reading the batch's structure, copying
+  two input tensors into the graph's buffers, the Python around them. The trace of an eager
+  run cannot show it, and on a small step it sets the pace: a 16-operation step's graph replays
+  in 0.03 ms of GPU time but ran at 0.063 ms an iteration on the lent H200;
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
 The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
@@ -29,6 +34,7 @@ import sys
 import time
 
 OPS = 400        # ops per timed batch: long enough to swamp timer cost, short enough for seconds
+CALLS = 20       # helper calls per timed batch: few enough that the GPU never holds the host back
 REPEATS = 7      # timed batches per round; a round reports their median
 ROUNDS = 5       # rounds of both host costs, PAUSE_S apart; the median round is kept (odd: one middle)
 PAUSE_S = 0.2
@@ -100,6 +106,7 @@ def calibrate(torch) -> dict:
             node.append(begin.elapsed_time(end) * 1e3 / OPS)
         eager_rounds.append(eager)
         launch_rounds.append(launch)
+    helper_rounds = helper_overhead(torch, device)
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
@@ -114,7 +121,49 @@ def calibrate(torch) -> dict:
         "ops_per_sample": OPS,
         "eager_launch_us_rounds": [round(_median(batch), 3) for batch in eager_rounds],
         "graph_launch_us_rounds": [round(_median(batch), 3) for batch in launch_rounds],
+        "helper_overhead_us": typical(helper_rounds),
+        "helper_overhead_us_rounds": [round(_median(batch), 3) for batch in helper_rounds],
     }
+
+
+def helper_overhead(torch, device) -> list:
+    """Rounds of the full-iteration helper's host cost per call beyond its replay: the helper
+    around a small training step (a linear layer, its loss, backward and an SGD step) with an
+    input and a target, timed in batches of CALLS calls, each against as many bare replays of
+    the graph it captured."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    model = torch.nn.Linear(8, 8).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    helper = namespace["_CgFullIterationGraph"](step, [optimizer], [model])
+    for _ in range(3):
+        helper(x, y)               # captures, then replays
+    torch.cuda.synchronize()
+
+    def per_call(call) -> float:
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            call()
+        elapsed = (time.perf_counter() - start) / CALLS * 1e6
+        torch.cuda.synchronize()
+        return elapsed
+
+    rounds = []
+    for round_ in range(ROUNDS):
+        if round_:
+            time.sleep(PAUSE_S)
+        rounds.append([per_call(lambda: helper(x, y)) - per_call(helper.graph.replay) for _ in range(REPEATS)])
+    return rounds
 
 
 def main() -> int:

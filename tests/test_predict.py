@@ -419,6 +419,24 @@ def test_each_forward_call_of_an_iteration_pays_the_graphed_callables_cost(rows,
     assert pr.physical(unmarked, "fwd_bwd", shipped) == pr.physical({**one, "phases_marked": "0"}, "fwd_bwd", shipped)
 
 
+def test_the_full_iteration_helpers_calibrated_call_cost_joins_its_host_side_only(rows, shipped):
+    """The calibration's helper_overhead_us (the patch helper's Python and input copies per
+    call, beyond its replay) adds to full_iteration's host side, once an iteration; other scopes
+    call no such helper. A row without it (the datasets, records from before) keeps what the
+    model was fitted with. A host-bound step's time grows by all of it."""
+    row = {**rows[0], "syncs": "0", "phases_marked": "1"}
+    timed = {**row, "helper_overhead_us": "50"}
+    before, after = pr.physical(row, "full_iteration", shipped), pr.physical(timed, "full_iteration", shipped)
+    assert after["host_ms"] - before["host_ms"] == pytest.approx(0.05, rel=1e-9)
+    assert after["gpu_ms"] == before["gpu_ms"]
+    for scope in ("fwd_bwd", "submodule", "compile"):
+        assert pr.physical(timed, scope, shipped) == pr.physical(row, scope, shipped)
+    assert pr.physical({**row, "helper_overhead_us": ""}, "full_iteration", shipped) == before
+    host_bound = {**timed, "busy_ms": "0.001", "graph_node_us": "0.001"}
+    assert pr.physical(host_bound, "full_iteration", shipped)["ms"] == pytest.approx(
+        pr.physical(host_bound, "full_iteration", shipped)["host_ms"], rel=1e-9)
+
+
 def test_the_parameter_line_is_fitted_only_from_rows_that_count_parameters(rows):
     """A dataset without the count (older collections, other people's CSVs) fits the
     per-operation line alone; a model from it predicts with that line."""

@@ -66,6 +66,8 @@ def test_calibration_on_a_gpu():
     rounds = got["eager_launch_us_rounds"]
     assert len(rounds) == 5 and got["eager_launch_us"] == pytest.approx(sorted(rounds)[2], rel=1e-3)
     assert got["graph_launch_us"] == pytest.approx(sorted(got["graph_launch_us_rounds"])[2], rel=1e-3)
+    # the full-iteration helper's own cost per call: Python and two copies, more than nothing
+    assert 0 < got["helper_overhead_us"] < 1000 and len(got["helper_overhead_us_rounds"]) == 5
 
 
 def test_a_disturbed_round_does_not_move_the_calibration():
