@@ -219,19 +219,24 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu += capturable_ms(f, model)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _fusible(f)
-    ms = graphed_ms(f, gpu, host, model)
+    ms = graphed_ms(f, gpu, host, model, whole_step=scope == "full_iteration" and not leaves_eager)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
 
 
-def graphed_ms(f: dict, gpu: float, host: float, model: dict) -> float:
+def graphed_ms(f: dict, gpu: float, host: float, model: dict, whole_step: bool = False) -> float:
     """A scope's ms/iteration from its two sides. They overlap, but a host sync makes the host
-    wait for the graph: then part of the shorter side adds to the longer (the share fitted on
-    the synced rows: the optimizer's kernels still overlap the next iteration's host work, so
-    it is well under all of it). Every scope leaves the trace's syncs eager: none can be
-    captured, so a full_iteration graph keeps a GradScaler's inf check, a logged .item() and a
-    pageable batch's copy out of the graph too (counted only under an eager optimizer before:
-    the unseen scripts' graphed time within 20 % for 5 of 10, 7 with it)."""
-    serial = model.get("sync_serial_share", 1.0) if _value(f, "syncs", 0.0) >= 1 else 0.0
+    wait for the graph: then part of the shorter side adds to the longer. Every scope leaves the
+    trace's syncs eager: none can be captured, so a full_iteration graph keeps a GradScaler's
+    inf check, a logged .item() and a pageable batch's copy out of the graph too (counted only
+    under an eager optimizer before: the unseen scripts' graphed time within 20 % for 5 of 10,
+    7 with it). The share is fitted apart for the two cases (``_sync_serial_share``): where
+    kernels stay outside the graph, on its rows (the optimizer's kernels still overlap the next
+    iteration's host work, so it is well under all of it); where one graph holds the whole step,
+    a sync waits for all of it and the next replay for the host, on rows of such graphs, fully
+    serial without any (the datasets hold none; in traces of four graphed corpus scripts on the
+    H100 the synced ones ran at 1.5-2.7x their graph's GPU time, the unsynced one at 1.06x)."""
+    key = "sync_serial_share_whole_step" if whole_step else "sync_serial_share"
+    serial = model.get(key, 1.0) if _value(f, "syncs", 0.0) >= 1 else 0.0
     return max(max(gpu, host) + serial * min(gpu, host), 1e-9)
 
 
@@ -387,20 +392,25 @@ def fit_constants(rows) -> dict:
         _callable_cost(rows, constants, "param_tensors") or (None, None))
     # last: the share is fitted on the host side as predictions compute it, with the
     # callable cost per parameter tensor where a row counts them
-    constants["sync_serial_share"] = _sync_serial_share(rows, constants)
+    constants["sync_serial_share"] = _sync_serial_share(rows, constants, whole_step=False)
+    constants["sync_serial_share_whole_step"] = _sync_serial_share(rows, constants, whole_step=True)
     return constants
 
 
-def _sync_serial_share(rows, constants: dict) -> float:
+def _sync_serial_share(rows, constants: dict, whole_step: bool) -> float:
     """How much of the shorter side a host sync left eager adds to the longer one: the median
     over the measured scopes of rows with a sync, (measured - max(gpu, host)) / min(gpu, host),
-    within 0 (no cost) and 1 (fully serial, the default without such rows)."""
-    bare = {**constants, "sync_serial_share": 0.0}
+    within 0 (no cost) and 1 (fully serial, the default without such rows). ``whole_step``: on
+    full-iteration graphs that hold the optimizer step, else on the scopes that leave kernels
+    eager (fwd_bwd, full_iteration with the optimizer kept eager)."""
+    bare = {**constants, "sync_serial_share": 0.0, "sync_serial_share_whole_step": 0.0}
     shares = []
     for r in rows:
         for scope in ("fwd_bwd", "full_iteration"):
             ms = _value(r, f"{scope}_ms")
             if not ms > 0 or _value(r, "syncs", 0.0) < 1:
+                continue
+            if whole_step != (scope == "full_iteration" and _value(r, "optimizer_eager", 0.0) == 0):
                 continue
             estimate = physical(r, scope, bare)
             shorter = min(estimate["gpu_ms"], estimate["host_ms"])

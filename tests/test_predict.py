@@ -568,15 +568,22 @@ def test_the_sync_share_is_fitted_on_the_host_side_predictions_compute(rows, shi
 
 def test_a_sync_serialises_a_full_iteration_graph_that_captures_the_optimizer(rows, shipped):
     """No capture holds a sync, so a logged .item() or a pageable batch's copy stays outside a
-    full_iteration graph even when the optimizer step is inside it: the fitted share of the
-    shorter side adds to the longer one, as under an eager optimizer."""
+    full_iteration graph even when the optimizer step is inside it. There the sync waits for
+    the whole step and the next replay for the host: the share of the shorter side that adds to
+    the longer is fitted on such rows apart, and the shipped datasets hold none, so it is fully
+    serial. A row with such a sync in the dataset fits it (here: half the shorter side)."""
     row = next(r for r in rows if number(r, "syncs") < 1 and number(r, "optimizer_eager") == 0
                and number(r, "full_iteration_ms") > 0)
     bare = pr.physical(row, "full_iteration", shipped)
     synced = pr.physical({**row, "syncs": "2"}, "full_iteration", shipped)
     longer, shorter = max(bare["gpu_ms"], bare["host_ms"]), min(bare["gpu_ms"], bare["host_ms"])
-    assert synced["ms"] == pytest.approx(longer + shipped["sync_serial_share"] * shorter, rel=1e-9)
+    assert shipped["sync_serial_share_whole_step"] == 1.0
+    assert synced["ms"] == pytest.approx(longer + shorter, rel=1e-9)
     assert bare["ms"] == pytest.approx(longer, rel=1e-9) and synced["ms"] > bare["ms"]
+    fitted = pr.fit_constants(rows + [{**row, "workload": "synced", "syncs": "2",
+                                       "full_iteration_ms": str(longer + 0.5 * shorter), "fwd_bwd_ms": ""}])
+    assert fitted["sync_serial_share_whole_step"] == pytest.approx(0.5, abs=0.02)   # its sides move with the row
+    assert fitted["sync_serial_share"] == pytest.approx(shipped["sync_serial_share"], rel=0.01)
 
 
 def test_full_iteration_takes_the_loops_zero_grad_into_the_graph(rows, shipped):
