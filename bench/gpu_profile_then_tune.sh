@@ -1,0 +1,15 @@
+#!/bin/bash
+# Profiles each corpus script and tunes it right after (SCOPES timed paired, RUNS processes), one
+# script after the other on the same machine, so that the profile's eager baseline and tune's
+# timings see the same host (the lent machines' host speed differs from one start to the next).
+# Then, here: python bench/unseen_rows.py OUT -o rows.csv && python bench/paired_vs_predicted.py
+# rows.csv OUT --scope full_iteration
+# Usage (GPU, nsys on PATH): CORPUS="cifar_tutorial in_function" bash bench/gpu_profile_then_tune.sh OUT [SECONDS] [RUNS] [SCOPES]
+set -u
+out=${1:?OUTDIR}; deadline=${2:-540}; runs=${3:-3}; scopes=${4:-full_iteration}
+start=$SECONDS
+for name in ${CORPUS:-}; do
+  [ $((SECONDS - start)) -ge "$deadline" ] && { echo "deadline: $name not profiled"; continue; }
+  CORPUS=$name bash bench/gpu_profile_only.sh "$out" 100000
+  CORPUS=$name bash bench/gpu_paired_tune.sh "$out" 100000 "$runs" "$scopes"
+done
