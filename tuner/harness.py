@@ -144,13 +144,8 @@ class StepTimer:
         tune times eager and a full-iteration graph, a host-bound loop moved 2x from process to
         process on the lent H200 (0.36-0.73 ms) while the two alternating in one process stayed
         within 4 % of each other (bench/paired_windows_probe.py)."""
-        torch, timer = self.torch, self
+        torch, timer, switch = self.torch, self, self._switch
         original = torch.cuda.make_graphed_callables
-
-        def switch(graphed, eager):
-            def forward(*args, **kwargs):
-                return (eager if timer.eager_window else graphed)(*args, **kwargs)
-            return forward
 
         def make_graphed_callables(callables, *args, **kwargs):
             single = not isinstance(callables, tuple)
@@ -172,6 +167,12 @@ class StepTimer:
         if getattr(graphs, "make_graphed_callables", None) is original:   # the same function, its module's name
             graphs.make_graphed_callables = make_graphed_callables
 
+    def _switch(self, graphed, eager):
+        """A callable that runs ``eager`` in the eager windows and ``graphed`` in the others."""
+        def forward(*args, **kwargs):
+            return (eager if self.eager_window else graphed)(*args, **kwargs)
+        return forward
+
     def _toggle_compiled(self) -> None:
         """Paired timing of the compile scope: what ``torch.compile`` compiles (the patch's
         compiled alias of a model, or a function) runs its uncompiled self for the eager windows.
@@ -179,15 +180,10 @@ class StepTimer:
         its type, its hooks and its ``_orig_mod``; the eager path calls the module as the user's
         loop does. Compiling does not slow the module's own eager steps (0.98-1.00x a
         never-compiled copy's, bench/paired_windows_probe.py contamination-compile)."""
-        torch, timer = self.torch, self
+        torch, timer, switch = self.torch, self, self._switch
         original = getattr(torch, "compile", None)
         if original is None:   # torch before 2.0
             return
-
-        def switch(compiled, eager):
-            def forward(*args, **kwargs):
-                return (eager if timer.eager_window else compiled)(*args, **kwargs)
-            return forward
 
         def compile(model=None, *args, **kwargs):
             compiled = original(model, *args, **kwargs)
