@@ -106,7 +106,10 @@ def calibrate(torch) -> dict:
             node.append(begin.elapsed_time(end) * 1e3 / OPS)
         eager_rounds.append(eager)
         launch_rounds.append(launch)
-    helper_rounds = helper_overhead(torch, device)
+    try:
+        helper = helper_figures(helper_overhead(torch, device))
+    except Exception as error:  # noqa: BLE001 - the launch costs above stand without it
+        helper = {"helper_overhead_error": f"{type(error).__name__}: {error}"[:300]}
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
@@ -121,16 +124,22 @@ def calibrate(torch) -> dict:
         "ops_per_sample": OPS,
         "eager_launch_us_rounds": [round(_median(batch), 3) for batch in eager_rounds],
         "graph_launch_us_rounds": [round(_median(batch), 3) for batch in launch_rounds],
-        "helper_overhead_us": typical(helper_rounds),
-        "helper_overhead_us_rounds": [round(_median(batch), 3) for batch in helper_rounds],
+        **helper,
     }
+
+
+def helper_figures(rounds) -> dict:
+    """The helper's cost as the launch costs are kept: the median round, and every round."""
+    return {"helper_overhead_us": typical(rounds),
+            "helper_overhead_us_rounds": [round(_median(batch), 3) for batch in rounds]}
 
 
 def helper_overhead(torch, device) -> list:
     """Rounds of the full-iteration helper's host cost per call beyond its replay: the helper
     around a small training step (a linear layer, its loss, backward and an SGD step) with an
     input and a target, timed in batches of CALLS calls, each against as many bare replays of
-    the graph it captured."""
+    the graph it captured. Where it cannot run (a capture this torch refuses), the calibration
+    records why and the prediction goes without the figure, as for a record from before."""
     from tuner.templates import FULL_ITERATION
 
     namespace = {"torch": torch}
