@@ -248,6 +248,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
         run = prof.run(run, nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
         calibrated = runrecord.calibration(target.python)
+    if "error" in calibrated:
+        _note(f"calibration: {calibrated['error']}; the prediction uses the fitting GPU's constants")
     applied = None
     if target.argv[0] != "-m":
         applied = runrecord.applied_scopes(target.script)

@@ -153,26 +153,30 @@ class _TracedOrNot(torch.nn.Module):
 
 def test_what_torch_compile_compiled_runs_uncompiled_in_an_eager_window(tmp_path):
     """The compile scope timed paired: the patch's compiled alias of a model (and a compiled
-    function) runs the model as the loop did for an eager window and compiled again after; the
-    alias stays the module torch.compile made (its _orig_mod, its state_dict). A decorator
-    factory (torch.compile(mode=...)) passes through. Real torch.compile, dynamo's eager backend."""
+    function), on a line the patch marks, runs the model as the loop did for an eager window
+    and compiled again after; the alias stays the module torch.compile made (its _orig_mod).
+    What the script compiles itself (a loss, a decorated function) stays compiled in every
+    window, as in the eager process. Real torch.compile, dynamo's eager backend."""
     stand_in = _stand_in_torch(_Clock())
     stand_in.compile = torch.compile
     timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), stand_in)
     timer._toggle_compiled()
     model = _TracedOrNot()
-    alias = stand_in.compile(model, backend="eager")
-    function = stand_in.compile(lambda x: x * 3 + (1 if torch.compiler.is_compiling() else 2), backend="eager")
-    decorate = stand_in.compile(backend="eager")
-    x = torch.zeros(2)
-    assert isinstance(alias, torch.nn.Module) and alias._orig_mod is model
-    assert alias(x).tolist() == [1.0, 1.0] and function(x).tolist() == [1.0, 1.0]
-    timer.eager_window = True
-    assert alias(x).tolist() == [2.0, 2.0] and function(x).tolist() == [2.0, 2.0]
-    timer.eager_window = False
-    assert alias(x).tolist() == [1.0, 1.0]
-    assert decorate(lambda x: x + 1)(x).tolist() == [1.0, 1.0] and timer.m.toggled == 2
-    torch._dynamo.reset()
+    try:
+        alias = stand_in.compile(model, backend="eager")  # cg-advise: scope compile
+        function = stand_in.compile(lambda x: x * 3 + (1 if torch.compiler.is_compiling() else 2), backend="eager")  # cg-advise: scope compile
+        own = stand_in.compile(_TracedOrNot(), backend="eager")
+        decorate = stand_in.compile(backend="eager")  # cg-advise: scope compile
+        x = torch.zeros(2)
+        assert isinstance(alias, torch.nn.Module) and alias._orig_mod is model
+        assert alias(x).tolist() == [1.0, 1.0] and function(x).tolist() == [1.0, 1.0]
+        timer.eager_window = True
+        assert alias(x).tolist() == [2.0, 2.0] and function(x).tolist() == [2.0, 2.0]
+        assert own(x).tolist() == [1.0, 1.0] and decorate(lambda x: x + 1)(x).tolist() == [1.0, 1.0]
+        timer.eager_window = False
+        assert alias(x).tolist() == [1.0, 1.0] and timer.m.toggled == 2
+    finally:
+        torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("change, why", [

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -180,6 +181,7 @@ def test_full_iteration_helper_keeps_the_structure_of_a_batch():
     (lambda p: torch.optim.ASGD(p, lr=0.02), {"mu": 1.0, "eta": 0.02, "ax": 0.0, "step": 0.0}),
     (lambda p: torch.optim.Rprop(p, lr=0.03), {"step_size": 0.03, "prev": 0.0}),
     (lambda p: torch.optim.AdamW(p, lr=0.04), {"exp_avg": 0.0, "exp_avg_sq": 0.0, "step": 0.0}),
+    (lambda p: torch.optim.ASGD(p, lr=torch.tensor([0.05])), {"eta": 0.05, "mu": 1.0}),   # an lr tensor
 ])
 def test_full_iteration_helper_starts_warm_up_state_where_a_first_step_starts_it(make, first):
     """The helper's warm-up steps make the optimizer state the graph captures; after them it goes
@@ -202,9 +204,35 @@ def test_full_iteration_helper_starts_warm_up_state_where_a_first_step_starts_it
     for state in optimizer.state.values():
         for key, value in first.items():
             assert torch.all(state[key] == value), (key, state[key])
+    for state in optimizer.state.values():                    # state from before: kept as it was
+        for value in state.values():
+            value.add_(0.5)
     before = {k: v.clone() for k, v in optimizer.state[model.weight].items()}
-    helper._restore(helper._snapshot())                         # state from before: kept as it was
+    helper._restore(helper._snapshot())
     assert all(torch.equal(before[k], v) for k, v in optimizer.state[model.weight].items())
+
+
+def test_full_iteration_helper_starts_a_complex_rprop_and_a_wrapped_nadam_where_their_first_step_does():
+    """Rprop steps a complex parameter's real and imaginary parts apart, each from lr; a NAdam
+    behind a wrapper (accelerate's AcceleratedOptimizer keeps it as .optimizer) is still a NAdam."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    weight = torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))
+    rprop = torch.optim.Rprop([weight], lr=0.03)
+    nadam = torch.optim.NAdam([torch.nn.Parameter(torch.randn(3))], lr=0.01)
+    wrapped = types.SimpleNamespace(optimizer=nadam, param_groups=nadam.param_groups, state=nadam.state)
+    helper = namespace["_CgFullIterationGraph"](lambda: None, [rprop, wrapped])
+    saved = helper._snapshot()
+    for _ in range(2):
+        (weight.abs() ** 2).sum().backward()
+        rprop.step()
+        nadam.param_groups[0]["params"][0].sum().backward()
+        nadam.step()
+    helper._restore(saved)
+    assert torch.all(rprop.state[weight]["step_size"] == complex(0.03, 0.03))
+    assert all(float(s["mu_product"]) == 1.0 for s in nadam.state.values())
 HOST_CALLS = """import torch
 import wandb
 from torch import nn

@@ -21,7 +21,9 @@ path becomes the worker's RANK, so that every rank writes its own measurement an
 from __future__ import annotations
 
 import atexit
+import functools
 import json
+import linecache
 import os
 import statistics
 import sys
@@ -169,13 +171,15 @@ class StepTimer:
 
     def _switch(self, graphed, eager):
         """A callable that runs ``eager`` in the eager windows and ``graphed`` in the others."""
+        @functools.wraps(graphed)
         def forward(*args, **kwargs):
             return (eager if self.eager_window else graphed)(*args, **kwargs)
         return forward
 
     def _toggle_compiled(self) -> None:
-        """Paired timing of the compile scope: what ``torch.compile`` compiles (the patch's
-        compiled alias of a model, or a function) runs its uncompiled self for the eager windows.
+        """Paired timing of the compile scope: the patch's compiled alias of a model (a
+        ``torch.compile`` call on a line marked COMPILE_MARK) runs the model uncompiled for the
+        eager windows; what the script compiles itself stays compiled, as in the eager process.
         A compiled module's instance ``forward`` (dynamo's frame) is switched, so the alias keeps
         its type, its hooks and its ``_orig_mod``; the eager path calls the module as the user's
         loop does. Compiling does not slow the module's own eager steps (0.98-1.00x a
@@ -187,7 +191,10 @@ class StepTimer:
 
         def compile(model=None, *args, **kwargs):
             compiled = original(model, *args, **kwargs)
-            if model is None or not callable(model) or compiled is model:   # a decorator factory, or in place
+            caller = sys._getframe(1)
+            if COMPILE_MARK not in linecache.getline(caller.f_code.co_filename, caller.f_lineno):
+                return compiled   # the script's own compile (a loss, a decorator): compiled in both processes
+            if model is None or not callable(model) or compiled is model:
                 return compiled
             if isinstance(model, torch.nn.Module):
                 if not isinstance(compiled, torch.nn.Module) or "forward" not in vars(compiled):
@@ -412,6 +419,7 @@ class StepTimer:
 
 
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
+COMPILE_MARK = "cg-advise: scope compile"           # the comment on the compile patch's torch.compile line
 ON_CPU_UNLESS_CAPTURABLE = ("step", "mu_product")   # torch.optim's scalar state off the GPU when not capturable
 GRAPH_GRADS = "_cg_tune_graph_grads"   # eager_call keeps the graph's gradient tensors on the helper here
 

@@ -39,6 +39,7 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_value_bin
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
+from .harness import COMPILE_MARK
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
 
@@ -328,7 +329,7 @@ class _Rewriter:
             # loop (a checkpoint's state_dict) sees the module as it was, and a model that is a
             # global or a function's parameter needs no new local binding
             aliases = {m: _compiled_name(m) for m in models}
-            code = "".join(f'{aliases[m]} = torch.compile({m}, mode="reduce-overhead")  # cg-advise: scope compile\n'
+            code = "".join(f'{aliases[m]} = torch.compile({m}, mode="reduce-overhead")  # {COMPILE_MARK}\n'
                            for m in models)
             return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
         # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well

@@ -189,7 +189,9 @@ class _CgFullIterationGraph:
         unique = {id(t): t for t in tensors}
         return [(t, t.detach().clone()) for t in unique.values()]
 
-    # the state torch.optim makes at a first step that does not start at zero (the rest does)
+    # the state torch.optim makes at a first step that does not start at zero; the rest starts
+    # there (SGD's momentum buffer is the first gradient itself, which a zero buffer gives too
+    # unless the script set dampening)
     _FIRST_VALUES = {("NAdam", "mu_product"): 1.0, ("ASGD", "mu"): 1.0, ("ASGD", "eta"): "lr", ("Rprop", "step_size"): "lr"}
 
     @torch.no_grad()
@@ -202,14 +204,17 @@ class _CgFullIterationGraph:
                 for p in group["params"]:
                     for key, value in optimizer.state.get(p, {}).items():
                         if torch.is_tensor(value):
-                            value.fill_(self._first_value(optimizer, group, key))
+                            first = self._first_value(optimizer, group, key)
+                            value.fill_(complex(first, first) if value.is_complex() else first)
         for tensor, copy in saved:
             tensor.copy_(copy)
 
     def _first_value(self, optimizer, group, key):
+        inner = getattr(optimizer, "optimizer", optimizer)   # a wrapper's (accelerate's) optimizer
         for (name, state_key), value in self._FIRST_VALUES.items():
-            if key == state_key and isinstance(optimizer, getattr(torch.optim, name, ())):
-                return group["lr"] if value == "lr" else value
+            if key == state_key and isinstance(inner, getattr(torch.optim, name, ())):
+                lr = group["lr"]
+                return (float(lr) if torch.is_tensor(lr) else lr) if value == "lr" else value
         return 0.0
 
 
