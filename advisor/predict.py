@@ -68,7 +68,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
                    "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
-                   "capturable_elements", "forward_calls", "helper_overhead_us")
+                   "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -122,6 +122,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad
         "forward_calls": phase("forward_calls"),   # nan in a summary from before they were counted
         "zero_grad_in_graph": 1.0 if full.get("zero_grad_in_graph") else 0.0,   # patch drops the loop's call
+        "per_micro_step": 1.0 if full.get("per_micro_step") else 0.0,   # a graph of one micro-step, called at each
         # the distinct parameter tensors (and their elements) whose optimizer a full-iteration
         # graph makes capturable (nan: a record from before the bootstrap counted them)
         "capturable_params": _number(made.get("tensors")),
@@ -196,6 +197,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         outside = floor + (after if leaves_eager else 0.0)
         eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
         launch_ms += helper_ms(f)
+        if _value(f, "per_micro_step", 0.0) > 0 and marked:   # gradient accumulation: the helper at each micro-step
+            replays = max(1.0, _value(f, "forward_calls", 1.0))
     elif scope == "submodule":
         share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
         outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between + optimizer_ms
@@ -588,7 +591,9 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
             out[scope].update(low=min(low, speedup), high=max(min(high, ceiling[scope]), speedup))
         else:
             out[scope]["unvalidated"] = "no measurements of this scope in the model's dataset: physics alone"
-        if scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
+        if scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0:
+            out[scope]["as_applied"] = "a graph of one micro-step, replayed at each; the optimizer step eager after them"
+        elif scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
     return _advice(out, model, GRAPH_SCOPES)
 

@@ -437,6 +437,21 @@ def test_the_full_iteration_helpers_calibrated_call_cost_joins_its_host_side_onl
         pr.physical(host_bound, "full_iteration", shipped)["host_ms"], rel=1e-9)
 
 
+def test_a_graph_of_one_micro_step_is_called_at_each_micro_step(rows, shipped):
+    """Gradient accumulation under full_iteration: patch captures one micro-step and the loop
+    calls the helper k times an iteration, so its launch and its own cost are paid k times (a
+    traced iteration of k forward calls, its phases marked); the prediction names the variant.
+    A full-iteration graph of a GAN's whole step (k calls of a model, one replay) is not."""
+    row = {**rows[0], "syncs": "0", "phases_marked": "1", "optimizer_eager": "1", "helper_overhead_us": "20",
+           "forward_calls": "4"}
+    micro = {**row, "per_micro_step": "1"}
+    launch_ms = pr._value(row, "graph_launch_us", shipped["calibration"]["graph_launch_us"]) / 1e3
+    grown = pr.physical(micro, "full_iteration", shipped)["host_ms"] - pr.physical(row, "full_iteration", shipped)["host_ms"]
+    assert grown == pytest.approx(3 * (launch_ms + 0.02), rel=1e-9)
+    assert "one micro-step" in pr.predict(shipped, micro)["full_iteration"]["as_applied"]
+    assert "GradScaler" in pr.predict(shipped, row)["full_iteration"]["as_applied"]
+
+
 def test_the_parameter_line_is_fitted_only_from_rows_that_count_parameters(rows):
     """A dataset without the count (older collections, other people's CSVs) fits the
     per-operation line alone; a model from it predicts with that line."""

@@ -17,8 +17,10 @@ def test_applied_scopes_follow_what_patch_does():
     amp = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_amp.py")
     plain = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_plain.py")
     assert amp["kind"] == plain["kind"] == "train"
-    assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_in_graph": True}
-    assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_in_graph": True}
+    assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_in_graph": True,
+                                               "per_micro_step": False}
+    assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_in_graph": True,
+                                                 "per_micro_step": False}
     assert set(plain["scopes"]) == {"full_iteration", "fwd_bwd", "submodule", "compile"}
 
 
@@ -29,6 +31,7 @@ def test_a_graph_of_one_micro_step_leaves_the_loops_zero_grad_eager():
     applied = runrecord.applied_scopes(ROOT / "tests" / "corpus" / "micro_steps.py")
     assert applied["scopes"]["full_iteration"]["applies"]
     assert applied["scopes"]["full_iteration"]["zero_grad_in_graph"] is False
+    assert applied["scopes"]["full_iteration"]["per_micro_step"] is True
 
 
 def test_a_refused_scope_carries_patch_s_reason():

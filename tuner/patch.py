@@ -67,6 +67,8 @@ class Patch:
     optimizer_eager: bool = False         # full_iteration with the optimizer step left out of the graph
     zero_grad_in_graph: bool = False      # full_iteration took the loop's zero_grad statement out of the
                                           # loop (the graph's backward writes the gradients afresh)
+    per_micro_step: bool = False          # full_iteration of gradient accumulation: a graph of one micro-step,
+                                          # replayed at each, the optimizer step eager after them
 
     @property
     def patched_bytes(self) -> bytes:
@@ -102,7 +104,8 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     rewriter = _Rewriter(spec, scope, path)
     patched = _same_line_endings(original, rewriter.apply(module).code)
     check(path, original, patched)
-    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside, rewriter.zero_grad_dropped)
+    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside, rewriter.zero_grad_dropped,
+                 rewriter.per_micro_step)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
@@ -155,6 +158,7 @@ class _Rewriter:
         self.spec, self.scope, self.path = spec, scope, path
         self.optimizer_outside = False
         self.zero_grad_dropped = False   # a zero_grad statement of the loop went (not with micro-steps)
+        self.per_micro_step = False      # full_iteration captured one micro-step of gradient accumulation
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -437,6 +441,7 @@ class _Rewriter:
                               "a captured micro-step adds into them")
         inner_end = len(is_backward) - 1 - is_backward[::-1].index(True)
         setup, new_micro = self._capture(micro, inner, inner_end, outer, scope, positions, accumulate=True)
+        self.per_micro_step = True
         new_body = [new_micro if s is micro else s for s in body]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
