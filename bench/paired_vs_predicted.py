@@ -39,6 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     model = pr.load_model(args.model)
     counts = {"paired": [0, 0], "separate": [0, 0]}
+    sides = []   # where a miss comes from: the eager time, or the scope's own
     print(f"{'script':22s} {'predicted':>9s}  {'paired, each process':28s} separate processes")
     for row in pr.read_dataset(args.rows):
         path = args.results / f"{row['workload']}.py.cg-advise.json"
@@ -56,6 +57,17 @@ def main() -> None:
             counts[kind][1] += len(values)
         print(f"{row['workload']:22s} {predicted:8.2f}x  {' '.join(f'{v:.2f}x' for v in paired):28s} "
               f"{min(separate):.2f}x-{max(separate):.2f}x (median {statistics.median(separate):.2f}x)")
+        if measured.get("paired_eager_ms") and measured.get("measured_ms"):
+            sides.append((row["workload"], pr.eager_ms(row, model)[0],
+                          measured["paired_eager_ms"] / eager_slowdown(args.scope),
+                          pr.predict(model, row)[args.scope]["ms"], measured["measured_ms"]))
+    if sides:
+        print(f"\nwhere it misses (ms/iteration; measured: in the paired windows, the median over processes)\n"
+              f"{'script':22s} {'eager: profile':>14s} {'measured':>9s} {'ratio':>6s}   "
+              f"{args.scope + ': predicted':>24s} {'measured':>9s} {'ratio':>6s}")
+        for name, eager, eager_measured, graphed, graphed_measured in sides:
+            print(f"{name:22s} {eager:14.3f} {eager_measured:9.3f} {eager_measured / eager:6.2f}   "
+                  f"{graphed:24.3f} {graphed_measured:9.3f} {graphed_measured / graphed:6.2f}")
     for kind, (hits, total) in counts.items():
         if total:
             print(f"{args.scope}, {kind}: the prediction within {args.tolerance:.0%} of one process for {hits} of {total} "
