@@ -12,8 +12,8 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
 - ``helper_overhead_us``: host time of one call of the helper a full_iteration patch adds
   (tuner/templates.py) beyond its graph's ``replay()``: reading the batch's structure, copying
   two input tensors into the graph's buffers, the Python around them. The trace of an eager
-  run cannot show it, and on a small step it sets the pace: a 16-operation step's graph replays
-  in 0.03 ms of GPU time but ran at 0.063 ms an iteration on the lent H200;
+  run cannot show it, and on a small step it sets the pace: a 16-operation step whose kernels
+  take 0.025 ms ran graphed at 0.063 ms an iteration on the lent H200 (``eval_in_epoch``);
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
 The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,

@@ -248,7 +248,8 @@ def helper_ms(f: dict) -> float:
     structure read, its tensors copied into the graph's buffers), as the profile's calibration
     measured it on this host; 0 where it did not (a record from before, the dataset's rows), as
     the model was fitted. A small step's graph is paced by it: 0.063 ms an iteration measured
-    on the lent H200 where its graph's GPU work is 0.03 ms and the replay's launch 0.007 ms."""
+    on the lent H200 where the step's kernels take 0.025 ms and a replay's launch 0.007 ms
+    (``eval_in_epoch``); the helper read 25 us there."""
     overhead = _value(f, "helper_overhead_us", 0.0)
     return overhead / 1e3 if overhead > 0 else 0.0
 
