@@ -112,7 +112,9 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None, timing: Optional[Settings] = None):
-        if timing is None and scope in PAIRED_SCOPES and options.paired and not options.launcher:
+        # an inference loop's compile is timed against the eager process: the harness pairs
+        # training steps only, and would say so on every inference run
+        if timing is None and scope in PAIRED_SCOPES and options.paired and not options.launcher and not inference:
             timing = replace(settings, paired=True)
         return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
                             options.runs, step=step, python=options.python, deadline=deadline,
