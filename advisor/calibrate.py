@@ -107,7 +107,8 @@ def calibrate(torch) -> dict:
         eager_rounds.append(eager)
         launch_rounds.append(launch)
     try:
-        helper = helper_figures(helper_overhead(torch, device))
+        helper = kept("helper_overhead_us", helper_overhead(torch, device))
+        helper["helper_overhead_us"] = max(helper["helper_overhead_us"], 0.0)   # a difference of two timings
     except Exception as error:  # noqa: BLE001 - the launch costs above stand without it
         helper = {"helper_overhead_error": f"{type(error).__name__}: {error}"[:300]}
     properties = torch.cuda.get_device_properties(device)
@@ -118,20 +119,18 @@ def calibrate(torch) -> dict:
         "driver": driver_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda or "",
-        "eager_launch_us": typical(eager_rounds),
+        **kept("eager_launch_us", eager_rounds),
         "graph_node_us": _median(node),    # GPU time: the host's contention does not reach it
-        "graph_launch_us": typical(launch_rounds),
+        **kept("graph_launch_us", launch_rounds),
         "ops_per_sample": OPS,
-        "eager_launch_us_rounds": [round(_median(batch), 3) for batch in eager_rounds],
-        "graph_launch_us_rounds": [round(_median(batch), 3) for batch in launch_rounds],
         **helper,
     }
 
 
-def helper_figures(rounds) -> dict:
-    """The helper's cost as the launch costs are kept: the median round, and every round."""
-    return {"helper_overhead_us": max(typical(rounds), 0.0),   # a difference of two timings: never below 0
-            "helper_overhead_us_rounds": [round(_median(batch), 3) for batch in rounds]}
+def kept(key: str, rounds) -> dict:
+    """A host cost as the calibration keeps it: the median round as ``key``, and every round's
+    median as ``key_rounds``, so that a report can show how steady the host was."""
+    return {key: typical(rounds), f"{key}_rounds": [round(_median(batch), 3) for batch in rounds]}
 
 
 def helper_overhead(torch, device) -> list:

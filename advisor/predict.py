@@ -197,8 +197,6 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         outside = floor + (after if leaves_eager else 0.0)
         eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
         launch_ms += helper_ms(f)
-        if _value(f, "per_micro_step", 0.0) > 0 and marked:   # gradient accumulation: the helper at each micro-step
-            replays = max(1.0, _value(f, "forward_calls", 1.0))
     elif scope == "submodule":
         share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
         outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between + optimizer_ms
@@ -208,14 +206,15 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # optimizer's own ranges where the trace has them, a lower bound (the loss is not seen)
         outside = period - forward - backward if marked else between + optimizer_ms
         eager_ops, replays = optimizer_ops, 2
-    calls = 1.0
-    if scope in ("fwd_bwd", "submodule", "compile"):
-        # each top-level call replays the model's graphs and pays the callable's own cost:
-        # micro-steps call it k times an iteration, a GAN's discriminator two or three
-        calls = max(1.0, _value(f, "forward_calls", 1.0)) if marked else 1.0
-        replays *= calls
+    callables = scope in ("fwd_bwd", "submodule", "compile")   # compile: cudagraph trees wrap its forward and backward
+    # each call replays its graphs and pays its own cost: graphed callables at each top-level
+    # forward call (micro-steps call them k times an iteration, a GAN's discriminator two or
+    # three), a full-iteration graph of one micro-step (gradient accumulation) at each micro-step
+    per_call = callables or (scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0)
+    calls = max(1.0, _value(f, "forward_calls", 1.0)) if per_call and marked else 1.0
+    replays *= calls
     host = scale * max(outside, floor) + replays * launch_ms
-    if scope in ("fwd_bwd", "submodule", "compile"):   # compile: cudagraph trees wrap its forward and backward
+    if callables:
         host += callable_ms(f, model) * _host_speed(f, calibration) * calls
     gpu = busy + node_ms * max(ops - eager_ops, 0.0)
     if scope == "full_iteration" and not leaves_eager:

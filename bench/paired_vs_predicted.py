@@ -45,7 +45,8 @@ def main() -> None:
         path = args.results / f"{row['workload']}.py.cg-advise.json"
         if not path.exists():
             continue
-        predicted = pr.predict(model, row).get(args.scope, {}).get("speedup")
+        prediction = pr.predict(model, row).get(args.scope, {})
+        predicted = prediction.get("speedup")
         result = json.loads(path.read_text())
         measured = next((r for r in result["rows"] if r["scope"] == args.scope and r["status"] == "ok"), None)
         if predicted is None or measured is None or not measured.get("paired_speedup"):
@@ -60,7 +61,7 @@ def main() -> None:
         if measured.get("paired_eager_ms") and measured.get("measured_ms"):
             sides.append((row["workload"], pr.eager_ms(row, model)[0],
                           measured["paired_eager_ms"] / eager_slowdown(args.scope),
-                          pr.predict(model, row)[args.scope]["ms"], measured["measured_ms"]))
+                          prediction["ms"], measured["measured_ms"]))
     if sides:
         print(f"\nwhere it misses (ms/iteration; measured: in the paired windows, the median over processes)\n"
               f"{'script':22s} {'eager: profile':>14s} {'measured':>9s} {'ratio':>6s}   "

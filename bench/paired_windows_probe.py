@@ -41,6 +41,24 @@ def window_ms(torch, step, count):
     return begin.elapsed_time(end) / count
 
 
+def windowed(torch, step):
+    """A timer of ``count`` steps of ``step`` (ms/step), for round_robin."""
+    return lambda count: window_ms(torch, step, count)
+
+
+def round_robin(timers: dict, rounds: int, window: int) -> dict:
+    """kind -> ms/step of each of ``rounds`` windows, the kinds' windows taken in turn (after
+    three warm-up rounds), so that a host whose speed drifts moves every kind alike."""
+    times = {kind: [] for kind in timers}
+    for _ in range(3):
+        for timer in timers.values():
+            timer(window)
+    for _ in range(rounds):
+        for kind, timer in timers.items():
+            times[kind].append(timer(window))
+    return times
+
+
 def probe(pairs: int, window: int) -> dict:
     import torch
     import torch.nn.functional as F
@@ -135,14 +153,7 @@ def contamination(rounds: int, window: int) -> dict:
         "graphed, its eager forward": step(graphed[0], eager_forward, graphed[1], graphed[2]),
         "graphed, the graph": step(graphed[0], graphed[0], graphed[1], graphed[2]),
     }
-    times = {k: [] for k in kinds}
-    for _ in range(3):
-        for run in kinds.values():
-            window_ms(torch, run, window)
-    for _ in range(rounds):
-        for kind, run in kinds.items():
-            times[kind].append(window_ms(torch, run, window))
-    return times
+    return round_robin({kind: windowed(torch, run) for kind, run in kinds.items()}, rounds, window)
 
 def contamination_full(rounds: int, window: int) -> dict:
     """The same question for a full-iteration graph, through the helper a full_iteration patch
@@ -200,14 +211,7 @@ def contamination_full(rounds: int, window: int) -> dict:
                 "graphed, its eager step, capturable": helper_window(as_built=False),
                 "graphed, the graph": lambda count, h=helper, g=graphed: window_ms(torch, lambda: h(g[1], g[2]), count),
             }
-            key = f"{name} w{width} d{depth} b{batch}"
-            times[key] = {k: [] for k in kinds}
-            for _ in range(3):
-                for run in kinds.values():
-                    run(window)
-            for _ in range(rounds):
-                for kind, run in kinds.items():
-                    times[key][kind].append(run(window))
+            times[f"{name} w{width} d{depth} b{batch}"] = round_robin(kinds, rounds, window)
     return times
 
 
@@ -242,14 +246,8 @@ def contamination_compile(rounds: int, window: int) -> dict:
             "compiled, its module's eager step": step(compiled[0], compiled_opt, compiled[1], compiled[2]),
             "compiled, reduce-overhead": step(alias, compiled_opt, compiled[1], compiled[2]),
         }
-        key = f"SGD w{width} d{depth} b{batch}"
-        times[key] = {k: [] for k in kinds}
-        for _ in range(3):
-            for timed in kinds.values():
-                window_ms(torch, timed, window)
-        for _ in range(rounds):
-            for kind, timed in kinds.items():
-                times[key][kind].append(window_ms(torch, timed, window))
+        times[f"SGD w{width} d{depth} b{batch}"] = round_robin(
+            {kind: windowed(torch, timed) for kind, timed in kinds.items()}, rounds, window)
     return times
 
 
