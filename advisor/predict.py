@@ -195,6 +195,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
         after = _value(f, "after_backward_ms", optimizer_ms) if marked else optimizer_ms
         outside = floor + (after if leaves_eager else 0.0)
+        if marked and _value(f, "per_micro_step", 0.0) > 0:
+            outside += in_step_host_ms(f)
         eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
         launch_ms += helper_ms(f)
     elif scope == "submodule":
@@ -223,6 +225,17 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu -= busy * FUSION_SHARE * _fusible(f)
     ms = graphed_ms(f, gpu, host, model, whole_step=scope == "full_iteration" and not leaves_eager)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def in_step_host_ms(f: dict) -> float:
+    """The iteration's traced host time outside its marked phases (forward, backward, what
+    follows the backward, between iterations): where a full-iteration graph holds one
+    micro-step, the work between its calls stays eager, nanoGPT's next batch fetched between
+    micro-steps, the learning rate set by hand (and the loss scaled by 1/k, a few captured
+    operations, counted too). ``micro_steps`` on the H100: 2.0 ms of its 13.6 ms traced
+    period, predicted 6.5x without it, measured 3.98x."""
+    phases = sum(_value(f, key, 0.0) for key in ("forward_ms", "backward_ms", "after_backward_ms", "between_ms"))
+    return max(_value(f, "period_ms", 0.0) - phases, 0.0)
 
 
 def graphed_ms(f: dict, gpu: float, host: float, model: dict, whole_step: bool = False) -> float:
@@ -512,8 +525,26 @@ def fit_params(rows, residual_scopes=SCOPES) -> dict:
 
 
 def residual_choice(rows) -> tuple:
-    """The scopes whose residual regression lowers the cross-validated error."""
+    """The scopes whose residual regression improves the cross-validation (``_better``)."""
     return _residual_choice(rows)[0]
+
+
+# what "close" means per scope, the issue's targets: a graph scope within 20 % of the measured
+# speedup, compile (the reference) within 25 %
+CLOSE_SHARE = {"compile": "within_25_percent"}
+
+
+def _better(candidate: dict, incumbent: dict, scope: str) -> bool:
+    """Whether ``candidate``'s cross-validation beats ``incumbent``'s for ``scope``: more
+    workloads predicted close (the target the predictions are held to), then, on a tie, the
+    lower median error. The median error alone kept regressions that pulled the far rows in
+    and pushed near ones out: on the H100 dataset with 26 rows re-timed paired, fwd_bwd and
+    full_iteration 83 % and 76 % within 20 % without them, 78 % and 72 % with them, at lower
+    median errors."""
+    key = CLOSE_SHARE.get(scope, "within_20_percent")
+    if candidate[key] != incumbent[key]:
+        return candidate[key] > incumbent[key]
+    return candidate["median_abs_log_error"] < incumbent["median_abs_log_error"]
 
 
 def _residual_choice(rows) -> tuple:
@@ -522,7 +553,7 @@ def _residual_choice(rows) -> tuple:
     physical_only = cross_validate(rows, residual_scopes=())
     with_residual = cross_validate(rows, residual_scopes=SCOPES)
     keep = tuple(scope for scope in SCOPES if with_residual[scope]["workloads"]
-                 and with_residual[scope]["median_abs_log_error"] < physical_only[scope]["median_abs_log_error"])
+                 and _better(with_residual[scope], physical_only[scope], scope))
     return keep, {scope: (with_residual if scope in keep else physical_only)[scope] for scope in SCOPES}
 
 
@@ -592,7 +623,8 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
         else:
             out[scope]["unvalidated"] = "no measurements of this scope in the model's dataset: physics alone"
         if scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0:
-            out[scope]["as_applied"] = "a graph of one micro-step, replayed at each; the optimizer step eager after them"
+            out[scope]["as_applied"] = ("a graph of one micro-step, replayed at each; the work between them (the next batch) "
+                                       "and the optimizer step eager")
         elif scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
     return _advice(out, model, GRAPH_SCOPES)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from zoo import HF_ZOO, ZOO  # noqa: E402
 
 CG = [sys.executable, "-m", "advisor.cli"]
+PAIRED_FIGURES = ("measured_ms", "paired_eager_ms", "paired_speedup")
 # the script-shaped variants: a DataLoader (host work between steps), AMP with a scaler and a
 # scheduler (the optimizer stays eager), on models from launch-bound to compute-bound
 SHAPED = {
@@ -91,8 +92,12 @@ def collect(name, shape, workload, out: Path, scopes: str) -> dict:
     row["tune_error"] = error
     if tuned:
         row["eager_ms"] = tuned["eager_ms"]
+        # the paired figures too (the graphed and eager windows of the candidate's process, their
+        # ratio with graphing's slowdown taken out): ``ms`` is eager over that ratio, and only
+        # these tell the eager process's host speed from the candidate's
         row["scopes"] = {r["scope"]: {"ms": r["ms_per_iter"], "status": r["status"], "correct": r["correct"],
-                                      "failure": (r.get("failure") or {}).get("kind")} for r in tuned["rows"]}
+                                      "failure": (r.get("failure") or {}).get("kind"),
+                                      **{key: r.get(key) for key in PAIRED_FIGURES}} for r in tuned["rows"]}
     return row
 
 

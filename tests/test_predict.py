@@ -1,6 +1,7 @@
 """The benefit model: shipped JSON against a refit from the CSV, the measured baseline, the
 scope as applied, withheld predictions, the compile bound, cross-validation, CLI."""
 
+import csv
 import json
 import math
 import re
@@ -18,6 +19,7 @@ from conftest import ROOT, rewrite, sample
 
 DATASET = ROOT / "advisor" / "data" / pr.DATASET
 RECORD = ROOT / "sample_traces" / "zoo_mlp_profiled.cg-advise-run.json"
+CORPUS_H100 = ROOT / "bench" / "results" / "corpus_scripts_h100" / "corpus_scripts_h100.csv"
 
 
 @pytest.fixture(scope="module")
@@ -422,9 +424,9 @@ def test_each_forward_call_of_an_iteration_pays_the_graphed_callables_cost(rows,
 def test_the_full_iteration_helpers_calibrated_call_cost_joins_its_host_side_only(rows, shipped):
     """The calibration's helper_overhead_us (the patch helper's Python and input copies per
     call, beyond its replay) adds to full_iteration's host side, once an iteration; other scopes
-    call no such helper. A row without it (the datasets, records from before) keeps what the
-    model was fitted with. A host-bound step's time grows by all of it."""
-    row = {**rows[0], "syncs": "0", "phases_marked": "1"}
+    call no such helper. A row without it (records from before, the H100 rows not re-timed, the
+    H200's) keeps what the model was fitted with. A host-bound step's time grows by all of it."""
+    row = {**rows[0], "syncs": "0", "phases_marked": "1", "helper_overhead_us": ""}
     timed = {**row, "helper_overhead_us": "50"}
     before, after = pr.physical(row, "full_iteration", shipped), pr.physical(timed, "full_iteration", shipped)
     assert after["host_ms"] - before["host_ms"] == pytest.approx(0.05, rel=1e-9)
@@ -447,9 +449,31 @@ def test_a_graph_of_one_micro_step_is_called_at_each_micro_step(rows, shipped):
     micro = {**row, "per_micro_step": "1"}
     launch_ms = pr._value(row, "graph_launch_us", shipped["calibration"]["graph_launch_us"]) / 1e3
     grown = pr.physical(micro, "full_iteration", shipped)["host_ms"] - pr.physical(row, "full_iteration", shipped)["host_ms"]
-    assert grown == pytest.approx(3 * (launch_ms + 0.02), rel=1e-9)
+    # and the iteration's host time outside the marked phases (the next batch fetched between
+    # micro-steps) stays eager, on the untraced clock
+    in_step = number(row, "period_ms") - sum(number(row, k) for k in
+                                             ("forward_ms", "backward_ms", "after_backward_ms", "between_ms"))
+    scale = min(1.0, pr.eager_ms(row, shipped)[0] / number(row, "period_ms"))
+    assert in_step > 0
+    assert grown == pytest.approx(3 * (launch_ms + 0.02) + scale * in_step, rel=1e-9)
     assert "one micro-step" in pr.predict(shipped, micro)["full_iteration"]["as_applied"]
     assert "GradScaler" in pr.predict(shipped, row)["full_iteration"]["as_applied"]
+
+
+def test_nanogpts_micro_steps_keep_their_batch_fetch_eager_beside_the_graph(shipped):
+    """tests/corpus/micro_steps.py (nanoGPT's loop) profiled on the H100: its full-iteration
+    graph holds one micro-step and the next batch is fetched between the calls, 2 ms of the
+    13.6 ms traced iteration. Counted, the prediction comes within 20 % of what tune measured
+    for that script (bench/results/corpus_scripts_h100/); left out, it was 60 % over."""
+    measured_row = next(r for r in csv.DictReader(open(CORPUS_H100)) if r["workload"] == "micro_steps")
+    measured = number(measured_row, "eager_ms") / number(measured_row, "full_iteration_ms")
+    record = json.loads((ROOT / "sample_traces" / "corpus_micro_steps_profiled.cg-advise-run.json").read_text())
+    record["applied"]["scopes"]["full_iteration"]["per_micro_step"] = True   # what patch says of it now
+    features = pr.features_of(analyse(open_trace(sample("corpus_micro_steps_profiled"))).main.summary, record)
+    predicted = pr.predict_scope(shipped, features, "full_iteration")
+    assert predicted == pytest.approx(measured, rel=0.2)
+    whole_step = pr.predict_scope(shipped, {**features, "per_micro_step": 0.0}, "full_iteration")
+    assert whole_step > 1.5 * measured
 
 
 def test_the_parameter_line_is_fitted_only_from_rows_that_count_parameters(rows):
@@ -597,8 +621,9 @@ def test_a_sync_serialises_a_full_iteration_graph_that_captures_the_optimizer(ro
     assert bare["ms"] == pytest.approx(longer, rel=1e-9) and synced["ms"] > bare["ms"]
     fitted = pr.fit_constants(rows + [{**row, "workload": "synced", "syncs": "2",
                                        "full_iteration_ms": str(longer + 0.5 * shorter), "fwd_bwd_ms": ""}])
-    assert fitted["sync_serial_share_whole_step"] == pytest.approx(0.5, abs=0.02)   # its sides move with the row
-    assert fitted["sync_serial_share"] == pytest.approx(shipped["sync_serial_share"], rel=0.01)
+    # its sides move with the row (refitted constants with it among the rows): near, not at, 0.5
+    assert fitted["sync_serial_share_whole_step"] == pytest.approx(0.5, abs=0.05)
+    assert fitted["sync_serial_share"] == pytest.approx(shipped["sync_serial_share"], rel=0.05)
 
 
 def test_full_iteration_takes_the_loops_zero_grad_into_the_graph(rows, shipped):
@@ -608,6 +633,7 @@ def test_full_iteration_takes_the_loops_zero_grad_into_the_graph(rows, shipped):
     keep it, and so does full_iteration where the run record does not say patch drops it."""
     row = next(r for r in rows if number(r, "full_iteration_ms") > 0 and number(r, "between_ms") > 0.1
                and number(r, "optimizer_eager") == 0)
+    row = {**row, "zero_grad_ms": "", "zero_grad_in_graph": "0.0"}   # as profiled before the range, then marked
     taken = 0.05
     for scope, loses in (("full_iteration", True), ("fwd_bwd", False)):
         before = pr.physical(row, scope, shipped)
