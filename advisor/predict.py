@@ -181,8 +181,10 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     forward, backward = _value(f, "forward_ms", 0.0), _value(f, "backward_ms", 0.0)
     optimizer_ms, optimizer_ops = _value(f, "optimizer_ms", 0.0), _value(f, "optimizer_ops", 0.0)
     marked = _value(f, "phases_marked", 0.0) > 0
-    # every scope but a full_iteration that captures the optimizer step leaves some of the step eager
-    leaves_eager = scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0
+    micro_step_graph = scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0
+    # every scope but a full_iteration that captures the optimizer step leaves some of the step
+    # eager (a graph of one micro-step always leaves the optimizer step after the micro-steps)
+    leaves_eager = scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0 or micro_step_graph
     floor = between   # no scope takes in what runs between iterations...
     if scope == "full_iteration":
         # ...but the zero_grad call there where patch takes the loop's zero_grad statement out
@@ -195,8 +197,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # left eager: what follows the backward (the optimizer, a GradScaler's unscale and update)
         after = _value(f, "after_backward_ms", optimizer_ms) if marked else optimizer_ms
         outside = floor + (after if leaves_eager else 0.0)
-        if marked and _value(f, "per_micro_step", 0.0) > 0:
-            outside += in_step_host_ms(f)
+        if marked and micro_step_graph:
+            outside += in_step_host_ms(f, after)
         eager_ops, replays = (optimizer_ops if leaves_eager else 0.0), 1
         launch_ms += helper_ms(f)
     elif scope == "submodule":
@@ -212,7 +214,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     # each call replays its graphs and pays its own cost: graphed callables at each top-level
     # forward call (micro-steps call them k times an iteration, a GAN's discriminator two or
     # three), a full-iteration graph of one micro-step (gradient accumulation) at each micro-step
-    per_call = callables or (scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0)
+    per_call = callables or micro_step_graph
     calls = max(1.0, _value(f, "forward_calls", 1.0)) if per_call and marked else 1.0
     replays *= calls
     host = scale * max(outside, floor) + replays * launch_ms
@@ -227,14 +229,18 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
 
 
-def in_step_host_ms(f: dict) -> float:
-    """The iteration's traced host time outside its marked phases (forward, backward, what
-    follows the backward, between iterations): where a full-iteration graph holds one
-    micro-step, the work between its calls stays eager, nanoGPT's next batch fetched between
-    micro-steps, the learning rate set by hand (and the loss scaled by 1/k, a few captured
-    operations, counted too). ``micro_steps`` on the H100: 2.0 ms of its 13.6 ms traced
-    period, predicted 6.5x without it, measured 3.98x."""
-    phases = sum(_value(f, key, 0.0) for key in ("forward_ms", "backward_ms", "after_backward_ms", "between_ms"))
+def in_step_host_ms(f: dict, after: float) -> float:
+    """The iteration's traced host time outside its marked phases (forward, backward, ``after``
+    the backward as ``physical`` reads it, between iterations): where a full-iteration graph
+    holds one micro-step, the work between its calls stays eager, nanoGPT's next batch fetched
+    between micro-steps, the learning rate set by hand (and the loss scaled by 1/k, a few
+    captured operations, counted too). ``micro_steps`` on the H100: 2.0 ms of its 13.6 ms
+    traced period, predicted 6.6x without it, measured 3.98x. 0 where the trace lacks the
+    forward or backward phase: the whole period is not in-step host work."""
+    forward, backward = _value(f, "forward_ms"), _value(f, "backward_ms")
+    if not (forward >= 0 and backward >= 0):
+        return 0.0
+    phases = forward + backward + after + _value(f, "between_ms", 0.0)
     return max(_value(f, "period_ms", 0.0) - phases, 0.0)
 
 
@@ -559,7 +565,8 @@ def _residual_choice(rows) -> tuple:
 
 def fit(rows, provenance: str = "") -> dict:
     """A model (JSON-ready dict) from dataset rows. The residual regression is kept for a scope
-    only where it lowers the leave-one-family-out error of the physical model alone (on few
+    only where it improves the leave-one-family-out validation of the physical model alone
+    (``_better``: more workloads within the target, then a lower median error; on few
     workloads it can add more noise than it removes); intervals from that cross-validation."""
     keep, cv = _residual_choice(rows)
     model = {"version": MODEL_VERSION, "go_threshold": GO_THRESHOLD, "go_decision": GO_DECISION,

@@ -32,7 +32,7 @@ def close(predicted: float, measured: float, tolerance: float = TOLERANCE) -> bo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", type=Path, help="dataset rows of the profiles (bench/unseen_rows.py)")
-    parser.add_argument("results", type=Path, help="folder of tune's NAME.py.cg-advise.json files")
+    parser.add_argument("results", type=Path, help="folder of tune's NAME.py.cg-advise.json (or NAME.tune.json) files")
     parser.add_argument("--scope", default="fwd_bwd")
     parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped one)")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="a prediction this close counts")
@@ -42,8 +42,10 @@ def main() -> None:
     sides = []   # where a miss comes from: the eager time, or the scope's own
     print(f"{'script':22s} {'predicted':>9s}  {'paired, each process':28s} separate processes")
     for row in pr.read_dataset(args.rows):
-        path = args.results / f"{row['workload']}.py.cg-advise.json"
-        if not path.exists():
+        # tune's own result file, or its --json saved by bench/gpu_paired_tune.sh
+        path = next((p for p in (args.results / f"{row['workload']}.py.cg-advise.json",
+                                 args.results / f"{row['workload']}.tune.json") if p.exists()), None)
+        if path is None:
             continue
         prediction = pr.predict(model, row).get(args.scope, {})
         predicted = prediction.get("speedup")
