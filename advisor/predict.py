@@ -182,9 +182,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     optimizer_ms, optimizer_ops = _value(f, "optimizer_ms", 0.0), _value(f, "optimizer_ops", 0.0)
     marked = _value(f, "phases_marked", 0.0) > 0
     micro_step_graph = scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0
-    # every scope but a full_iteration that captures the optimizer step leaves some of the step
-    # eager (a graph of one micro-step always leaves the optimizer step after the micro-steps)
-    leaves_eager = scope != "full_iteration" or _value(f, "optimizer_eager", 0.0) > 0 or micro_step_graph
+    # every scope but a full_iteration that captures the optimizer step leaves some of the step eager
+    leaves_eager = scope != "full_iteration" or optimizer_left_out(f)
     floor = between   # no scope takes in what runs between iterations...
     if scope == "full_iteration":
         # ...but the zero_grad call there where patch takes the loop's zero_grad statement out
@@ -227,6 +226,14 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu -= busy * FUSION_SHARE * _fusible(f)
     ms = graphed_ms(f, gpu, host, model, whole_step=scope == "full_iteration" and not leaves_eager)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def optimizer_left_out(f: dict) -> bool:
+    """Whether patch's full_iteration graph leaves the optimizer step out, to run eagerly after
+    the replay: a GradScaler, a scheduler or an optimizer that cannot be captured, or a graph of
+    one micro-step, which steps after the micro-steps (patch's ``optimizer_eager`` says so; a
+    record written before it did for micro-steps says ``per_micro_step`` alone)."""
+    return _value(f, "optimizer_eager", 0.0) > 0 or _value(f, "per_micro_step", 0.0) > 0
 
 
 def in_step_host_ms(f: dict, after: float) -> float:
@@ -390,7 +397,7 @@ def fit_constants(rows) -> dict:
     node = []
     for r in rows:
         ms, ops = _value(r, "full_iteration_ms"), _value(r, "ops", 0.0)
-        if ms > 0 and ops > 0 and _value(r, "optimizer_eager", 0.0) == 0 and r.get("shape", "plain") in FIT_SHAPES:
+        if ms > 0 and ops > 0 and not optimizer_left_out(r) and r.get("shape", "plain") in FIT_SHAPES:
             cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
             node.append(((ms - _value(r, "busy_ms")) / ops / cal, _value(r, "capturable_params")))
     # the rows known to keep their optimizer as it is: a capturable step's own kernels would
@@ -432,7 +439,7 @@ def _sync_serial_share(rows, constants: dict, whole_step: bool) -> float:
             ms = _value(r, f"{scope}_ms")
             if not ms > 0 or _value(r, "syncs", 0.0) < 1:
                 continue
-            if whole_step != (scope == "full_iteration" and _value(r, "optimizer_eager", 0.0) == 0):
+            if whole_step != (scope == "full_iteration" and not optimizer_left_out(r)):
                 continue
             estimate = physical(r, scope, bare)
             shorter = min(estimate["gpu_ms"], estimate["host_ms"])
@@ -453,7 +460,7 @@ def _capturable_cost(rows, constants: dict) -> tuple | None:
     for r in rows:
         ms, params = _value(r, "full_iteration_ms"), _value(r, "capturable_params", 0.0)
         elements = _value(r, "capturable_elements")
-        if not (ms > 0 and params > 0 and elements >= 0 and _value(r, "optimizer_eager", 0.0) == 0
+        if not (ms > 0 and params > 0 and elements >= 0 and not optimizer_left_out(r)
                 and r.get("shape", "plain") in FIT_SHAPES):
             continue
         estimate = physical(r, "full_iteration", bare)

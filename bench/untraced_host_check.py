@@ -55,7 +55,7 @@ def cases(folder: Path, dataset: Path):
 
 def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
     """full_iteration's time with the host side timed untraced instead of scaled from the trace."""
-    leaves_eager = pr._value(f, "optimizer_eager", 0.0) > 0
+    leaves_eager = pr.optimizer_left_out(f)
     # less the zero_grad calls between iterations, where patch takes the loop's statement out
     taken = untraced.get("zero_grad_between_ms_per_iteration", 0.0) if pr._value(f, "zero_grad_in_graph", 0.0) > 0 else 0.0
     outside = max(untraced.get("between_ms_per_iteration", 0.0) - taken, 0.0)

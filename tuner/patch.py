@@ -104,8 +104,9 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     rewriter = _Rewriter(spec, scope, path)
     patched = _same_line_endings(original, rewriter.apply(module).code)
     check(path, original, patched)
-    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside, rewriter.zero_grad_dropped,
-                 rewriter.per_micro_step)
+    # a graph of one micro-step leaves the optimizer step out too: it steps after the micro-steps
+    return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside or rewriter.per_micro_step,
+                 rewriter.zero_grad_dropped, rewriter.per_micro_step)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
