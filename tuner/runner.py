@@ -47,16 +47,13 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     ranked = ".{rank}" if launcher else ""   # the harness of each rank writes its own files
     snapshot = workdir / f"{scope}{ranked}.params.pt"
     result = workdir / f"{scope}{ranked}.json"
-    for stale in workdir.glob(f"{scope}.*json"):   # a rank that dies early must not leave an old result
-        stale.unlink()
     env = {**os.environ, ENV: json.dumps(asdict(Settings(**{**asdict(settings), "snapshot": str(snapshot),
                                                             "script_dir": str(script.parent.resolve())}))),
            "PYTHONPATH": PACKAGE_PARENT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     harness = ["-m", "tuner.harness", str(result), str(target), *args]
-    if launcher:
-        env.setdefault("PET_MASTER_PORT", str(free_port()))   # torchrun's --master-port, unless given
     try:
-        stderr, returncode = _run(([*launcher] if launcher else [python]) + harness, env, timeout)
+        stderr, returncode = _launch(([*launcher] if launcher else [python]) + harness, env, timeout, launcher,
+                                     stale=lambda: [old.unlink() for old in workdir.glob(f"{scope}.*json")])
     finally:
         if target != script and not given:
             target.unlink(missing_ok=True)
@@ -107,6 +104,28 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     snapshots = data.get("snapshot")
     return candidate, ([Path(p) for p in snapshots] if isinstance(snapshots, list) else
                        Path(snapshots) if snapshots else None)
+
+
+RELAUNCH_ON = ("address already in use", "EADDRINUSE", "terminate called without an active exception")
+
+
+def _launch(command: list, env: dict, timeout: float, launcher: Optional[list], stale) -> tuple:
+    """_run after ``stale()`` (a rank that dies early must not leave an old result), with
+    torchrun given a free port unless the user gave one. A port found free can be taken before
+    torchrun binds it, and Gloo can abort a rank at teardown on a loaded machine
+    (pytorch/pytorch#179291): a launch that failed for either reason gets one more try."""
+    stale()
+    if not launcher:
+        return _run(command, env, timeout)
+    chosen = "PET_MASTER_PORT" not in env and not any(a.startswith(("--master-port", "--master_port"))
+                                                       for a in launcher)
+    for _ in range(2):
+        tried = {**env, "PET_MASTER_PORT": str(free_port())} if chosen else env
+        stderr, returncode = _run(command, tried, timeout)
+        if returncode in (0, None) or not any(sign in stderr for sign in RELAUNCH_ON):
+            break
+        stale()
+    return stderr, returncode
 
 
 def _run(command: list, env: dict, timeout: float) -> tuple:
