@@ -39,6 +39,10 @@ class Phases:
     forward_calls: float = 0.0     # top-level forward calls inside the iteration (micro-steps, a
                                    # GAN's discriminator: a graphed callable's cost is per call); 0
                                    # where the trace marks none
+    syncs_after_backward: float = 0.0   # host syncs from the last backward's end to the
+                                   # iteration's end (a GradScaler's inf check, a loss read
+                                   # before the step): where the host waits for a graph of the
+                                   # forward and backward before it launches the eager step
 
 
 def _median(values) -> float:
@@ -94,8 +98,12 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         ok = (last >= 0) & (backward["end"][np.maximum(last, 0)] >= cpu_a)
         after = np.where(ok, iteration_ends - backward["end"][np.maximum(last, 0)], 0).astype(float)
         after_backward = np.maximum(after, 0.0)
+        ended = np.where(ok, backward["end"][np.maximum(last, 0)], iteration_ends)
+        syncs_after_backward = (count_within(syncs["start"], ended, iteration_ends).astype(float)
+                                if len(syncs) else np.zeros(len(cpu_a)))
     else:
         after_backward = np.zeros(len(cpu_a))
+        syncs_after_backward = np.zeros(len(cpu_a))
 
     forward = phase_rows["forward"]
     # counted up to the iteration's end: an evaluation between iterations is not the step's
@@ -118,6 +126,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         marked=marked,
         zero_grad_between_ms=_median(zero_grad_between) / 1e6 if zero_grad_between is not None else None,
         forward_calls=_median(forward_calls),
+        syncs_after_backward=_median(syncs_after_backward),
     )
 
 

@@ -53,6 +53,7 @@ GO_DECISION = 1.3          # predicted speedup needed to say so: two processes o
                            # both H200, are called alike at 1.15 and 1.3)
 FIT_SHAPES = ("plain",)    # the rows the node and capturable-step costs are fitted on: loops with
                            # nothing around the step that a graph leaves eager
+SYNC_SHARE_KEYS = ("sync_serial_share", "sync_serial_share_after_backward", "sync_serial_share_whole_step")
 HOST_BOUND = 1.25          # a measured time this far above the GPU side was set by the host
 MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
 BARE_SOURCE = "measured in bare processes"   # eager_source of a baseline from profile --baseline-runs
@@ -68,7 +69,8 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "after_backward_ms", "submodules_ms", "syncs", "optimizer_ops", "phases_marked", "baseline_ms", "graph_node_us",
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
                    "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
-                   "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step")
+                   "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step",
+                   "syncs_after_backward")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -127,6 +129,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         # graph makes capturable (nan: a record from before the bootstrap counted them)
         "capturable_params": _number(made.get("tensors")),
         "capturable_elements": _number(made.get("elements")),
+        # syncs between the last backward and the step's end (nan: a summary from before they were counted)
+        "syncs_after_backward": phase("syncs_after_backward"),
     }
 
 
@@ -224,7 +228,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu += capturable_ms(f, model)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _fusible(f)
-    ms = graphed_ms(f, gpu, host, model, whole_step=scope == "full_iteration" and not leaves_eager)
+    ms = graphed_ms(f, gpu, host, model, scope)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
 
 
@@ -251,21 +255,40 @@ def in_step_host_ms(f: dict, after: float) -> float:
     return max(_value(f, "period_ms", 0.0) - phases, 0.0)
 
 
-def graphed_ms(f: dict, gpu: float, host: float, model: dict, whole_step: bool = False) -> float:
+def graphed_ms(f: dict, gpu: float, host: float, model: dict, scope: str) -> float:
     """A scope's ms/iteration from its two sides. They overlap, but a host sync makes the host
     wait for the graph: then part of the shorter side adds to the longer. Every scope leaves the
     trace's syncs eager: none can be captured, so a full_iteration graph keeps a GradScaler's
     inf check, a logged .item() and a pageable batch's copy out of the graph too (counted only
     under an eager optimizer before: the unseen scripts' graphed time within 20 % for 5 of 10,
-    7 with it). The share is fitted apart for the two cases (``_sync_serial_share``): where
-    kernels stay outside the graph, on its rows (the optimizer's kernels still overlap the next
-    iteration's host work, so it is well under all of it); where one graph holds the whole step,
-    a sync waits for all of it and the next replay for the host, on rows of such graphs, fully
-    serial without any (the datasets hold none; in traces of four graphed corpus scripts on the
-    H100 the synced ones ran at 1.5-2.7x their graph's GPU time, the unsynced one at 1.06x)."""
-    key = "sync_serial_share_whole_step" if whole_step else "sync_serial_share"
-    serial = model.get(key, 1.0) if _value(f, "syncs", 0.0) >= 1 else 0.0
+    7 with it). The share is fitted apart for three cases (``sync_share_key``)."""
+    key = sync_share_key(f, scope)
+    serial = model.get(key, model.get("sync_serial_share", 1.0)) if _value(f, "syncs", 0.0) >= 1 else 0.0
     return max(max(gpu, host) + serial * min(gpu, host), 1e-9)
+
+
+def sync_share_key(f: dict, scope: str) -> str:
+    """The model's constant for how much of the shorter side a sync adds, by where the sync
+    falls against what stays eager:
+
+    - one graph holds the whole step (``..._whole_step``): a sync waits for all of it and the
+      next replay for the host; fitted on rows of such graphs, fully serial without any (the
+      datasets hold none; in traces of four graphed corpus scripts on the H100 the synced ones
+      ran at 1.5-2.7x their graph's GPU time, the unsynced one at 1.06x);
+    - a sync after the backward, before an eager optimizer step, under a full-iteration graph
+      (``..._after_backward``: a GradScaler's inf check, the usual one; a loss read before the step):
+      the host reaches it right after launching the replay, so it waits for the whole graph
+      before it launches the optimizer's kernels; fully serial in principle (the H100 AMP rows
+      measured 0.42-1.22, median 0.89, where one share for every eager step read 0.42 and
+      over-predicted all five by 15-30 %);
+    - everything else (``sync_serial_share``): kernels left outside the graph (fwd_bwd, the
+      optimizer after a graph without a scaler), whose sync finds most of the GPU work done as
+      the host reaches it, or a sync the record cannot place (a record from before it said)."""
+    if scope == "full_iteration" and not optimizer_left_out(f):
+        return "sync_serial_share_whole_step"
+    if scope == "full_iteration" and _value(f, "syncs_after_backward", 0.0) >= 1:
+        return "sync_serial_share_after_backward"
+    return "sync_serial_share"
 
 
 def helper_ms(f: dict) -> float:
@@ -421,25 +444,22 @@ def fit_constants(rows) -> dict:
         _callable_cost(rows, constants, "param_tensors") or (None, None))
     # last: the share is fitted on the host side as predictions compute it, with the
     # callable cost per parameter tensor where a row counts them
-    constants["sync_serial_share"] = _sync_serial_share(rows, constants, whole_step=False)
-    constants["sync_serial_share_whole_step"] = _sync_serial_share(rows, constants, whole_step=True)
+    for key in SYNC_SHARE_KEYS:
+        constants[key] = _sync_serial_share(rows, constants, key)
     return constants
 
 
-def _sync_serial_share(rows, constants: dict, whole_step: bool) -> float:
-    """How much of the shorter side a host sync left eager adds to the longer one: the median
-    over the measured scopes of rows with a sync, (measured - max(gpu, host)) / min(gpu, host),
-    within 0 (no cost) and 1 (fully serial, the default without such rows). ``whole_step``: on
-    full-iteration graphs that hold the optimizer step, else on the scopes that leave kernels
-    eager (fwd_bwd, full_iteration with the optimizer kept eager)."""
-    bare = {**constants, "sync_serial_share": 0.0, "sync_serial_share_whole_step": 0.0}
+def _sync_serial_share(rows, constants: dict, key: str) -> float:
+    """How much of the shorter side a host sync left eager adds to the longer one, for the
+    syncs ``sync_share_key`` gives ``key``: the median over the measured scopes of rows with a
+    sync, (measured - max(gpu, host)) / min(gpu, host), within 0 (no cost) and 1 (fully
+    serial, the default without such rows)."""
+    bare = {**constants, **{k: 0.0 for k in SYNC_SHARE_KEYS}}
     shares = []
     for r in rows:
         for scope in ("fwd_bwd", "full_iteration"):
             ms = _value(r, f"{scope}_ms")
-            if not ms > 0 or _value(r, "syncs", 0.0) < 1:
-                continue
-            if whole_step != (scope == "full_iteration" and not optimizer_left_out(r)):
+            if not ms > 0 or _value(r, "syncs", 0.0) < 1 or sync_share_key(r, scope) != key:
                 continue
             estimate = physical(r, scope, bare)
             shorter = min(estimate["gpu_ms"], estimate["host_ms"])

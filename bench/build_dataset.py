@@ -15,8 +15,12 @@ Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's
 tensors); a record from before that count is filled in by the same count over the zoo
 model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
 ``capturable_params`` and ``capturable_elements`` (what a full-iteration graph makes
-capturable) are filled from the row's optimizer where the record predates that count.
+capturable) are filled from the row's optimizer where the record predates that count, and
+``syncs_after_backward`` from the zoo script of the row's shape (its GradScaler) where the
+summary predates it.
 """
+
+from __future__ import annotations
 
 import argparse
 import csv
@@ -52,6 +56,7 @@ def rows_of(folder: Path):
                           row.get("record") or {}, row["eager_ms"], row.get("scopes") or {})
         fill_param_tensors(out)
         fill_capturable_params(out)
+        fill_syncs_after_backward(out)
         yield out
 
 
@@ -121,11 +126,31 @@ def fill_capturable_params(row: dict) -> None:
         row["capturable_elements"] = float(sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
+ZOO_SCRIPTS = ROOT / "bench" / "workloads" / "zoo_scripts"
+
+
+def fill_syncs_after_backward(row: dict, script: Path | None = None) -> None:
+    """Where the summary predates the count of syncs after the backward (collected before the
+    analyser counted them, export not kept): 1 where discovery finds a GradScaler in the row's
+    script, ``script`` or the zoo script of its shape (``zoo_amp.py`` for ``+amp``), 0 where it
+    finds none. The scaler's inf check is the sync there: in zoo_amp.py's export
+    (sample_traces/zoo_cnn_amp_profiled.sqlite) it is the loop's one sync, after the backward.
+    Left empty without a script."""
+    if str(row.get("syncs_after_backward", "")).strip() not in ("", "nan"):
+        return
+    script = script or ZOO_SCRIPTS / f"zoo_{row.get('shape') or 'plain'}.py"
+    if script.is_file():
+        from tuner.discover import discover
+
+        row["syncs_after_backward"] = float(bool(discover(script).scaler))
+
+
 def kept_rows(path: Path):
     with open(path, newline="") as handle:
         for row in csv.DictReader(handle):
             fill_param_tensors(row)
             fill_capturable_params(row)
+            fill_syncs_after_backward(row)
             yield row
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
+from build_dataset import fill_syncs_after_backward  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
 
 TOLERANCE = 0.2   # the target for full_iteration and fwd_bwd; 0.25 for compile
@@ -47,6 +49,7 @@ def main() -> None:
                                  args.results / f"{row['workload']}.tune.json") if p.exists()), None)
         if path is None:
             continue
+        fill_syncs_after_backward(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a summary from before
         prediction = pr.predict(model, row).get(args.scope, {})
         predicted = prediction.get("speedup")
         result = json.loads(path.read_text())

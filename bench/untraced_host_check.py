@@ -63,7 +63,7 @@ def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
         outside += untraced.get("after_backward_ms_per_iteration", 0.0)
     launch = pr._value(f, "graph_launch_us", model["calibration"]["graph_launch_us"]) / 1e3 + pr.helper_ms(f)
     host = outside * model.get("baseline_factor", 1.0) + launch
-    return pr.graphed_ms(f, traced["gpu_ms"], host, model, whole_step=not leaves_eager)
+    return pr.graphed_ms(f, traced["gpu_ms"], host, model, "full_iteration")
 
 
 def main():

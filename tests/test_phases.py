@@ -85,6 +85,20 @@ def test_after_backward_is_iteration_end_minus_last_backward_end(traced):
     assert 0 < phases.after_backward_ms < phases.backward_ms + phases.optimizer_ms + 5
 
 
+def test_syncs_after_the_backward_are_counted_per_iteration(traced):
+    """The syncs from the last backward's end to the iteration's end, by SQL: the AMP loop's
+    GradScaler reads its inf check there once a step; the plain loop has none."""
+    path, phases = traced
+    backward = sql(path, RANGES, "cg-advise:backward")
+    syncs = sql(path, SYNCS)
+    counts = []
+    for a, end, b in windows(path):
+        last = max(e for s, e, _ in backward if a <= e < b)
+        counts.append(sum(last <= s < end for s, _ in syncs))
+    assert phases.syncs_after_backward == statistics.median(counts)
+    assert phases.syncs_after_backward == (1 if "amp" in path.name else 0)
+
+
 def test_optimizer_operations_per_iteration(traced):
     path, phases = traced
     launches = [(t, 1) for (t,) in sql(path, optimizer_ops_sql(path))]

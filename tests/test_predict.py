@@ -565,21 +565,65 @@ def test_dataset_rows_without_an_optimizer_description_get_what_their_optimizer_
     assert all(number(r, "capturable_params") >= 0 for r in rows)
 
 
+def test_dataset_rows_without_a_count_of_syncs_after_the_backward_get_their_scaler_s(rows, build):
+    """bench/build_dataset.py fills ``syncs_after_backward`` for rows whose summary predates the
+    count: 1 where discovery finds a GradScaler in the zoo script of the row's shape, or in the
+    script given; a counted value stays; no script, no value. Every shipped row has one, 1
+    exactly for the AMP rows."""
+    amp, plain = {"shape": "amp", "syncs_after_backward": ""}, {"shape": "plain"}
+    build.fill_syncs_after_backward(amp)
+    build.fill_syncs_after_backward(plain)
+    assert (amp["syncs_after_backward"], plain["syncs_after_backward"]) == (1.0, 0.0)
+    given = {"shape": "script", "syncs_after_backward": ""}
+    build.fill_syncs_after_backward(given, ROOT / "tests" / "corpus" / "amp_scaler.py")
+    assert given["syncs_after_backward"] == 1.0
+    unknown = {"shape": "script", "syncs_after_backward": ""}
+    build.fill_syncs_after_backward(unknown)
+    assert unknown["syncs_after_backward"] == ""
+    kept = {"shape": "amp", "syncs_after_backward": "0.0"}
+    build.fill_syncs_after_backward(kept)
+    assert kept["syncs_after_backward"] == "0.0"
+    assert all((number(r, "syncs_after_backward") == 1.0) == (r["shape"] == "amp") for r in rows)
+
+
 def test_a_sync_left_eager_serialises_the_fitted_share_of_the_shorter_side(rows, shipped):
-    """With a GradScaler's inf check left eager, the scope's time is the longer side plus the
-    fitted share of the shorter one (not their sum: the optimizer's kernels still overlap the
-    next iteration's host work); without a sync the sides overlap; a dataset without synced
-    rows keeps the cautious default, fully serial."""
-    share = shipped["sync_serial_share"]
-    assert 0.0 <= share < 0.75   # well under fully serial (0.46 before the capturable cost, 0.56 with it)
-    amp = next(r for r in rows if number(r, "syncs") >= 1 and number(r, "optimizer_eager") > 0)
-    out = pr.physical(amp, "full_iteration", shipped)
-    longer, shorter = max(out["gpu_ms"], out["host_ms"]), min(out["gpu_ms"], out["host_ms"])
-    assert out["ms"] == pytest.approx(longer + share * shorter, rel=1e-12)
+    """With a sync left eager, the scope's time is the longer side plus the fitted share of the
+    shorter one (not their sum: the optimizer's kernels still overlap the next iteration's host
+    work); without a sync the sides overlap; a dataset without synced rows keeps the cautious
+    default, fully serial. A GradScaler's inf check between a full-iteration graph and the eager
+    optimizer step has its own share, larger: the host waits there for the whole graph."""
+    share, scaler_share = shipped["sync_serial_share"], shipped["sync_serial_share_after_backward"]
+    assert 0.0 <= share < scaler_share <= 1.0
+    amp = next(r for r in rows if number(r, "syncs") >= 1 and number(r, "syncs_after_backward") >= 1)
+    for scope, expected in (("full_iteration", scaler_share), ("fwd_bwd", share)):
+        out = pr.physical(amp, scope, shipped)
+        longer, shorter = max(out["gpu_ms"], out["host_ms"]), min(out["gpu_ms"], out["host_ms"])
+        assert out["ms"] == pytest.approx(longer + expected * shorter, rel=1e-12)
     unsynced = pr.physical({**amp, "syncs": "0"}, "full_iteration", shipped)
     assert unsynced["ms"] == pytest.approx(max(unsynced["gpu_ms"], unsynced["host_ms"]), rel=1e-12)
+    # a summary that did not count where its syncs fall: the share of every other sync
+    unsaid = pr.physical({**amp, "syncs_after_backward": ""}, "full_iteration", shipped)
+    longer, shorter = max(unsaid["gpu_ms"], unsaid["host_ms"]), min(unsaid["gpu_ms"], unsaid["host_ms"])
+    assert unsaid["ms"] == pytest.approx(longer + share * shorter, rel=1e-12)
     plain = [r for r in rows if number(r, "syncs") < 1]
-    assert pr.fit_constants(plain)["sync_serial_share"] == 1.0
+    assert all(pr.fit_constants(plain)[key] == 1.0 for key in pr.SYNC_SHARE_KEYS)
+
+
+def test_where_a_sync_falls_picks_its_share():
+    """One graph of the whole step; a full-iteration graph with a sync after it, before the
+    eager step (a GradScaler's); everything else (fwd_bwd with such a sync too, a graph before
+    a scheduler's eager step with the sync elsewhere)."""
+    whole = {"optimizer_eager": 0.0, "per_micro_step": 0.0, "syncs_after_backward": 0.0}
+    scaled = {**whole, "optimizer_eager": 1.0, "syncs_after_backward": 1.0}
+    assert pr.sync_share_key(whole, "full_iteration") == "sync_serial_share_whole_step"
+    assert pr.sync_share_key(scaled, "full_iteration") == "sync_serial_share_after_backward"
+    assert pr.sync_share_key(scaled, "fwd_bwd") == "sync_serial_share"
+    assert pr.sync_share_key({**scaled, "syncs_after_backward": 0.0}, "full_iteration") == "sync_serial_share"
+    assert pr.sync_share_key({**whole, "per_micro_step": 1.0, "syncs_after_backward": 1.0}, "full_iteration") == \
+        "sync_serial_share_after_backward"
+    # an older model without that share: the one share it has
+    row = {"syncs": 1.0, **scaled}
+    assert pr.graphed_ms(row, 1.0, 2.0, {"sync_serial_share": 0.25}, "full_iteration") == pytest.approx(2.25)
 
 
 def test_a_gain_within_the_noise_of_the_timings_is_not_called_a_gain(shipped):
@@ -597,18 +641,22 @@ def test_a_gain_within_the_noise_of_the_timings_is_not_called_a_gain(shipped):
 def test_the_sync_share_is_fitted_on_the_host_side_predictions_compute(rows, shipped):
     """By hand: over the synced rows' measured scopes, (measured - longer side) / shorter side,
     the sides as the shipped model computes them (its callable cost per parameter tensor, which
-    these rows count), the share itself left out. Fitted on the per-operation host side instead,
-    the share came out 0.11 where the predictions' own sides give 0.16."""
-    bare = {**shipped, "sync_serial_share": 0.0}
-    shares = []
+    these rows count), the shares themselves left out; the GradScaler rows' full-iteration
+    graphs apart. Fitted on the per-operation host side instead, the share came out 0.11 where
+    the predictions' own sides give 0.16."""
+    bare = {**shipped, **{key: 0.0 for key in pr.SYNC_SHARE_KEYS}}
+    shares = {"sync_serial_share": [], "sync_serial_share_after_backward": []}
     for r in rows:
         for scope in ("fwd_bwd", "full_iteration"):
             if number(r, "syncs") >= 1 and number(r, f"{scope}_ms") > 0:
                 side = pr.physical(r, scope, bare)
                 longer, shorter = max(side["gpu_ms"], side["host_ms"]), min(side["gpu_ms"], side["host_ms"])
-                shares.append((number(r, f"{scope}_ms") - longer) / shorter)
-    assert len(shares) == 15
-    assert shipped["sync_serial_share"] == pytest.approx(min(max(statistics.median(shares), 0.0), 1.0), rel=1e-9)
+                scaler = scope == "full_iteration" and r["shape"] == "amp"   # zoo_amp.py: the GradScaler's sync
+                shares["sync_serial_share_after_backward" if scaler else "sync_serial_share"].append(
+                    (number(r, f"{scope}_ms") - longer) / shorter)
+    assert (len(shares["sync_serial_share"]), len(shares["sync_serial_share_after_backward"])) == (10, 5)
+    for key, values in shares.items():
+        assert shipped[key] == pytest.approx(min(max(statistics.median(values), 0.0), 1.0), rel=1e-9)
 
 
 def test_a_sync_serialises_a_full_iteration_graph_that_captures_the_optimizer(rows, shipped):
@@ -630,15 +678,14 @@ def test_a_sync_serialises_a_full_iteration_graph_that_captures_the_optimizer(ro
     fitted = pr.fit_constants(rows + [synced_row])
     # the row's own share, its sides computed with the constants refitted with it among the rows
     # (they move a little from the shipped ones: near, not at, 0.5)
-    sides = pr.physical(synced_row, "full_iteration",
-                        {**fitted, "sync_serial_share": 0.0, "sync_serial_share_whole_step": 0.0})
+    sides = pr.physical(synced_row, "full_iteration", {**fitted, **{key: 0.0 for key in pr.SYNC_SHARE_KEYS}})
     longer, shorter = max(sides["gpu_ms"], sides["host_ms"]), min(sides["gpu_ms"], sides["host_ms"])
     expected = (float(synced_row["full_iteration_ms"]) - longer) / shorter
     assert fitted["sync_serial_share_whole_step"] == pytest.approx(expected, rel=1e-9)
     assert expected == pytest.approx(0.5, abs=0.05)
     # and it does not enter the share of the graphs that leave kernels eager
     assert fitted["sync_serial_share"] == pytest.approx(
-        pr._sync_serial_share(rows, fitted, whole_step=False), rel=1e-12)
+        pr._sync_serial_share(rows, fitted, "sync_serial_share"), rel=1e-12)
 
 
 def test_full_iteration_takes_the_loops_zero_grad_into_the_graph(rows, shipped):
@@ -720,11 +767,12 @@ def test_model_eval_s_verdict_counts_only_the_workloads_a_model_predicted(tmp_pa
 
 
 def test_a_model_fitted_before_the_count_and_the_sync_share_predicts_as_it_was_fitted(tmp_path, rows, shipped):
-    """An older model JSON (no callable_ms_per_param, callable_ms_param_base, sync_serial_share;
+    """An older model JSON (no callable_ms_per_param, callable_ms_param_base, sync shares;
     its own go_decision) loads, charges the per-operation host cost even to a counted trace,
     keeps a sync fully serial, and decides at its own threshold."""
     old = {k: v for k, v in shipped.items()
-           if k not in ("callable_ms_per_param", "callable_ms_param_base", "sync_serial_share")}
+           if k not in ("callable_ms_per_param", "callable_ms_param_base", "sync_serial_share",
+                        "sync_serial_share_after_backward")}
     old["go_decision"] = 1.15
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
