@@ -54,6 +54,11 @@ GO_DECISION = 1.3          # predicted speedup needed to say so: two processes o
 FIT_SHAPES = ("plain",)    # the rows the node and capturable-step costs are fitted on: loops with
                            # nothing around the step that a graph leaves eager
 SYNC_SHARE_KEYS = ("sync_serial_share", "sync_serial_share_after_backward", "sync_serial_share_whole_step")
+NODE_SIGNAL_SHARE = 0.1    # the node cost is fitted on rows whose nodes' calibrated cost is at least this share of
+                           # GPU busy: a GPU-bound row's graph time less its busy time is mostly the GPU's own
+                           # spread between two runs (gpt_d768_l6_b16_t512 re-timed: 1.6 ms over 26 ms busy, 448
+                           # nodes, a factor of 3.1 where the launch-bound rows read 0.03-0.88; with it among them
+                           # the median moved from 0.33 to 0.80 when six rows were re-timed)
 HOST_BOUND = 1.25          # a measured time this far above the GPU side was set by the host
 MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
 BARE_SOURCE = "measured in bare processes"   # eager_source of a baseline from profile --baseline-runs
@@ -422,6 +427,8 @@ def fit_constants(rows) -> dict:
         ms, ops = _value(r, "full_iteration_ms"), _value(r, "ops", 0.0)
         if ms > 0 and ops > 0 and not optimizer_left_out(r) and r.get("shape", "plain") in FIT_SHAPES:
             cal = _value(r, "graph_node_us", calibration["graph_node_us"]) / 1e3
+            if ops * cal < NODE_SIGNAL_SHARE * _value(r, "busy_ms"):
+                continue   # the GPU's own spread between two runs outweighs the nodes' cost here
             node.append(((ms - _value(r, "busy_ms")) / ops / cal, _value(r, "capturable_params")))
     # the rows known to keep their optimizer as it is: a capturable step's own kernels would
     # count as node cost (AdamW's graphs ran 70-1000 us over SGD's node cost on the H100 rows);

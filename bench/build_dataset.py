@@ -10,7 +10,8 @@ baseline, the calibration and the scopes as applied; tune's rows give the measur
 
 Each COLLECTED_DIR holds rows.jsonl and traces/ (unpacked from collect_dataset's tarball).
 ``--keep`` takes the rows of an earlier build as they are (their traces need not be here);
-``--update`` takes them too, but a workload collected again replaces its old row in place.
+``--update`` takes them too, but a workload collected again replaces its old row in place,
+keeping the old row's measured speedup of a scope the new collection did not measure.
 ``param_tensors`` comes from the run record (the bootstrap counts the trained parameter
 tensors); a record from before that count is filled in by the same count over the zoo
 model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
@@ -154,6 +155,24 @@ def kept_rows(path: Path):
             yield row
 
 
+def carried_over(old: dict, new: dict) -> dict:
+    """The new collection of a workload, with each scope it did not measure (``not measured``)
+    taken from the old row: its measured speedup (old eager over the old scope's time) set
+    against the new eager time, so that a collection of two scopes does not drop a third
+    measured before (compile, a slower tune, was left out of some)."""
+    out = dict(new)
+    for scope in SCOPES:
+        if new.get(f"{scope}_status") != "not measured" or old.get(f"{scope}_status") in (None, "", "not measured"):
+            continue
+        try:
+            speedup = float(old["eager_ms"]) / float(old[f"{scope}_ms"])
+            out[f"{scope}_ms"] = float(new["eager_ms"]) / speedup
+        except (KeyError, ValueError, ZeroDivisionError):
+            continue
+        out[f"{scope}_status"] = old[f"{scope}_status"]
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="*", type=Path)
@@ -170,7 +189,8 @@ def main():
         newer = {}
         for row in collected:
             newer.setdefault(row["workload"], row)
-        collected = [newer.pop(row["workload"], row) for row in kept_rows(args.update)] + list(newer.values())
+        collected = [carried_over(row, newer.pop(row["workload"])) if row["workload"] in newer else row
+                     for row in kept_rows(args.update)] + list(newer.values())
     sources = [kept_rows(args.keep)] if args.keep else []
     for source in sources + [collected]:   # collected twice: the first one's
         for row in source:
