@@ -39,6 +39,9 @@ class Phases:
     forward_calls: float = 0.0     # top-level forward calls inside the iteration (micro-steps, a
                                    # GAN's discriminator: a graphed callable's cost is per call); 0
                                    # where the trace marks none
+    syncs_in_model: float = 0.0    # host syncs inside the forward and backward calls (a model
+                                   # that reads a mask on the host): a graph of them captures the
+                                   # call, so a replay has no such sync
     syncs_after_backward: float = 0.0   # host syncs from the last backward's end to the
                                    # iteration's end (a GradScaler's inf check, a loss read
                                    # before the step): where the host waits for a graph of the
@@ -105,6 +108,11 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         after_backward = np.zeros(len(cpu_a))
         syncs_after_backward = np.zeros(len(cpu_a))
 
+    model_calls = outermost(np.concatenate([phase_rows["forward"], phase_rows["backward"]]))
+    in_model = (project(model_calls, syncs["start"], syncs["tid"]) >= 0) if len(syncs) and len(model_calls) else None
+    syncs_in_model = (count_within(syncs["start"][in_model], cpu_a, cpu_b).astype(float) if in_model is not None
+                      else np.zeros(len(cpu_a)))
+
     forward = phase_rows["forward"]
     # counted up to the iteration's end: an evaluation between iterations is not the step's
     forward_calls = (count_within(forward["start"], cpu_a, iteration_ends).astype(float)
@@ -126,6 +134,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         marked=marked,
         zero_grad_between_ms=_median(zero_grad_between) / 1e6 if zero_grad_between is not None else None,
         forward_calls=_median(forward_calls),
+        syncs_in_model=_median(syncs_in_model),
         syncs_after_backward=_median(syncs_after_backward),
     )
 

@@ -17,8 +17,9 @@ tensors); a record from before that count is filled in by the same count over th
 model (bench/zoo.py built on the meta device), which is what the bootstrap would have seen.
 ``capturable_params`` and ``capturable_elements`` (what a full-iteration graph makes
 capturable) are filled from the row's optimizer where the record predates that count, and
-``syncs_after_backward`` from the zoo script of the row's shape (its GradScaler) where the
-summary predates it.
+``syncs_after_backward`` from the zoo script of the row's shape (its GradScaler) and
+``syncs_in_model`` from its shape (the Hugging Face models' mask read) where the summary
+predates them.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def rows_of(folder: Path):
         fill_param_tensors(out)
         fill_capturable_params(out)
         fill_syncs_after_backward(out)
+        fill_syncs_in_model(out)
         yield out
 
 
@@ -146,12 +148,25 @@ def fill_syncs_after_backward(row: dict, script: Path | None = None) -> None:
         row["syncs_after_backward"] = float(bool(discover(script).scaler))
 
 
+def fill_syncs_in_model(row: dict) -> None:
+    """Where the summary predates the count of syncs inside the forward and backward calls:
+    every sync of a Hugging Face row (zoo_hf.py's models read a mask on the host in their
+    forward: one ``cudaStreamSynchronize`` a step under the forward range in each of its four
+    H100 exports of 2026-11-25, ``sample_traces/zoo_hf_bert_profiled.sqlite`` among them), none
+    of any other zoo row (zoo_amp.py's one sync is its GradScaler's, after the backward)."""
+    if str(row.get("syncs_in_model", "")).strip() not in ("", "nan"):
+        return
+    if row.get("shape") in ("plain", "loader", "amp", "hf"):
+        row["syncs_in_model"] = row.get("syncs", 0.0) if row["shape"] == "hf" else 0.0
+
+
 def kept_rows(path: Path):
     with open(path, newline="") as handle:
         for row in csv.DictReader(handle):
             fill_param_tensors(row)
             fill_capturable_params(row)
             fill_syncs_after_backward(row)
+            fill_syncs_in_model(row)
             yield row
 
 

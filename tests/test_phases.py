@@ -8,7 +8,7 @@ from advisor.analysis import analyse
 from advisor.trace import open_trace
 from conftest import sample, sql
 
-PROFILED = ["zoo_mlp_profiled", "zoo_cnn_amp_profiled"]
+PROFILED = ["zoo_mlp_profiled", "zoo_cnn_amp_profiled", "zoo_hf_bert_profiled"]
 
 # each iteration range with the next one's start (the CPU window), in the order they ran
 ITERATIONS = """
@@ -24,6 +24,7 @@ SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.i
 WHERE s.value GLOB 'cudaStreamSynchronize*' OR s.value GLOB 'cudaDeviceSynchronize*'
    OR s.value GLOB 'cudaEventSynchronize*' OR s.value GLOB 'cudaMemcpy_v*' OR s.value = 'cudaMemcpy'
 """
+SYNCS_BY_THREAD = SYNCS.replace("SELECT r.start, r.end", "SELECT r.start, r.globalTid")
 # GPU operations launched by a runtime call inside an optimizer range of the same thread
 OPTIMIZER_OPS = """
 WITH opt AS (
@@ -87,7 +88,8 @@ def test_after_backward_is_iteration_end_minus_last_backward_end(traced):
 
 def test_syncs_after_the_backward_are_counted_per_iteration(traced):
     """The syncs from the last backward's end to the iteration's end, by SQL: the AMP loop's
-    GradScaler reads its inf check there once a step; the plain loop has none."""
+    GradScaler reads its inf check there once a step; the plain loop has none, and the Hugging
+    Face loop's one sync a step falls inside the model's forward."""
     path, phases = traced
     backward = sql(path, RANGES, "cg-advise:backward")
     syncs = sql(path, SYNCS)
@@ -97,6 +99,21 @@ def test_syncs_after_the_backward_are_counted_per_iteration(traced):
         counts.append(sum(last <= s < end for s, _ in syncs))
     assert phases.syncs_after_backward == statistics.median(counts)
     assert phases.syncs_after_backward == (1 if "amp" in path.name else 0)
+    if "hf" in path.name:
+        forward = sql(path, RANGES, "cg-advise:forward")
+        inside = [sum(s <= t <= e for s, e, _ in forward) for t, _ in syncs]
+        assert sum(inside) >= len(windows(path)) - 1   # one a step, under the forward range
+
+
+def test_syncs_inside_the_forward_and_backward_are_counted_per_iteration(traced):
+    """The syncs under a forward or backward range of their own thread, by SQL: the Hugging
+    Face loop's one a step (its model reads a mask on the host); the AMP loop's is outside."""
+    path, phases = traced
+    calls = sql(path, RANGES, "cg-advise:forward") + sql(path, RANGES, "cg-advise:backward")
+    syncs = sql(path, SYNCS_BY_THREAD)
+    inside = [(t, 1) for t, tid in syncs if any(s <= t <= e and thread == tid for s, e, thread in calls)]
+    assert phases.syncs_in_model == statistics.median(per_window(path, inside, windows(path)))
+    assert phases.syncs_in_model == (1 if "hf" in path.name else 0)
 
 
 def test_optimizer_operations_per_iteration(traced):

@@ -635,6 +635,7 @@ def test_where_a_sync_falls_picks_its_share():
     assert pr.sync_share_key(whole, "full_iteration") == "sync_serial_share_whole_step"
     assert pr.sync_share_key(scaled, "full_iteration") == "sync_serial_share_after_backward"
     assert pr.sync_share_key(scaled, "fwd_bwd") == "sync_serial_share"
+    assert pr.sync_share_key(scaled, "compile") == pr.sync_share_key(whole, "compile") == "sync_serial_share_compile"
     assert pr.sync_share_key({**scaled, "syncs_after_backward": 0.0}, "full_iteration") == "sync_serial_share"
     assert pr.sync_share_key({**whole, "per_micro_step": 1.0, "syncs_after_backward": 1.0}, "full_iteration") == \
         "sync_serial_share_after_backward"
@@ -655,23 +656,50 @@ def test_a_gain_within_the_noise_of_the_timings_is_not_called_a_gain(shipped):
     assert above["graphs_help"] and above["go_decision"] == pytest.approx(1.3)
 
 
+def test_a_sync_inside_the_model_is_left_eager_only_by_the_scopes_that_do_not_capture_the_model(rows, shipped):
+    """A Hugging Face row's sync falls inside its forward: fwd_bwd and full_iteration capture
+    the call, so their replays have no sync and no share; compile (its graph breaks there) and
+    a submodule graph keep it."""
+    hf = next(r for r in rows if r["shape"] == "hf")
+    assert number(hf, "syncs") == number(hf, "syncs_in_model") == 1
+    assert [pr.syncs_left_eager(hf, scope) for scope in ("fwd_bwd", "full_iteration", "compile", "submodule")] == \
+        [0, 0, 1, 1]
+    out = pr.physical(hf, "full_iteration", shipped)
+    assert out["ms"] == pytest.approx(max(out["gpu_ms"], out["host_ms"]), rel=1e-12)
+    counted_before = pr.physical({**hf, "syncs_in_model": ""}, "full_iteration", shipped)   # a summary from before
+    assert counted_before["ms"] > out["ms"]
+
+
+def test_dataset_rows_without_a_count_of_syncs_in_the_model_get_their_shape_s(build):
+    """bench/build_dataset.py fills ``syncs_in_model`` where the summary predates it: every
+    sync of a Hugging Face row, none of another zoo row; a script's own row stays unknown."""
+    rows = [{"shape": "hf", "syncs": "1.0"}, {"shape": "amp", "syncs": "1.0"}, {"shape": "script", "syncs": "2.0"},
+            {"shape": "hf", "syncs": "1.0", "syncs_in_model": "0.0"}]
+    for row in rows:
+        build.fill_syncs_in_model(row)
+    assert [row.get("syncs_in_model") for row in rows] == ["1.0", 0.0, None, "0.0"]
+
+
 def test_the_sync_share_is_fitted_on_the_host_side_predictions_compute(rows, shipped):
     """By hand: over the synced rows' measured scopes, (measured - longer side) / shorter side,
     the sides as the shipped model computes them (its callable cost per parameter tensor, which
     these rows count), the shares themselves left out; the GradScaler rows' full-iteration
-    graphs apart. Fitted on the per-operation host side instead, the share came out 0.11 where
-    the predictions' own sides give 0.16."""
+    graphs apart, the Hugging Face rows left out (their one sync is inside the forward, which
+    both graphs capture). Fitted on the per-operation host side instead, the share came out
+    0.11 where the predictions' own sides give 0.16."""
     bare = {**shipped, **{key: 0.0 for key in pr.SYNC_SHARE_KEYS}}
-    shares = {"sync_serial_share": [], "sync_serial_share_after_backward": []}
+    shares = {"sync_serial_share": [], "sync_serial_share_after_backward": [], "sync_serial_share_compile": []}
     for r in rows:
-        for scope in ("fwd_bwd", "full_iteration"):
-            if number(r, "syncs") >= 1 and number(r, f"{scope}_ms") > 0:
+        for scope in ("fwd_bwd", "full_iteration", "compile"):
+            # the Hugging Face rows' sync stays only where compile breaks its graph
+            if number(r, "syncs") >= 1 and number(r, f"{scope}_ms") > 0 and (r["shape"] != "hf" or scope == "compile"):
                 side = pr.physical(r, scope, bare)
                 longer, shorter = max(side["gpu_ms"], side["host_ms"]), min(side["gpu_ms"], side["host_ms"])
                 scaler = scope == "full_iteration" and r["shape"] == "amp"   # zoo_amp.py: the GradScaler's sync
-                shares["sync_serial_share_after_backward" if scaler else "sync_serial_share"].append(
-                    (number(r, f"{scope}_ms") - longer) / shorter)
-    assert (len(shares["sync_serial_share"]), len(shares["sync_serial_share_after_backward"])) == (10, 5)
+                key = ("sync_serial_share_compile" if scope == "compile" else
+                       "sync_serial_share_after_backward" if scaler else "sync_serial_share")
+                shares[key].append((number(r, f"{scope}_ms") - longer) / shorter)
+    assert [len(shares[key]) for key in shares] == [5, 5, 6]   # compile: the five Hugging Face rows and one AMP row
     for key, values in shares.items():
         assert shipped[key] == pytest.approx(min(max(statistics.median(values), 0.0), 1.0), rel=1e-9)
 
@@ -694,12 +722,13 @@ def test_a_sync_serialises_a_full_iteration_graph_that_captures_the_optimizer(ro
                   "fwd_bwd_ms": ""}
     fitted = pr.fit_constants(rows + [synced_row])
     # the row's own share, its sides computed with the constants refitted with it among the rows
-    # (they move a little from the shipped ones: near, not at, 0.5)
+    # (they move a little from the shipped ones: the row, a plain graph, enters the node
+    # factor's median too; near, not at, 0.5)
     sides = pr.physical(synced_row, "full_iteration", {**fitted, **{key: 0.0 for key in pr.SYNC_SHARE_KEYS}})
     longer, shorter = max(sides["gpu_ms"], sides["host_ms"]), min(sides["gpu_ms"], sides["host_ms"])
     expected = (float(synced_row["full_iteration_ms"]) - longer) / shorter
     assert fitted["sync_serial_share_whole_step"] == pytest.approx(expected, rel=1e-9)
-    assert expected == pytest.approx(0.5, abs=0.05)
+    assert expected == pytest.approx(0.5, abs=0.1)
     # and it does not enter the share of the graphs that leave kernels eager
     assert fitted["sync_serial_share"] == pytest.approx(
         pr._sync_serial_share(rows, fitted, "sync_serial_share"), rel=1e-12)
