@@ -115,8 +115,8 @@ def main():
             continue
         original = work / source.name
         original.write_bytes(source.read_bytes())
-        jobs.append((source.stem, "eager", original))
-        jobs.append((source.stem, "eager_capturable", original))
+        jobs.append((source.stem, "eager", original, "eager"))
+        jobs.append((source.stem, "eager_capturable", original, "eager"))
         for scope in PATCH_SCOPES:
             try:
                 patch = make_patch(source, scope)
@@ -125,22 +125,25 @@ def main():
                 continue
             target = work / f"{source.stem}__{scope}.py"
             target.write_bytes(patch.patched_bytes)
-            jobs.append((source.stem, scope, target))
+            # a full_iteration graph that holds the optimizer step makes an Adam-family optimizer
+            # capturable: other kernels, other rounding, so its reference is eager with
+            # capturable=True (a graph reproduces that one bit for bit); one that leaves the step
+            # eager leaves the optimizer as the script built it, and plain eager is its reference
+            steps_in_graph = scope.startswith("full_iteration") and not patch.optimizer_eager
+            jobs.append((source.stem, scope, target, "eager_capturable" if steps_in_graph else "eager"))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1] == "eager_capturable")), jobs))
-    eager = {name: r for (name, scope, _), r in results if scope == "eager"}
-    # full_iteration makes Adam-family optimizers capturable: other kernels, other rounding, so its
-    # reference is eager with capturable=True (a graph reproduces that one bit for bit)
-    capturable = {name: r for (name, scope, _), r in results if scope == "eager_capturable"}
+    references = {(name, scope): r for (name, scope, _, _), r in results if scope.startswith("eager")}
+    eager = {name: r for (name, scope), r in references.items() if scope == "eager"}
     rows = []
-    for (name, scope, _), r in results:
+    for (name, scope, _, reference), r in results:
         if scope.startswith("eager"):
             continue
-        e = capturable[name] if scope == "full_iteration" else eager[name]
+        e = references[(name, reference)]
         ok_run = r["returncode"] == 0
         equal, worst = same_output(e["stdout"], r["stdout"], args.tolerance) if ok_run else (False, None)
         row = {"script": name, "scope": scope, "ran_to_end": ok_run, "eager_ran": e["returncode"] == 0,
-               "same_output": equal, "max_relative_difference": worst, "eager": e, "patched": r}
+               "reference": reference, "same_output": equal, "max_relative_difference": worst, "eager": e, "patched": r}
         rows.append(row)
         print(f"{name:24} {scope:15} {'ran' if ok_run else 'FAILED':6} "
               f"{'same' if equal else 'DIFFERENT'} (max rel diff {worst})"

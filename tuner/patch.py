@@ -193,8 +193,8 @@ class _Rewriter:
         module = wrapper.module.visit(transformer)
         if not transformer.inserted:
             raise self.refuse("could not place the setup code before the loop")
-        if self.scope.startswith("full_iteration") and not self.optimizer_outside:
-            module = self._capturable_optimizer(module)
+        if self.scope.startswith("full_iteration") and not (self.optimizer_outside or self.per_micro_step):
+            module = self._capturable_optimizer(module)   # only an optimizer that steps inside the graph
         if self.scope != "compile":
             # autocast must not cache casts inside a captured region, wherever it is built: in the
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
@@ -549,6 +549,8 @@ class _Rewriter:
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=core) else ""
         clone += ", accumulate=True" if accumulate else ""
+        if self.optimizer_outside or accumulate:   # its step runs eagerly after each replay
+            clone += ", optimizers_in_graph=False"
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
             clone += f", allreduce=_cg_if_ddp({self.ddp.name})"

@@ -20,8 +20,12 @@ class _CgFullIterationGraph:
     Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
     are put back in place, so training starts from the same point as without the graph."""
 
-    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None):
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None,
+                 optimizers_in_graph=True):
         self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        # False: the optimizers step eagerly after each replay (a GradScaler, a scheduler, micro-steps)
+        # and are left as they are: made capturable, an eager Adam step launches more kernels
+        self.optimizers_in_graph = optimizers_in_graph
         self.models = [m for m in models if isinstance(m, torch.nn.Module)]
         self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
         # micro-steps: each replay's backward adds into the gradients, which the script zeroes
@@ -46,7 +50,8 @@ class _CgFullIterationGraph:
             self.layout = layout
             self.static_tensors = [t.detach().clone() for t in tensors]
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
-            self._make_capturable()
+            if self.optimizers_in_graph:
+                self._make_capturable()
             saved = self._snapshot()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
