@@ -31,6 +31,40 @@ def close(predicted: float, measured: float, tolerance: float = TOLERANCE) -> bo
     return abs(predicted / measured - 1) <= tolerance
 
 
+def compare(rows: Path, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
+    """Each script's prediction beside each process's measurement: the per-script lines (and where
+    a miss comes from), the hits of the paired and separate-process speedups, and how many paired
+    measurements fall inside the interval the report prints beside the prediction."""
+    out = {"scripts": [], "sides": [], "paired": [0, 0], "separate": [0, 0], "inside": [0, 0]}
+    for row in pr.read_dataset(rows):
+        # tune's own result file, or its --json saved by bench/gpu_paired_tune.sh
+        path = next((p for p in (results / f"{row['workload']}.py.cg-advise.json",
+                                 results / f"{row['workload']}.tune.json") if p.exists()), None)
+        if path is None:
+            continue
+        fill_syncs_after_backward(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a summary from before
+        prediction = pr.predict(model, row).get(scope, {})
+        predicted = prediction.get("speedup")
+        result = json.loads(path.read_text())
+        measured = next((r for r in result["rows"] if r["scope"] == scope and r["status"] == "ok"), None)
+        if predicted is None or measured is None or not measured.get("paired_speedup"):
+            continue
+        paired = [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+        separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]
+        for kind, values in (("paired", paired), ("separate", separate)):
+            out[kind][0] += sum(close(predicted, v, tolerance) for v in values)
+            out[kind][1] += len(values)
+        if prediction.get("low") and prediction.get("high"):
+            out["inside"][0] += sum(prediction["low"] <= v <= prediction["high"] for v in paired)
+            out["inside"][1] += len(paired)
+        out["scripts"].append((row["workload"], predicted, paired, separate))
+        if measured.get("paired_eager_ms") and measured.get("measured_ms"):
+            out["sides"].append((row["workload"], pr.eager_ms(row, model)[0],
+                                 measured["paired_eager_ms"] / eager_slowdown(scope),
+                                 prediction["ms"], measured["measured_ms"]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", type=Path, help="dataset rows of the profiles (bench/unseen_rows.py)")
@@ -39,45 +73,26 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped one)")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="a prediction this close counts")
     args = parser.parse_args()
-    model = pr.load_model(args.model)
-    counts = {"paired": [0, 0], "separate": [0, 0]}
-    sides = []   # where a miss comes from: the eager time, or the scope's own
+    found = compare(args.rows, args.results, args.scope, pr.load_model(args.model), args.tolerance)
     print(f"{'script':22s} {'predicted':>9s}  {'paired, each process':28s} separate processes")
-    for row in pr.read_dataset(args.rows):
-        # tune's own result file, or its --json saved by bench/gpu_paired_tune.sh
-        path = next((p for p in (args.results / f"{row['workload']}.py.cg-advise.json",
-                                 args.results / f"{row['workload']}.tune.json") if p.exists()), None)
-        if path is None:
-            continue
-        fill_syncs_after_backward(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a summary from before
-        prediction = pr.predict(model, row).get(args.scope, {})
-        predicted = prediction.get("speedup")
-        result = json.loads(path.read_text())
-        measured = next((r for r in result["rows"] if r["scope"] == args.scope and r["status"] == "ok"), None)
-        if predicted is None or measured is None or not measured.get("paired_speedup"):
-            continue
-        paired = [s / eager_slowdown(args.scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
-        separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]
-        for kind, values in (("paired", paired), ("separate", separate)):
-            counts[kind][0] += sum(close(predicted, v, args.tolerance) for v in values)
-            counts[kind][1] += len(values)
-        print(f"{row['workload']:22s} {predicted:8.2f}x  {' '.join(f'{v:.2f}x' for v in paired):28s} "
+    for name, predicted, paired, separate in found["scripts"]:
+        print(f"{name:22s} {predicted:8.2f}x  {' '.join(f'{v:.2f}x' for v in paired):28s} "
               f"{min(separate):.2f}x-{max(separate):.2f}x (median {statistics.median(separate):.2f}x)")
-        if measured.get("paired_eager_ms") and measured.get("measured_ms"):
-            sides.append((row["workload"], pr.eager_ms(row, model)[0],
-                          measured["paired_eager_ms"] / eager_slowdown(args.scope),
-                          prediction["ms"], measured["measured_ms"]))
-    if sides:
+    if found["sides"]:
         print(f"\nwhere it misses (ms/iteration; measured: in the paired windows, the median over processes)\n"
               f"{'script':22s} {'eager: profile':>14s} {'measured':>9s} {'ratio':>6s}   "
               f"{args.scope + ': predicted':>24s} {'measured':>9s} {'ratio':>6s}")
-        for name, eager, eager_measured, graphed, graphed_measured in sides:
+        for name, eager, eager_measured, graphed, graphed_measured in found["sides"]:
             print(f"{name:22s} {eager:14.3f} {eager_measured:9.3f} {eager_measured / eager:6.2f}   "
                   f"{graphed:24.3f} {graphed_measured:9.3f} {graphed_measured / graphed:6.2f}")
-    for kind, (hits, total) in counts.items():
+    for kind in ("paired", "separate"):
+        hits, total = found[kind]
         if total:
             print(f"{args.scope}, {kind}: the prediction within {args.tolerance:.0%} of one process for {hits} of {total} "
                   f"({hits / total:.0%})")
+    inside, total = found["inside"]
+    if total:
+        print(f"{args.scope}, paired: inside the printed interval for {inside} of {total} ({inside / total:.0%})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""The benefit model on scripts it never saw, in one command: every committed set of unseen
+corpus scripts profiled with `cg-advise profile` and tuned paired with `cg-advise tune` (on the
+lent H100s and H200), each prediction against each tune process's paired speedup
+(``paired_vs_predicted.compare``), and how many of those measurements fall inside the 80 %
+interval the report prints. Run it after a refit: a model that fits its own dataset better can
+do worse here (the refit of 2026-11-25 moved the H100 model on the H200 rows from 31 to 22 of
+44 within 20 % and left these sets unchanged at 93 of 120).
+
+    python bench/unseen_eval.py [--model MODEL.json] [--json]
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from advisor import predict as pr  # noqa: E402
+from paired_vs_predicted import compare  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+# (what was measured, the profiles' dataset rows, the tune results, the scope, the tolerance:
+# the issue's 20 % for the graph scopes, 25 % for compile)
+SETS = (
+    ("H200, 7 scripts x 3 processes", "paired_timing/h200_full_iteration/rows.csv",
+     "paired_timing/h200_full_iteration/tune", "full_iteration", 0.2),
+    ("H100, 4 scripts x 3, one instance", "paired_timing/h100_same_instance/rows.csv",
+     "paired_timing/h100_same_instance/tune", "full_iteration", 0.2),
+    ("H100, 6 scripts x 3, profiled the day after", "paired_timing/h100_full_iteration/today_profiles/rows.csv",
+     "paired_timing/h100_full_iteration/tune", "full_iteration", 0.2),
+    ("H200, 8 scripts x 3", "paired_timing/h200/unseen_rows.csv", "paired_timing/h200/tune", "fwd_bwd", 0.2),
+    ("H100, 6 scripts x 3", "unseen_corpus_h100/runs3/unseen_h100_runs3_capturable.csv",
+     "paired_timing/h100/tune", "fwd_bwd", 0.2),
+    ("H100, 12 more corpus scripts x 1", "paired_timing/h100_scripts/unseen_rows.csv",
+     "paired_timing/h100_scripts/tune", "fwd_bwd", 0.2),
+    ("H100, 5 scripts x 3", "unseen_corpus_h100/unseen_h100_third_profile.csv",
+     "paired_timing/h100_compile/tune", "compile", 0.25),
+)
+
+
+def evaluate(model: dict) -> list:
+    """One dict per set: its label, scope, tolerance, hits and interval coverage."""
+    out = []
+    for label, rows, results, scope, tolerance in SETS:
+        found = compare(RESULTS / rows, RESULTS / results, scope, model, tolerance)
+        out.append({"set": label, "rows": rows, "scope": scope, "tolerance": tolerance,
+                    "hits": found["paired"][0], "measurements": found["paired"][1],
+                    "inside_interval": found["inside"][0], "with_interval": found["inside"][1]})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped H100 model)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    sets = evaluate(pr.load_model(args.model))
+    if args.json:
+        print(json.dumps(sets, indent=1))
+        return
+    print(f"{'scope':15s} {'set':45s} {'within':>12s} {'in interval':>12s}")
+    for s in sets:
+        print(f"{s['scope']:15s} {s['set']:45s} {s['hits']:4d} of {s['measurements']:3d} "
+              f"{s['inside_interval']:4d} of {s['with_interval']:3d}")
+    for scope in dict.fromkeys(s["scope"] for s in sets):
+        mine = [s for s in sets if s["scope"] == scope]
+        hits, total = sum(s["hits"] for s in mine), sum(s["measurements"] for s in mine)
+        print(f"{scope}: within {mine[0]['tolerance']:.0%} for {hits} of {total} ({hits / total:.0%})")
+    hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
+    inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
+    print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "
+          f"{inside} of {counted} ({inside / counted:.0%})")
+
+
+if __name__ == "__main__":
+    main()
