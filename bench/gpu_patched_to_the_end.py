@@ -7,7 +7,7 @@ full_iteration rewrite is compared with eager run with capturable optimizers, th
 implementation the rewrite uses. Printed numbers are compared with a relative tolerance (a capturable Adam and compile's
 fused kernels round differently from eager); text must be equal.
 
-    python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--jobs 4] [--tolerance 1e-3]
+    python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--scopes S,...] [--jobs 4] [--tolerance 1e-3]
 
 Writes OUT/patched_to_the_end.json; prints one line per run and the counts. Correctness
 only: runs share the GPU (``--jobs``), so wall times are not comparable speeds.
@@ -101,6 +101,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", default="")
+    parser.add_argument("--scopes", default=",".join(PATCH_SCOPES), help="the scopes to rewrite (default: all)")
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--tolerance", type=float, default=1e-3)
@@ -117,7 +118,7 @@ def main():
         original.write_bytes(source.read_bytes())
         jobs.append((source.stem, "eager", original, "eager"))
         jobs.append((source.stem, "eager_capturable", original, "eager"))
-        for scope in PATCH_SCOPES:
+        for scope in [s for s in PATCH_SCOPES if s in args.scopes.split(",")]:
             try:
                 patch = make_patch(source, scope)
             except CgAdviseError as error:
