@@ -12,6 +12,16 @@ def sample(name: str) -> Path:
     return TRACES / f"{name}.sqlite"
 
 
+def bench_module(name: str):
+    """A script of bench/ imported as a module (bench/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def sql(path, query, *params):
     """Runs plain SQL on an export: the independent computation the tests compare against."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

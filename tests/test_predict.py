@@ -15,7 +15,7 @@ from advisor import predict as pr
 from advisor.analysis import analyse
 from advisor.cli import cli
 from advisor.trace import open_trace
-from conftest import ROOT, rewrite, sample
+from conftest import ROOT, bench_module, rewrite, sample
 
 DATASET = ROOT / "advisor" / "data" / pr.DATASET
 RECORD = ROOT / "sample_traces" / "zoo_mlp_profiled.cg-advise-run.json"
@@ -528,12 +528,7 @@ def test_model_eval_names_a_shipped_dataset_and_shows_a_share_it_could_not_count
 @pytest.fixture(scope="module")
 def build():
     """bench/build_dataset.py as a module."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_dataset", ROOT / "bench" / "build_dataset.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("build_dataset")
 
 
 def test_dataset_rows_without_a_recorded_count_get_the_zoo_model_s(rows, build):

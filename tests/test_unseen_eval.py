@@ -1,20 +1,14 @@
 """The shipped benefit model on the committed unseen-script measurements (bench/unseen_eval.py):
 a refit that does worse on scripts it never saw fails here, not in a user's hands."""
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import bench_module
 
 
 @pytest.fixture(scope="module")
 def unseen():
-    spec = importlib.util.spec_from_file_location("unseen_eval", ROOT / "bench" / "unseen_eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("unseen_eval")
 
 
 def test_every_committed_set_is_read_whole(unseen):
