@@ -5,7 +5,8 @@ script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hook
 
 - one ``cg-advise:iteration`` range per training step, from the first top-level forward
   after the previous optimizer step to the end of this step (a start/end range, so it
-  also covers the backward kernels launched from autograd's own thread);
+  also covers the backward kernels launched from autograd's own thread); in a loop that
+  updates its parameters by hand, without an optimizer, up to the next step's first forward;
 - one ``cg-advise:forward`` range per call of a top-level module (a module with
   parameters called outside any other module): the iteration of an inference loop;
 - one ``cg-advise:module:<name>`` range per call of each child of that top-level module;
@@ -225,6 +226,8 @@ class Injector:
     _depth: int = 0
     _pushed: list = field(default_factory=list)
     _iteration: object = None
+    _backward_done: bool = False                   # a backward has run in the open iteration
+    _optimizers_built: int = 0                     # optimizers constructed since install()
     _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
     _root: object = None
     _handles: list = field(default_factory=list)
@@ -248,6 +251,7 @@ class Injector:
         self._wrap_backward(torch.autograd)
         self._wrap_zero_grad(optim.Optimizer)
         self._wrap_zero_grad(nn_module.Module)
+        self._count_built_optimizers(optim.Optimizer)
         if self.window.bounded and self.window.warmup == 0:
             self._begin_window()
         return self
@@ -316,8 +320,26 @@ class Injector:
         per call (autograd's device thread launches the kernels, so not a push/pop range);
         what follows the last backward up to the step's end is timed as ``after_backward``."""
         sink = self.sink
-        self._wrap_phase(autograd, "backward", "backward", lambda: sink.start(ranges.BACKWARD), sink.end,
+
+        def closes(handle) -> None:
+            sink.end(handle)
+            self._backward_done = self._iteration is not None
+
+        self._wrap_phase(autograd, "backward", "backward", lambda: sink.start(ranges.BACKWARD), closes,
                          then="after_backward")
+
+    def _count_built_optimizers(self, optimizer_class) -> None:
+        """Counts optimizers as they are built (every torch.optim class, and a third-party one
+        that calls ``Optimizer.__init__``): a loop with none updates its parameters by hand."""
+        original = optimizer_class.__init__
+        injector = self
+
+        def __init__(optimizer, *args, **kwargs):
+            injector._optimizers_built += 1
+            original(optimizer, *args, **kwargs)
+
+        optimizer_class.__init__ = __init__
+        self._unwraps.append(lambda: setattr(optimizer_class, "__init__", original))
 
     def _wrap_zero_grad(self, owner) -> None:
         """One ``cg-advise:zero_grad`` range per ``zero_grad`` call of an optimizer or a
@@ -347,8 +369,7 @@ class Injector:
             self._root = module
             if self._is_training_call(module):
                 self._count_trained_parameters(module)
-                if self._iteration is None:
-                    self._begin_iteration()
+                self._training_call_begins()
             name = ranges.FORWARD
             if self._timing:
                 self._phase_start("forward")
@@ -420,8 +441,7 @@ class Injector:
         self._depth += 1
         if self._is_training_call(module):
             self._count_trained_parameters(module)
-            if self._iteration is None:
-                self._begin_iteration()
+            self._training_call_begins()
         self.sink.push(ranges.FORWARD)
         if self._timing:
             self._phase_start("forward")
@@ -433,9 +453,23 @@ class Injector:
         self._depth -= 1
         self._end_top_level_call(module)
 
+    def _training_call_begins(self) -> None:
+        """A top-level training forward opens the iteration; in a loop that updates its
+        parameters by hand (no optimizer built or stepped: the word-language-model example's
+        ``p.data.add_(p.grad, alpha=-lr)``), it also ends the open one once that one's backward
+        has run, since no optimizer step will: without this such a loop ran 0 iterations, and
+        a profile never opened its recording window. (With an optimizer, a second forward after
+        a backward is the same step's: a GAN's, a micro-step's.)"""
+        if (self._iteration is not None and self._backward_done
+                and not (self._optimizers_built or self.optimizers_stepped)):
+            self._end_iteration()
+        if self._iteration is None:
+            self._begin_iteration()
+
     def _begin_iteration(self) -> None:
         if self._timing:
             self._phase_end("between")
+        self._backward_done = False
         self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
 
     def _is_training_call(self, module) -> bool:
@@ -488,6 +522,12 @@ class Injector:
             if self._timing and "between" in self._phase_open:
                 self._phase_start("between")   # between begins after the iteration's last step
             return
+        self._end_iteration()
+
+    def _end_iteration(self) -> None:
+        """The training step's end: at its (last) optimizer step, or, without an optimizer, at
+        the next iteration's first forward (the update by hand, the logging and the next batch
+        are then the step's ``after_backward``, and nothing runs between iterations)."""
         if self._timing:
             self._phase_end("after_backward")
         self.sink.end(self._iteration[0])

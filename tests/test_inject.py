@@ -335,8 +335,11 @@ def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
     assert 8 <= after < 40 and optimizer <= after and 6 <= between < 30
     assert 2 <= untraced["zero_grad_between_ms_per_iteration"] <= between - 4
     assert untraced["host_ms_per_iteration"] - forward - backward - optimizer >= 7
-    # the iteration is the forward, what follows it up to the step's end, and the time between
-    assert untraced["host_ms_per_iteration"] >= forward + backward + after + between >= 42
+    # the iteration is the forward, what follows it up to the step's end, and the time between;
+    # each figure is a median over the iterations, and a sum of medians may pass the median of
+    # the sums by a little (CI read 47.5030 against 47.5035 ms): 1 ms of slack
+    phases = forward + backward + after + between
+    assert untraced["host_ms_per_iteration"] >= phases - 1.0 and phases >= 42
 
 
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):
@@ -451,3 +454,41 @@ def test_torch_backend_records_the_window_as_a_kineto_trace(tmp_path):
     assert names.count(ranges.BACKWARD) == 2 and names.count(ranges.OPTIMIZER) == 2
     assert sorted({n for n in names if n.startswith(ranges.MODULE)}) == [ranges.MODULE + c for c in sorted(CHILDREN)]
     assert json.loads(summary.read_text())["iterations"] == 7
+
+
+def test_a_loop_that_updates_its_parameters_by_hand_has_iterations(monkeypatch):
+    """The word-language-model example's update (`p.data.add_(p.grad, alpha=-lr)`, no optimizer):
+    each step ends at the next step's first forward. Before, such a loop ran 0 iterations and a
+    profile's window never opened ("ran 0 iterations, not more than --warmup 50", seen on the
+    H100 for tests/corpus/manual_sgd_update.py and rnn_hidden_state.py). Six steps: five end
+    (the last has no next forward), each holding its forward and backward and no optimizer."""
+    monkeypatch.setenv("CG_STEPS", "6")
+    calls = []
+    window = Window(warmup=2, iterations=2, run_to_end=True, on_start=lambda: calls.append("start"))
+    sink, injector = run_file(ROOT / "tests" / "corpus" / "manual_sgd_update.py", window=window)
+    summary = injector.summary()
+    assert summary["iterations"] == summary["training_steps"] == 5 and summary["optimizers_stepped"] == 0
+    assert calls == ["start"]
+    starts = [i for i, e in enumerate(sink.events) if e == ("start", ranges.ITERATION)]
+    assert len(starts) == 6
+    for begin, following in zip(starts, starts[1:]):
+        inside = sink.events[begin:following]
+        end = inside.index(("end", begin))   # closed right before the next one starts
+        assert end == len(inside) - 1
+        assert ("push", ranges.FORWARD) in inside and ("start", ranges.BACKWARD) in inside
+        assert ("push", ranges.OPTIMIZER) not in inside
+
+
+def test_a_second_forward_before_the_first_optimizer_step_is_the_same_step(tmp_path):
+    """With an optimizer, two forwards and backwards before its step (micro-steps, a GAN's two
+    discriminator calls) are one iteration, the first one too, before any step has run."""
+    script = tmp_path / "micro.py"
+    script.write_text("import torch\nfrom torch import nn\n"
+                      "model = nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for _ in range(4):\n"
+                      "    for _ in range(2):\n"
+                      "        model(torch.randn(8, 4)).sum().backward()\n"
+                      "    opt.step()\n    opt.zero_grad()\n")
+    sink, injector = run_file(script)
+    assert injector.summary()["iterations"] == 4 == sink.count("start", ranges.ITERATION)
+    assert sink.count("start", ranges.BACKWARD) == 8
