@@ -4,7 +4,7 @@ lent H100s and H200), each prediction against each tune process's paired speedup
 (``paired_vs_predicted.compare``), and how many of those measurements fall inside the 80 %
 interval the report prints. Run it after a refit: a model that fits its own dataset better can
 do worse here (the refit of 2026-11-25 moved the H100 model on the H200 rows from 31 to 22 of
-44 within 20 % and left these sets unchanged at 93 of 120).
+44 within 20 % and left the sets of before unchanged at 93 of 120).
 
     python bench/unseen_eval.py [--model MODEL.json] [--json]
 """
@@ -38,6 +38,11 @@ SETS = (
      "paired_timing/h100_scripts/tune", "fwd_bwd", 0.2),
     ("H100, 5 scripts x 3", "unseen_corpus_h100/unseen_h100_third_profile.csv",
      "paired_timing/h100_compile/tune", "compile", 0.25),
+    # scripts no model choice had looked at before, profiled and tuned on 2026-11-26
+    ("H100, 5 fresh scripts x 1 (2026-11-26)", "paired_timing/h100_fresh_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_fresh_2026-11-26/tune", "full_iteration", 0.2),
+    ("H100, 4 fresh scripts x 1 (2026-11-26)", "paired_timing/h100_fresh_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_fresh_2026-11-26/tune", "fwd_bwd", 0.2),
 )
 
 
