@@ -173,6 +173,13 @@ class Window:
         return self.iterations is not None
 
 
+def _gradient_cleared(module) -> bool:
+    """Whether the module's first trained parameter has no gradient (set to None since its
+    backward); False for a module without one."""
+    first = next((p for p in module.parameters() if p.requires_grad), None)
+    return first is not None and first.grad is None
+
+
 def _cuda_profiler_start() -> None:
     import torch
 
@@ -207,6 +214,7 @@ class Injector:
     inference_calls: int = 0
     module_ranges: int = 0
     graph_replays: int = 0
+    steps_ended_at_next_forward: int = 0       # training steps of a loop without an optimizer (see _training_call_begins)
     trained_parameters: Optional[int] = None   # the top-level module's parameter tensors that train (at
                                                # its first training call; None in an inference loop)
     optimizers: list = field(default_factory=list)   # the first stepped optimizers (MAX_DESCRIBED), each
@@ -228,6 +236,7 @@ class Injector:
     _iteration: object = None
     _backward_done: bool = False                   # a backward has run in the open iteration
     _optimizers_built: int = 0                     # optimizers constructed since install()
+    _zeroed_since_backward: bool = False           # a zero_grad() (of a module or an optimizer) since the last backward
     _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
     _root: object = None
     _handles: list = field(default_factory=list)
@@ -324,6 +333,7 @@ class Injector:
         def closes(handle) -> None:
             sink.end(handle)
             self._backward_done = self._iteration is not None
+            self._zeroed_since_backward = False
 
         self._wrap_phase(autograd, "backward", "backward", lambda: sink.start(ranges.BACKWARD), closes,
                          then="after_backward")
@@ -347,8 +357,12 @@ class Injector:
         time it takes between iterations is not left eager (timed untraced too, the calls
         between iterations only, as the analyser reads the trace)."""
         sink = self.sink
-        self._wrap_phase(owner, "zero_grad", "zero_grad_between", lambda: sink.push(ranges.ZERO_GRAD),
-                         lambda _: sink.pop(), during="between")
+
+        def opens():
+            self._zeroed_since_backward = True
+            return sink.push(ranges.ZERO_GRAD)
+
+        self._wrap_phase(owner, "zero_grad", "zero_grad_between", opens, lambda _: sink.pop(), during="between")
 
     # -- module hooks ---------------------------------------------------------------
     def _has_parameters(self, module) -> bool:
@@ -369,7 +383,7 @@ class Injector:
             self._root = module
             if self._is_training_call(module):
                 self._count_trained_parameters(module)
-                self._training_call_begins()
+                self._training_call_begins(module)
             name = ranges.FORWARD
             if self._timing:
                 self._phase_start("forward")
@@ -441,7 +455,7 @@ class Injector:
         self._depth += 1
         if self._is_training_call(module):
             self._count_trained_parameters(module)
-            self._training_call_begins()
+            self._training_call_begins(module)
         self.sink.push(ranges.FORWARD)
         if self._timing:
             self._phase_start("forward")
@@ -453,18 +467,48 @@ class Injector:
         self._depth -= 1
         self._end_top_level_call(module)
 
-    def _training_call_begins(self) -> None:
+    def _training_call_begins(self, module) -> None:
         """A top-level training forward opens the iteration; in a loop that updates its
         parameters by hand (no optimizer built or stepped: the word-language-model example's
         ``p.data.add_(p.grad, alpha=-lr)``), it also ends the open one once that one's backward
         has run, since no optimizer step will: without this such a loop ran 0 iterations, and
-        a profile never opened its recording window. (With an optimizer, a second forward after
-        a backward is the same step's: a GAN's, a micro-step's.)"""
-        if (self._iteration is not None and self._backward_done
-                and not (self._optimizers_built or self.optimizers_stepped)):
-            self._end_iteration()
+        a profile never opened its recording window. Only once the gradients were zeroed since
+        the backward (a ``zero_grad()`` call, or the model's first trained parameter without a
+        gradient: ``p.grad = None`` by hand): a forward after the backward with the gradients
+        still there is the same step's (micro-steps accumulating by hand, a train-mode forward
+        that logs). With an optimizer, a second forward is always the same step's (a GAN's, a
+        micro-step's); so it is inside a capture the script makes itself."""
+        if self._ends_at_next_forward() and (self._zeroed_since_backward or _gradient_cleared(module)):
+            if not self._capturing():
+                self.steps_ended_at_next_forward += 1
+                self._end_iteration()
         if self._iteration is None:
             self._begin_iteration()
+
+    def _ends_at_next_forward(self) -> bool:
+        """An open iteration whose backward has run, in a loop that built and stepped no
+        optimizer: no step will end it."""
+        return (self._iteration is not None and self._backward_done
+                and not (self._optimizers_built or self.optimizers_stepped))
+
+    def _capturing(self) -> bool:
+        try:
+            return bool(self._torch.cuda.is_current_stream_capturing())
+        except Exception:  # noqa: BLE001 - a torch without CUDA support
+            return False
+
+    def finish(self) -> None:
+        """At the script's end: the last step of a loop that updates its parameters by hand,
+        which no next forward ends, is counted and its range closed (the window stops if it
+        ends there, but the ending process is not cut short)."""
+        if not self._ends_at_next_forward():
+            return
+        on_exit, self.window.on_exit = self.window.on_exit, lambda: None
+        self.steps_ended_at_next_forward += 1
+        try:
+            self._end_iteration()
+        finally:
+            self.window.on_exit = on_exit
 
     def _begin_iteration(self) -> None:
         if self._timing:
@@ -626,6 +670,7 @@ class Injector:
             "inference_calls": self.inference_calls,
             "module_ranges": self.module_ranges,
             "graph_replays": self.graph_replays,
+            "steps_ended_at_next_forward": self.steps_ended_at_next_forward,
             "trained_parameters": self.trained_parameters,
             "optimizers": self.optimizers,
             "optimizers_stepped": self.optimizers_stepped,
@@ -755,6 +800,7 @@ def main(argv=None) -> None:
     try:
         run_target(argv)
     finally:
+        injector.finish()
         if injector.recording and isinstance(injector.sink, RecordFunctionSink):
             injector.recording = False   # the script ended inside the window: keep what was recorded
             injector.window.on_stop()

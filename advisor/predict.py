@@ -758,7 +758,18 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
                                                                    "graph_launch_us", "eager_launch_us",
                                                                    "helper_overhead_us")}
     predicted["model"] = model.get("provenance", "")
+    if ((record or {}).get("bootstrap") or {}).get("steps_ended_at_next_forward") and "speedup" in predicted.get(
+            "full_iteration", {}):
+        predicted["full_iteration"]["as_applied"] = "; ".join(filter(None, (
+            predicted["full_iteration"].get("as_applied"), HAND_UPDATE_NOTE)))
     return for_inference(predicted, model, applied) if inference else predicted
+
+
+# a loop that updates its parameters by hand has no optimizer step to end its iterations: the
+# bootstrap ends each at the next step's first forward, so the host work after the backward
+# (the update, which the graph captures, and logging or the next batch, which it does not) is
+# one phase, read as captured
+HAND_UPDATE_NOTE = "no optimizer: host work after the backward (update, logging, next batch) read as captured"
 
 
 # torch.profiler's own cost per GPU operation on the traced clock, for the eager estimate of a

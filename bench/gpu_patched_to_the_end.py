@@ -106,6 +106,9 @@ def main():
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--tolerance", type=float, default=1e-3)
     args = parser.parse_args()
+    unknown = set(args.scopes.split(",")) - set(PATCH_SCOPES)
+    if unknown:
+        parser.error(f"--scopes: no such scope {', '.join(sorted(unknown))} (scopes: {', '.join(PATCH_SCOPES)})")
     out = Path(args.out)
     work = out / "scripts"
     work.mkdir(parents=True, exist_ok=True)

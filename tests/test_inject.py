@@ -59,6 +59,7 @@ def run_file(path, *args, window=None, injector=None):
     try:
         run_target([str(path), *args])
     finally:
+        injector.finish()   # as the bootstrap's main() does at the script's end
         injector.remove()
         sys.argv = saved
     return injector.sink, injector
@@ -78,7 +79,8 @@ def test_training_iterations_and_submodules(capsys):
     assert sink.depth == 0 and not sink.open_ranges
     # without a window nothing is timed: the baseline comes from a profile's untraced warm-up
     assert injector.summary() == {"iterations": 6, "training_steps": 6, "inference_calls": 0,
-                                  "module_ranges": 18, "graph_replays": 0, "trained_parameters": 6,
+                                  "module_ranges": 18, "graph_replays": 0, "steps_ended_at_next_forward": 0,
+                                  "trained_parameters": 6,
                                   "optimizers": [{"class": "SGD", "parameters": 6, "made_capturable": 0,
                                                   "made_capturable_elements": 0}],
                                   "optimizers_stepped": 1, "made_capturable": {"tensors": 0, "elements": 0},
@@ -460,23 +462,56 @@ def test_a_loop_that_updates_its_parameters_by_hand_has_iterations(monkeypatch):
     """The word-language-model example's update (`p.data.add_(p.grad, alpha=-lr)`, no optimizer):
     each step ends at the next step's first forward. Before, such a loop ran 0 iterations and a
     profile's window never opened ("ran 0 iterations, not more than --warmup 50", seen on the
-    H100 for tests/corpus/manual_sgd_update.py and rnn_hidden_state.py). Six steps: five end
-    (the last has no next forward), each holding its forward and backward and no optimizer."""
+    H100 for tests/corpus/manual_sgd_update.py and rnn_hidden_state.py). Six steps, six
+    iterations (the last closed at the script's end), each holding its forward and backward, no
+    optimizer, and the model.zero_grad() that opens the next step's."""
     monkeypatch.setenv("CG_STEPS", "6")
     calls = []
     window = Window(warmup=2, iterations=2, run_to_end=True, on_start=lambda: calls.append("start"))
     sink, injector = run_file(ROOT / "tests" / "corpus" / "manual_sgd_update.py", window=window)
     summary = injector.summary()
-    assert summary["iterations"] == summary["training_steps"] == 5 and summary["optimizers_stepped"] == 0
-    assert calls == ["start"]
+    assert summary["iterations"] == summary["training_steps"] == 6 == summary["steps_ended_at_next_forward"]
+    assert summary["optimizers_stepped"] == 0
+    assert calls == ["start"] and not sink.open_ranges and sink.depth == 0
     starts = [i for i, e in enumerate(sink.events) if e == ("start", ranges.ITERATION)]
     assert len(starts) == 6
-    for begin, following in zip(starts, starts[1:]):
+    for begin, following in zip(starts, starts[1:] + [len(sink.events)]):
         inside = sink.events[begin:following]
-        end = inside.index(("end", begin))   # closed right before the next one starts
-        assert end == len(inside) - 1
+        assert inside.index(("end", begin)) == len(inside) - 1   # closed right before the next one starts
         assert ("push", ranges.FORWARD) in inside and ("start", ranges.BACKWARD) in inside
         assert ("push", ranges.OPTIMIZER) not in inside
+    assert all(("push", ranges.ZERO_GRAD) in sink.events[a:b] for a, b in zip(starts, starts[1:]))
+
+
+def test_a_hand_update_loop_that_accumulates_ends_its_step_where_it_zeroes(tmp_path):
+    """Without an optimizer, a forward after a backward ends the step only once the gradients
+    were zeroed since (a zero_grad() call, or the first parameter's gradient set to None):
+    hand-written accumulation over two micro-steps, and a train-mode forward that logs after
+    the backward, stay in their step. A loop that sets ``p.grad = None`` by hand ends each step
+    at the next forward."""
+    script = tmp_path / "accumulate.py"
+    script.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
+                      "for step in range(8):\n"
+                      "    model(torch.randn(8, 4)).sum().backward()\n"
+                      "    if step % 2 == 1:\n"
+                      "        model(torch.randn(8, 4))   # a logging forward, train mode, after the backward\n"
+                      "        with torch.no_grad():\n"
+                      "            for p in model.parameters():\n"
+                      "                p -= 0.1 * p.grad\n"
+                      "        model.zero_grad()\n")
+    sink, injector = run_file(script)
+    assert injector.summary()["iterations"] == 4 == sink.count("start", ranges.ITERATION)
+    assert not sink.open_ranges and sink.count("start", ranges.BACKWARD) == 8
+    by_hand = tmp_path / "by_hand.py"
+    by_hand.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
+                       "for step in range(5):\n"
+                       "    model(torch.randn(8, 4)).sum().backward()\n"
+                       "    with torch.no_grad():\n"
+                       "        for p in model.parameters():\n"
+                       "            p -= 0.1 * p.grad\n"
+                       "            p.grad = None\n")
+    sink, injector = run_file(by_hand)
+    assert injector.summary()["iterations"] == 5 == sink.count("start", ranges.ITERATION)
 
 
 def test_a_second_forward_before_the_first_optimizer_step_is_the_same_step(tmp_path):

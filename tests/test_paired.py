@@ -291,6 +291,22 @@ def test_a_capturable_optimizer_steps_as_built_in_an_eager_window():
     assert [g["capturable"] for g in adam.param_groups] == [True, False] and changed == []
 
 
+def test_an_optimizer_stepped_after_the_replay_is_left_as_built_in_both_windows():
+    """A helper whose graph leaves the optimizer step out (optimizers_in_graph=False: a
+    scheduler, a GradScaler) never made it capturable, so an eager window has nothing to put
+    back: a script's own capturable=True Adam stays capturable in both kinds of window, as in
+    the user's eager run. A helper whose graph holds the step hands its optimizers over."""
+    from tuner.harness import graphed_optimizers, optimizers_as_built
+
+    helper_class = _full_iteration_helper_class()
+    model, optimizer, step = _mlp_step()
+    optimizer.param_groups[0]["capturable"] = True   # as the script built it
+    outside = helper_class(step, [optimizer], [model], optimizers_in_graph=False)
+    assert graphed_optimizers(outside) == [] and optimizers_as_built(graphed_optimizers(outside)) == []
+    assert optimizer.param_groups[0]["capturable"] is True
+    assert graphed_optimizers(helper_class(step, [optimizer], [model])) == [optimizer]
+
+
 def test_the_eager_windows_of_a_full_iteration_helper_run_its_step_eagerly(tmp_path):
     """The harness finds the patch's helper as the caller of the first graph replay and wraps
     its class: a captured helper's call in an eager window runs eager_call; the helper counts

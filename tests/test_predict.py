@@ -854,3 +854,17 @@ def test_interval_holds_a_new_measurement_as_often_as_it_says():
     plain = [np.percentile(row[:-1], 10) <= row[-1] <= np.percentile(row[:-1], 90) for row in draws]
     assert np.mean(held) == pytest.approx(0.8, abs=0.02)
     assert np.mean(plain) < np.mean(held) - 0.02
+
+
+def test_a_loop_without_an_optimizer_says_how_its_full_iteration_was_read():
+    """Where the bootstrap ended the steps at the next forward (no optimizer: an update by hand),
+    the full_iteration prediction says that the host work after the backward was read as
+    captured; the same record without such steps says nothing of it, and the number is the same."""
+    analysis = analyse(open_trace(sample("zoo_mlp_profiled")))
+    record = json.loads(RECORD.read_text())
+    plain = pr.predictions_for(analysis, pr.load_model(), record)
+    record["bootstrap"]["steps_ended_at_next_forward"] = 95
+    by_hand = pr.predictions_for(analysis, pr.load_model(), record)
+    assert pr.HAND_UPDATE_NOTE not in plain["full_iteration"].get("as_applied", "")
+    assert by_hand["full_iteration"]["as_applied"] == pr.HAND_UPDATE_NOTE
+    assert by_hand["full_iteration"]["speedup"] == pytest.approx(plain["full_iteration"]["speedup"])

@@ -245,10 +245,10 @@ class StepTimer:
         try:
             return original(helper, *inputs)
         finally:
-            self.as_built = optimizers_as_built(list(helper.optimizers) + self._helper_optimizers())
+            self.as_built = optimizers_as_built(graphed_optimizers(helper) + self._helper_optimizers())
 
     def _helper_optimizers(self) -> list:
-        return [o for h in list(self.helpers.values()) for o in h.optimizers]
+        return [o for h in list(self.helpers.values()) for o in graphed_optimizers(h)]
 
     def _pairs(self) -> bool:
         """Whether the timed steps alternate graphed and eager windows: asked for, on a GPU, in
@@ -442,6 +442,13 @@ def eager_call(helper, inputs: tuple):
         setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
     helper._zero_grad()
     return helper.step(*inputs)
+
+
+def graphed_optimizers(helper) -> list:
+    """The optimizers whose step a full-iteration helper's graph holds, which it made
+    capturable; none where they step eagerly after each replay (``optimizers_in_graph=False``:
+    left as the script built them, capturable or not, in both kinds of window)."""
+    return list(helper.optimizers) if getattr(helper, "optimizers_in_graph", True) else []
 
 
 def optimizers_as_built(optimizers: list) -> list:
