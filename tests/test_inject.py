@@ -489,29 +489,22 @@ def test_a_hand_update_loop_that_accumulates_ends_its_step_where_it_zeroes(tmp_p
     hand-written accumulation over two micro-steps, and a train-mode forward that logs after
     the backward, stay in their step. A loop that sets ``p.grad = None`` by hand ends each step
     at the next forward."""
-    script = tmp_path / "accumulate.py"
-    script.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
-                      "for step in range(8):\n"
-                      "    model(torch.randn(8, 4)).sum().backward()\n"
-                      "    if step % 2 == 1:\n"
-                      "        model(torch.randn(8, 4))   # a logging forward, train mode, after the backward\n"
-                      "        with torch.no_grad():\n"
-                      "            for p in model.parameters():\n"
-                      "                p -= 0.1 * p.grad\n"
-                      "        model.zero_grad()\n")
-    sink, injector = run_file(script)
-    assert injector.summary()["iterations"] == 4 == sink.count("start", ranges.ITERATION)
-    assert not sink.open_ranges and sink.count("start", ranges.BACKWARD) == 8
-    by_hand = tmp_path / "by_hand.py"
-    by_hand.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
-                       "for step in range(5):\n"
-                       "    model(torch.randn(8, 4)).sum().backward()\n"
-                       "    with torch.no_grad():\n"
-                       "        for p in model.parameters():\n"
-                       "            p -= 0.1 * p.grad\n"
-                       "            p.grad = None\n")
-    sink, injector = run_file(by_hand)
-    assert injector.summary()["iterations"] == 5 == sink.count("start", ranges.ITERATION)
+    def loop(name, steps, tail):
+        """A Linear trained by hand: a backward each step, then ``tail`` (indented lines)."""
+        script = tmp_path / f"{name}.py"
+        script.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
+                          f"for step in range({steps}):\n    model(torch.randn(8, 4)).sum().backward()\n" + tail)
+        sink, injector = run_file(script)
+        assert not sink.open_ranges
+        return injector.summary()["iterations"], sink.count("start", ranges.ITERATION)
+
+    update = "with torch.no_grad():\n    for p in model.parameters():\n        p -= 0.1 * p.grad\n"
+    indent = lambda text, by: "".join(" " * by + line + "\n" for line in text.splitlines())  # noqa: E731
+    accumulating = ("    if step % 2 == 1:\n"
+                    "        model(torch.randn(8, 4))   # a logging forward, train mode, after the backward\n"
+                    + indent(update, 8) + "        model.zero_grad()\n")
+    assert loop("accumulate", 8, accumulating) == (4, 4)
+    assert loop("by_hand", 5, indent(update, 4) + "            p.grad = None\n") == (5, 5)
 
 
 def test_a_second_forward_before_the_first_optimizer_step_is_the_same_step(tmp_path):
