@@ -480,8 +480,7 @@ class Injector:
         micro-step's); so it is inside a capture the script makes itself."""
         if self._ends_at_next_forward() and (self._zeroed_since_backward or _gradient_cleared(module)):
             if not self._capturing():
-                self.steps_ended_at_next_forward += 1
-                self._end_iteration()
+                self._end_step_by_hand()
         if self._iteration is None:
             self._begin_iteration()
 
@@ -504,11 +503,15 @@ class Injector:
         if not self._ends_at_next_forward():
             return
         on_exit, self.window.on_exit = self.window.on_exit, lambda: None
-        self.steps_ended_at_next_forward += 1
         try:
-            self._end_iteration()
+            self._end_step_by_hand()
         finally:
             self.window.on_exit = on_exit
+
+    def _end_step_by_hand(self) -> None:
+        """Ends a step that no optimizer step ends, counted as such in the summary."""
+        self.steps_ended_at_next_forward += 1
+        self._end_iteration()
 
     def _begin_iteration(self) -> None:
         if self._timing:

@@ -106,6 +106,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--tolerance", type=float, default=1e-3)
     args = parser.parse_args()
+    scopes = [scope for scope in PATCH_SCOPES if scope in args.scopes.split(",")]
     unknown = set(args.scopes.split(",")) - set(PATCH_SCOPES)
     if unknown:
         parser.error(f"--scopes: no such scope {', '.join(sorted(unknown))} (scopes: {', '.join(PATCH_SCOPES)})")
@@ -121,7 +122,7 @@ def main():
         original.write_bytes(source.read_bytes())
         jobs.append((source.stem, "eager", original, "eager"))
         jobs.append((source.stem, "eager_capturable", original, "eager"))
-        for scope in [s for s in PATCH_SCOPES if s in args.scopes.split(",")]:
+        for scope in scopes:
             try:
                 patch = make_patch(source, scope)
             except CgAdviseError as error:
