@@ -233,6 +233,38 @@ def test_full_iteration_helper_starts_a_complex_rprop_and_a_wrapped_nadam_where_
     helper._restore(saved)
     assert torch.all(rprop.state[weight]["step_size"] == complex(0.03, 0.03))
     assert all(float(s["mu_product"]) == 1.0 for s in nadam.state.values())
+def test_full_iteration_helper_captures_again_when_a_scheduler_changes_the_learning_rate():
+    """A captured optimizer step holds its param groups' settings as constants: a scheduler
+    stepped once an epoch, outside the captured loop, would otherwise leave the graph on the
+    first epoch's learning rate. The helper compares the settings before each replay and
+    captures again when they changed; when they change within a few replays of a capture, the
+    steps run eagerly from then on. (Here ``graph`` stands for a capture: this runs on the CPU.)"""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    helper = namespace["_CgFullIterationGraph"](lambda: None, [optimizer], [model])
+    helper.graph, helper.settings, helper.replays = "captured", helper._settings(), 25
+    assert helper._settings() == helper.settings
+    scheduler.step()                                     # the epoch's end
+    assert helper._settings() != helper.settings
+    helper._settings_changed()
+    assert helper.graph is None and not helper.eager     # the next call captures with lr 0.05
+    helper.graph, helper.settings, helper.replays = "captured", helper._settings(), 3
+    optimizer.param_groups[0]["lr"] = 0.01               # again, three replays later
+    with pytest.warns(UserWarning, match="change every few steps"):
+        helper._settings_changed()
+    assert helper.eager
+    lr = torch.tensor(0.1)                               # a tensor is read in place by the replay
+    optimizer.param_groups[0]["lr"] = lr
+    settings = helper._settings()
+    lr.fill_(0.2)
+    assert helper._settings() == settings
+
+
 HOST_CALLS = """import torch
 import wandb
 from torch import nn

@@ -2,6 +2,7 @@ import torch
 from torch import nn
 import collections.abc
 import contextlib
+import warnings
 
 
 class _CgFullIterationGraph:
@@ -28,6 +29,8 @@ class _CgFullIterationGraph:
         # captured under its no_sync(), and each replay's gradients are averaged over the ranks here
         self.allreduce = allreduce
         self.graph = None
+        self.replays = 0       # since the last capture
+        self.eager = False     # the optimizers' settings change every few steps: no graph pays off
 
     def _zero_grad(self, set_to_none=True):
         for owner in self.optimizers + self.models:   # models too: a hand-written update has no optimizer
@@ -35,7 +38,9 @@ class _CgFullIterationGraph:
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
-        if self.graph is None and not self._on_cuda(tensors):   # once captured, the model is on the GPU
+        if self.graph is not None and self.optimizers_in_graph and self._settings() != self.settings:
+            self._settings_changed()
+        if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
             if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
                 self._zero_grad()
             return self.step(*inputs)
@@ -45,6 +50,7 @@ class _CgFullIterationGraph:
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
             if self.optimizers_in_graph:
                 self._make_capturable()
+            self.settings, self.replays = self._settings(), 0
             saved = self._snapshot()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -81,11 +87,29 @@ class _CgFullIterationGraph:
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
         self.graph.replay()
+        self.replays += 1
         if self.allreduce is not None:
             self._average_gradients()
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _settings(self):
+        # what the captured optimizer steps hold as constants: each param group's settings (a
+        # learning rate set by a scheduler or by hand); a tensor setting is read in place by the
+        # replay, so only which tensor it is counts
+        return [[(key, id(value) if torch.is_tensor(value) else value) for key, value in group.items() if key != "params"]
+                for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def _settings_changed(self):
+        # a scheduler stepped between epochs (or a learning rate set by hand) since the capture:
+        # captured again with the new values; settings that change every few steps would be
+        # captured again each time, slower than eager, so those steps run eagerly from then on
+        if self.replays < 10:
+            self.eager = True
+            warnings.warn("cg-advise: the optimizer's settings (learning rate, ...) change every few steps; "
+                          "the training step runs eagerly from here on", stacklevel=3)
+        self.graph = None
 
     def _no_sync(self):
         return self.allreduce.no_sync() if self.allreduce is not None else contextlib.nullcontext()

@@ -1,0 +1,104 @@
+"""The PyTorch Siamese-network example's loop: one tower applied to two images, their features
+concatenated and scored by a head with a sigmoid, BCELoss, Adadelta, and a StepLR scheduler
+stepped once per epoch after the training function returns."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+from torch.optim.lr_scheduler import StepLR
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+
+class SiameseNetwork(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tower = nn.Sequential(
+            nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten())
+        self.fc = nn.Sequential(nn.Linear(32 * 16 * 2, 128), nn.ReLU(inplace=True), nn.Linear(128, 1))
+        self.sigmoid = nn.Sigmoid()
+
+    def forward_once(self, x):
+        return self.tower(x)
+
+    def forward(self, input1, input2):
+        output = torch.cat((self.forward_once(input1), self.forward_once(input2)), 1)
+        return self.sigmoid(self.fc(output))
+
+
+def train(model, device, train_loader, optimizer, epoch, log_interval=50):
+    model.train()
+    criterion = nn.BCELoss()
+    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        if any(p.requires_grad for p in _cg_child.parameters()):
+            _cg_graph_forward(_cg_child)
+
+    for batch_idx, (images_1, images_2, targets) in enumerate(train_loader):
+        images_1, images_2, targets = images_1.to(device), images_2.to(device), targets.to(device)
+        optimizer.zero_grad()
+        outputs = model(images_1, images_2).squeeze()
+        loss = criterion(outputs, targets)
+        loss.backward()
+        optimizer.step()
+        if batch_idx % log_interval == 0:
+            print(f"Train Epoch: {epoch} [{batch_idx}/{len(train_loader)}]\tLoss: {loss.item():.6f}")
+
+
+def main():
+    torch.manual_seed(1)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    steps = int(os.environ.get("CG_STEPS", "200"))
+    train_loader = [(torch.randn(16, 1, 28, 28), torch.randn(16, 1, 28, 28), torch.randint(0, 2, (16,)).float())
+                    for _ in range(steps)]
+    model = SiameseNetwork().to(device)
+    optimizer = optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+    for epoch in range(1, 2):
+        train(model, device, train_loader, optimizer, epoch)
+        scheduler.step()
+    print(f"final lr {scheduler.get_last_lr()[0]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
