@@ -8,6 +8,11 @@ implementation the rewrite uses. Printed numbers are compared with a relative to
 fused kernels round differently from eager); text must be equal.
 
     python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--scopes S,...] [--jobs 4] [--tolerance 1e-3]
+        [--eager-twice]
+
+--eager-twice runs each eager reference a second time: a script whose eager run does not
+repeat itself (atomics in a backward, a chaotic loss) differs from its rewrite by as much, and
+the line says so beside the rewrite's difference.
 
 Writes OUT/patched_to_the_end.json; prints one line per run and the counts. Correctness
 only: runs share the GPU (``--jobs``), so wall times are not comparable speeds.
@@ -105,6 +110,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--tolerance", type=float, default=1e-3)
+    parser.add_argument("--eager-twice", action="store_true", help="run each eager reference twice: its own spread")
     args = parser.parse_args()
     scopes = [scope for scope in PATCH_SCOPES if scope in args.scopes.split(",")]
     unknown = set(args.scopes.split(",")) - set(PATCH_SCOPES)
@@ -120,8 +126,9 @@ def main():
             continue
         original = work / source.name
         original.write_bytes(source.read_bytes())
-        jobs.append((source.stem, "eager", original, "eager"))
-        jobs.append((source.stem, "eager_capturable", original, "eager"))
+        for again in ("", "#2") if args.eager_twice else ("",):
+            jobs.append((source.stem, "eager" + again, original, "eager"))
+            jobs.append((source.stem, "eager_capturable" + again, original, "eager"))
         for scope in scopes:
             try:
                 patch = make_patch(source, scope)
@@ -137,9 +144,11 @@ def main():
             steps_in_graph = scope.startswith("full_iteration") and not patch.optimizer_eager
             jobs.append((source.stem, scope, target, "eager_capturable" if steps_in_graph else "eager"))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1] == "eager_capturable")), jobs))
+        results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1].startswith("eager_capturable"))), jobs))
     references = {(name, scope): r for (name, scope, _, _), r in results if scope.startswith("eager")}
     eager = {name: r for (name, scope), r in references.items() if scope == "eager"}
+    again_differs = {name for (name, scope), r in references.items() if scope.endswith("#2")
+                     and not same_output(references[(name, scope[:-2])]["stdout"], r["stdout"], args.tolerance)[0]}
     rows = []
     for (name, scope, _, reference), r in results:
         if scope.startswith("eager"):
@@ -147,15 +156,21 @@ def main():
         e = references[(name, reference)]
         ok_run = r["returncode"] == 0
         equal, worst = same_output(e["stdout"], r["stdout"], args.tolerance) if ok_run else (False, None)
+        again = references.get((name, reference + "#2"))
+        own = same_output(e["stdout"], again["stdout"], args.tolerance)[1] if again else None
         row = {"script": name, "scope": scope, "ran_to_end": ok_run, "eager_ran": e["returncode"] == 0,
-               "reference": reference, "same_output": equal, "max_relative_difference": worst, "eager": e, "patched": r}
+               "reference": reference, "same_output": equal, "max_relative_difference": worst,
+               "eager_against_itself": own, "eager": e, "patched": r}
         rows.append(row)
         print(f"{name:24} {scope:15} {'ran' if ok_run else 'FAILED':6} "
-              f"{'same' if equal else 'DIFFERENT'} (max rel diff {worst})"
+              f"{'same' if equal else 'DIFFERENT'} (max rel diff {worst}"
+              + (f"; eager against itself {own}" if again else "") + ")"
               + ("" if ok_run else f"  {r['stderr_tail'][-1:]}"), flush=True)
     counts = {"rewrites": len(rows), "ran_to_end": sum(r["ran_to_end"] for r in rows),
               "same_output": sum(r["same_output"] for r in rows), "refused": len(refused),
               "eager_failed": sorted(n for n, e in eager.items() if e["returncode"] != 0)}
+    if args.eager_twice:   # scripts whose eager run differs from itself: a rewrite's difference is no finding there
+        counts["eager_differs_from_itself"] = sorted(again_differs)
     print(json.dumps(counts))
     (out / "patched_to_the_end.json").write_text(json.dumps({"counts": counts, "rows": rows, "refused": refused},
                                                             indent=1))

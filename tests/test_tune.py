@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from advisor.cli import cli
 from advisor.patching import file_digest, tune_result_path
-from conftest import ROOT, cuda_available
+from conftest import ROOT, cuda_available, requires_cuda
 from tuner.harness import Settings
 from tuner.runner import max_relative_difference, new_workdir, run_candidate
 
@@ -172,6 +172,37 @@ def test_active_dropout_flags_a_difference_instead_of_failing_it():
     assert (failed.status, failed.correct, failed.failure["kind"]) == ("mismatch", False, "mismatch")
     assert (flagged.status, flagged.correct, flagged.failure["kind"]) == ("ok", None, "unchecked-stochastic")
     assert flagged.usable and not failed.usable
+
+
+NOISE_IN_FORWARD = """import sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(16, 16).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+noisy = sys.argv[1] == "noisy"
+for step in range(int(sys.argv[2])):
+    x = torch.randn(8, 16, device="cuda")          # a batch drawn on the GPU: not the step's own noise
+    optimizer.zero_grad()
+    out = model(x)
+    if noisy:
+        out = out + torch.randn_like(out)            # a VAE's reparameterisation: no dropout module
+    out.pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
+@requires_cuda
+def test_random_numbers_drawn_inside_the_step_flag_it_stochastic(tmp_path):
+    """Not dropout modules only: any GPU random draw between the second step's first module call
+    and its end (here ``torch.randn_like`` in the loss) makes a graph's parameters differ from
+    eager's; a batch drawn on the GPU before the forward does not."""
+    script = tmp_path / "noise.py"
+    script.write_text(NOISE_IN_FORWARD)
+    plain, _ = run_candidate(script, ["plain", "10"], "eager", SMALL, new_workdir(), 120)
+    noisy, _ = run_candidate(script, ["noisy", "10"], "eager", SMALL, new_workdir(), 120)
+    assert (plain.stochastic, noisy.stochastic) == (False, True)
 
 
 def test_a_short_script_is_timed_over_the_steps_it_has(tmp_path):

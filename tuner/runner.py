@@ -268,9 +268,9 @@ def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, toleranc
     if stochastic:
         candidate.correct = None
         candidate.failure = {"kind": "unchecked-stochastic",
-                             "message": f"dropout is active: the random numbers differ from eager's, so the parameters "
-                                        f"do too ({difference:.2e}); not compared. Check the loss curve, or tune "
-                                        f"with dropout off to compare"}
+                             "message": f"the step draws random numbers (dropout, sampled noise): a graph draws "
+                                        f"others than eager's, so the parameters differ too ({difference:.2e}); not "
+                                        f"compared. Check the loss curve, or tune with dropout off to compare"}
         return
     candidate.status = "mismatch"
     candidate.failure = {"kind": "mismatch", "message": f"parameters differ from eager by {difference:.2e} "

@@ -65,7 +65,7 @@ class Candidate:
     failure: Optional[dict] = None   # tuner.errors.Failure as a dict
     predicted: Optional[float] = None
     run_ms: Optional[list] = None    # ms/iteration of each process, when run more than once
-    stochastic: bool = False         # dropout was active: parameters cannot match eager bit for bit
+    stochastic: bool = False         # the step draws random numbers: parameters cannot match eager bit for bit
     note: str = ""                   # something the user should know about an ok run
     window_ms: Optional[list] = None  # ms/iteration of each timed window of one process
     rank_ms: Optional[list] = None   # under torchrun: each rank's ms/iteration (ms_per_iter is the slowest)

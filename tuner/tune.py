@@ -237,7 +237,7 @@ def result_table_rows(saved: dict) -> list:
         extra = (f"{row['peak_mb'] - saved['eager_peak_mb']:+.0f}" if row["peak_mb"] is not None
                  and saved.get("eager_peak_mb") is not None else "-")
         failure = row.get("failure") or {}
-        correct = ("not compared (dropout)" if failure.get("kind") == "unchecked-stochastic" else
+        correct = ("not compared (random numbers)" if failure.get("kind") == "unchecked-stochastic" else
                    {True: "matches eager", False: "MISMATCH", None: "-"}[row["correct"]])
         status = row["status"] + (f": {failure.get('kind')}" if failure else "")
         rows.append((row["scope"], ms, speedup, recovered, extra, correct, status))
