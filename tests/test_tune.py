@@ -174,6 +174,31 @@ def test_active_dropout_flags_a_difference_instead_of_failing_it():
     assert flagged.usable and not failed.usable
 
 
+def test_a_difference_within_eagers_own_spread_is_flagged_not_failed():
+    """Over the tolerance, eager is asked how far it differs from itself (a second run, only
+    then): a scope within EAGER_SPREAD_FACTOR times that is flagged; against an eager that
+    repeats itself bit for bit (own difference 0) the same difference fails."""
+    from tuner.runner import EAGER_SPREAD_FACTOR, check_against_eager
+    from tuner.search import Candidate
+
+    _, plain = run_candidate(SCRIPT, ["--steps", "10"], "eager", SMALL, new_workdir(), 120)
+    _, other = run_candidate(SCRIPT, ["--steps", "10", "--lr", "0.02"], "eager", SMALL, new_workdir(), 120)
+    difference = max_relative_difference(plain, other)
+    asked = []
+
+    def own(value):
+        return lambda: asked.append(value) or value
+
+    same, spread, steady, beyond = (Candidate("full_iteration", status="ok", ms_per_iter=1.0) for _ in range(4))
+    check_against_eager(same, plain, plain, 1e-3, eager_own=own(1.0))
+    assert same.correct is True and asked == []                  # within the tolerance: eager is not run again
+    check_against_eager(spread, plain, other, 1e-3, eager_own=own(difference / 2))
+    assert (spread.status, spread.correct, spread.failure["kind"]) == ("ok", None, "unchecked-nondeterministic")
+    check_against_eager(steady, plain, other, 1e-3, eager_own=own(0.0))
+    check_against_eager(beyond, plain, other, 1e-3, eager_own=own(difference / (EAGER_SPREAD_FACTOR + 1)))
+    assert (steady.status, beyond.status) == ("mismatch", "mismatch") and spread.usable and not beyond.usable
+
+
 NOISE_IN_FORWARD = """import sys
 import torch
 from torch import nn
