@@ -3,7 +3,9 @@ that cannot run here are recorded as failures, eager wins, the result is saved f
 
 import json
 import shutil
+import subprocess
 import statistics
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -197,6 +199,19 @@ def test_a_difference_within_eagers_own_spread_is_flagged_not_failed():
     check_against_eager(steady, plain, other, 1e-3, eager_own=own(0.0))
     check_against_eager(beyond, plain, other, 1e-3, eager_own=own(difference / (EAGER_SPREAD_FACTOR + 1)))
     assert (steady.status, beyond.status) == ("mismatch", "mismatch") and spread.usable and not beyond.usable
+
+
+def test_build_capturable_turns_capturable_on_where_an_optimizer_takes_it():
+    """The reference a full-iteration graph of the optimizer step is compared with: every
+    torch.optim class that takes ``capturable`` builds with it on unless the script says
+    otherwise; the others are left alone. (Its own process: it rebinds torch.optim.)"""
+    code = ("import torch\nfrom tuner.harness import build_capturable\nbuild_capturable(torch)\n"
+            "params = torch.nn.Linear(2, 2).parameters\n"
+            "print(torch.optim.Adam(params()).defaults['capturable'], torch.optim.NAdam(params(), lr=0.1).defaults"
+            "['capturable'], torch.optim.Adam(params(), capturable=False).defaults['capturable'], "
+            "'capturable' in torch.optim.SGD(params(), lr=0.1).defaults)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.split() == ["True", "True", "False", "False"]
 
 
 NOISE_IN_FORWARD = """import sys

@@ -296,5 +296,32 @@ def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, toleranc
                                                         f"(relative, tolerance {tolerance:.0e}) after the check steps"}
 
 
+def steps_optimizer_in_graph(script: Path, scope: str, step: Optional[str] = None) -> bool:
+    """Whether ``scope``'s rewrite holds the optimizer step in its graph (and so builds the
+    optimizer capturable): full_iteration, unless patch leaves the step eager."""
+    if not scope.startswith("full_iteration"):
+        return False
+    try:
+        return not make_patch(script, scope, step=step).optimizer_eager
+    except Exception:  # a refused rewrite never ran
+        return False
+
+
+def matches_capturable(candidate: Candidate, reference, snapshot, tolerance: float) -> None:
+    """A full-iteration graph of the optimizer step that differs from plain eager, set against
+    eager with capturable optimizers (``reference``): within the tolerance it is correct, the
+    difference being the capturable implementation's other rounding (the super-resolution
+    example's Adam: 1.7e-3 from plain eager after 5 steps, every time)."""
+    if reference is None or snapshot is None:
+        return
+    difference = max_relative_difference(reference, snapshot)
+    if difference > tolerance:
+        return
+    candidate.status, candidate.correct = "ok", True
+    candidate.failure = {"kind": "capturable-reference",
+                         "message": f"{candidate.failure['message']}; within {difference:.2e} of eager with capturable "
+                                    "optimizers, which the rewrite builds: the same update, other roundings"}
+
+
 def new_workdir() -> Path:
     return Path(tempfile.mkdtemp(prefix="cg-advise-tune-"))

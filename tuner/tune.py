@@ -18,7 +18,8 @@ from advisor.sourcefile import write_text
 
 from .discover import discover
 from .harness import Settings, step_counter
-from .runner import DEFAULT_TOLERANCE, check_against_eager, max_relative_difference, new_workdir, run_repeated
+from .runner import (DEFAULT_TOLERANCE, check_against_eager, matches_capturable, max_relative_difference, new_workdir,
+                     run_repeated, steps_optimizer_in_graph)
 from .ddp import uses_ddp
 from .search import DDP_ORDER, INFERENCE_ORDER, choose, plan, scopes_for
 
@@ -171,12 +172,30 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
             folder.mkdir(exist_ok=True)
             progress("a scope differs from eager: running eager again to its check steps, to see how far eager "
                      "differs from itself")
-            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1)
+            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, to_end=False)
             again, snapshot = run_repeated(script, args, "eager", short, folder, options.candidate_timeout_s,
                                            python=options.python, deadline=deadline, launcher=options.launcher)
             usable = again.status == "ok" and snapshot is not None and eager_snapshot is not None
             own.append(max_relative_difference(eager_snapshot, snapshot) if usable else None)
         return own[0]
+
+    capturable = []
+
+    def capturable_reference():
+        """Eager's parameters at the check steps with capturable optimizers (a short run, once a
+        tune): what a full-iteration graph of the optimizer step is compared with where plain
+        eager differs (patch builds the optimizer capturable)."""
+        if not capturable:
+            folder = workdir / "eager_capturable"
+            folder.mkdir(exist_ok=True)
+            progress("full_iteration differs from eager: running eager with capturable optimizers, as the graph "
+                     "steps them, to its check steps")
+            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, to_end=False,
+                            capturable=True)
+            again, snapshot = run_repeated(script, args, "eager", short, folder, options.candidate_timeout_s,
+                                           python=options.python, deadline=deadline, launcher=options.launcher)
+            capturable.append(snapshot if again.status == "ok" else None)
+        return capturable[0]
 
     candidates = []
     for candidate in planned:
@@ -194,6 +213,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         measured.predicted = candidate.predicted
         measured.bind_to_eager(eager.ms_per_iter, options.gpu_busy_ms)
         check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, eager.stochastic, eager_own)
+        if measured.status == "mismatch" and steps_optimizer_in_graph(script, measured.scope, options.step):
+            matches_capturable(measured, capturable_reference(), snapshot, options.tolerance)
         candidates[-1] = candidate = measured
         paired = (f" (timed paired with eager in its process: {candidate.measured_ms:.3f} ms/iteration there)"
                   if candidate.measured_ms is not None else "")
@@ -255,7 +276,8 @@ def result_table_rows(saved: dict) -> list:
                  and saved.get("eager_peak_mb") is not None else "-")
         failure = row.get("failure") or {}
         correct = {"unchecked-stochastic": "not compared (random numbers)",
-                   "unchecked-nondeterministic": "within eager's own spread"}.get(
+                   "unchecked-nondeterministic": "within eager's own spread",
+                   "capturable-reference": "matches eager (capturable optimizer)"}.get(
             failure.get("kind"), {True: "matches eager", False: "MISMATCH", None: "-"}[row["correct"]])
         status = row["status"] + (f": {failure.get('kind')}" if failure else "")
         rows.append((row["scope"], ms, speedup, recovered, extra, correct, status))
