@@ -263,6 +263,8 @@ def test_full_iteration_helper_captures_again_when_a_scheduler_changes_the_learn
     settings = helper._settings()
     lr.fill_(0.2)
     assert helper._settings() == settings
+    optimizer.param_groups[0]["betas"] = (torch.tensor(0.9), torch.tensor(0.999))   # compared without reading them
+    assert helper._settings() == helper._settings() != settings
 
 
 HOST_CALLS = """import torch

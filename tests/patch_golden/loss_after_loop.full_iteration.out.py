@@ -100,7 +100,12 @@ class _CgFullIterationGraph:
         # what the captured optimizer steps hold as constants: each param group's settings (a
         # learning rate set by a scheduler or by hand); a tensor setting is read in place by the
         # replay, so only which tensor it is counts
-        return [[(key, id(value) if torch.is_tensor(value) else value) for key, value in group.items() if key != "params"]
+        def plain(value):   # tensors (an lr, Adam's betas as tensors) by identity: no device read
+            if torch.is_tensor(value):
+                return ("tensor", id(value))
+            return tuple(map(plain, value)) if isinstance(value, (tuple, list)) else value
+
+        return [[(key, plain(value)) for key, value in group.items() if key != "params"]
                 for optimizer in self.optimizers for group in optimizer.param_groups]
 
     def _settings_changed(self):
