@@ -237,8 +237,9 @@ def test_full_iteration_helper_captures_again_when_a_scheduler_changes_the_learn
     """A captured optimizer step holds its param groups' settings as constants: a scheduler
     stepped once an epoch, outside the captured loop, would otherwise leave the graph on the
     first epoch's learning rate. The helper compares the settings before each replay and
-    captures again when they changed; when they change within a few replays of a capture, the
-    steps run eagerly from then on. (Here ``graph`` stands for a capture: this runs on the CPU.)"""
+    captures again when they changed; when they change within a few replays of a capture twice
+    in a row, the steps run eagerly from then on. (Here ``graph`` stands for a capture and the
+    settings are taken as the capture takes them: this runs on the CPU.)"""
     from tuner.templates import FULL_ITERATION
 
     namespace = {"torch": torch}
@@ -247,24 +248,37 @@ def test_full_iteration_helper_captures_again_when_a_scheduler_changes_the_learn
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
     helper = namespace["_CgFullIterationGraph"](lambda: None, [optimizer], [model])
-    helper.graph, helper.settings, helper.replays = "captured", helper._settings(), 25
-    assert helper._settings() == helper.settings
+
+    def captured(replays):
+        helper.graph, helper.settings, helper.host_settings, helper.replays = "captured", helper._settings(), [], replays
+
+    captured(25)
+    assert helper._same_settings()
     scheduler.step()                                     # the epoch's end
-    assert helper._settings() != helper.settings
+    assert not helper._same_settings()
     helper._settings_changed()
     assert helper.graph is None and not helper.eager     # the next call captures with lr 0.05
-    helper.graph, helper.settings, helper.replays = "captured", helper._settings(), 3
-    optimizer.param_groups[0]["lr"] = 0.01               # again, three replays later
+    captured(3)
+    optimizer.param_groups[0]["lr"] = 0.01               # once within a few replays: captured again
+    helper._settings_changed()
+    assert not helper.eager
+    captured(3)
+    optimizer.param_groups[0]["lr"] = 0.02               # and again: eager from here on
     with pytest.warns(UserWarning, match="change every few steps"):
         helper._settings_changed()
     assert helper.eager
-    lr = torch.tensor(0.1)                               # a tensor is read in place by the replay
+    lr = torch.tensor(0.1, device="meta")                # a device tensor is read in place by the replay
     optimizer.param_groups[0]["lr"] = lr
-    settings = helper._settings()
+    captured(25)
     lr.fill_(0.2)
-    assert helper._settings() == settings
-    optimizer.param_groups[0]["betas"] = (torch.tensor(0.9), torch.tensor(0.999))   # compared without reading them
-    assert helper._settings() == helper._settings() != settings
+    assert helper._same_settings()
+    optimizer.param_groups[0]["betas"] = (torch.ones(2), torch.ones(2))   # replaced: a change, compared safely
+    assert not helper._same_settings()
+    on_host = torch.tensor(0.1)                          # a CPU tensor is read at capture: by value
+    captured(25)
+    helper.host_settings = [(on_host, float(on_host))]
+    on_host.fill_(0.05)
+    assert not helper._same_settings()
 
 
 HOST_CALLS = """import torch

@@ -70,7 +70,7 @@ class Measurement:
     complete: bool = False
     note: str = ""
     timer: str = ""
-    stochastic: bool = False    # the step draws random numbers on the GPU (dropout, a VAE's noise): a graph draws others than eager
+    stochastic: bool = False    # dropout active, or a graph whose replay draws random numbers (a VAE's noise): others than eager's
     graph_replays: int = 0      # CUDA graph replays seen: none means a graph scope fell back to eager
     rank: int = 0               # torchrun's RANK of this worker (0 in a single process)
     world_size: int = 1
@@ -96,7 +96,6 @@ class StepTimer:
         self.backward_seen = False   # without an optimizer: the first backward completes no step
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
-        self.rng_at_forward = None  # the CUDA generator's state at the second step's first module call
         self.eager_window = False   # paired: the graphs run their eager path now
         self.helper_classes = set()  # paired: full-iteration helpers whose calls can run the step eagerly
         self.look_for_helper = False  # paired: read each replay's caller for a full-iteration helper (until found)
@@ -131,7 +130,13 @@ class StepTimer:
             def replay(graph):
                 if self.look_for_helper:   # until found, before timing: a frame read on every replay would be timed
                     self._toggle_full_iteration(sys._getframe(1))
+                # the first replays, before timing: a graph that draws random numbers (dropout, a
+                # VAE's torch.randn_like, a diffusion step's noise) moves the CUDA generator's
+                # offset at each replay; eager drew others, so its parameters differ from eager's
+                before = torch.cuda.get_rng_state() if self.m.graph_replays < RNG_CHECKED_REPLAYS else None
                 out = original(graph)
+                if before is not None and not torch.equal(torch.cuda.get_rng_state(), before):
+                    self.m.stochastic = True
                 self.m.graph_replays += 1
                 if self.step_captured:
                     self._step()
@@ -273,20 +278,14 @@ class StepTimer:
         return f"the correctness check at step {s.check_steps} would fall in an eager window: too few steps"
 
     def _before_first_step(self, module, args) -> None:
-        """Until the second step: is a dropout module active (stochastic training)? At the second
-        step's first module call, the CUDA generator's state, which ``_step`` compares at its end:
-        a step that draws random numbers anywhere (``torch.randn_like`` in a VAE's forward, a
-        functional dropout) moves it, where a batch drawn on the GPU before the forward does not.
-        Without an optimizer, the modules called until the first step are where the parameters
-        are (in call order: the same whatever the scope, the model is called before its graphed
-        children)."""
-        if self.settings.count == "backward" and self.m.steps == 0:
+        """Until the first step: is a dropout module active (stochastic training)? Without an
+        optimizer, the modules called are where the parameters are (in call order: the same
+        order whatever the scope, since the model is called before its graphed children)."""
+        if self.settings.count == "backward":
             for p in module.parameters():
                 self.params.setdefault(id(p), p)
         if isinstance(module, self.torch.nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
             self.m.stochastic = True
-        if self.m.steps == 1 and self.rng_at_forward is None and self.cuda and not self._capturing():
-            self.rng_at_forward = self.torch.cuda.get_rng_state()
 
     # -- inference: until the first top-level module call ends, global hooks find the model;
     # then one forward hook on it (global hooks would slow every module call)
@@ -356,10 +355,8 @@ class StepTimer:
         return time.perf_counter()
 
     def _step(self) -> None:
-        if self.m.steps == 1:
+        if self.m.steps == 0:
             self._first_step_hook.remove()  # global hooks slow every module call
-            if self.rng_at_forward is not None and not self._capturing():
-                self.m.stochastic |= not self.torch.equal(self.torch.cuda.get_rng_state(), self.rng_at_forward)
         self.m.steps += 1
         self.m.eager_steps += self.eager_window   # this step ran in an eager window: no replay is due for it
         s, n = self.settings, self.m.steps
@@ -428,6 +425,7 @@ class StepTimer:
             json.dump(data, handle)
 
 
+RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
 COMPILE_MARK = "cg-advise: scope compile"           # the comment on the compile patch's torch.compile line
 ON_CPU_UNLESS_CAPTURABLE = ("step", "mu_product")   # torch.optim's scalar state off the GPU when not capturable

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 import collections.abc
 import contextlib
-import warnings
+import warnings as _cg_warnings
 
 
 class _CgFullIterationGraph:
@@ -35,6 +35,7 @@ class _CgFullIterationGraph:
         self.allreduce = allreduce
         self.graph = None
         self.replays = 0       # since the last capture
+        self.quick = 0         # settings changed within a few replays of the capture before, in a row
         self.eager = False     # the optimizers' settings change every few steps: no graph pays off
 
     def _zero_grad(self, set_to_none=True):
@@ -43,27 +44,31 @@ class _CgFullIterationGraph:
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
-        if self.graph is not None and self.optimizers_in_graph and self._settings() != self.settings:
+        if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
             if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
                 self._zero_grad()
             return self.step(*inputs)
         if self.graph is None:
+            # a capture again (the optimizers' settings changed) finds everything warmed up and
+            # the state made: no warm-up, and no copy of the state (twice the parameters for Adam)
+            first = not hasattr(self, "layout")
             self.layout = layout
             self.static_tensors = [t.detach().clone() for t in tensors]
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
-            if self.optimizers_in_graph:
+            if first and self.optimizers_in_graph:
                 self._make_capturable()
-            self.settings, self.replays = self._settings(), 0
-            saved = self._snapshot()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side), self._no_sync():
-                for _ in range(self.warmup):
-                    self._zero_grad()
-                    self.step(*self.static_inputs)
-            torch.cuda.current_stream().wait_stream(side)
+            groups = self._group_values()
+            if first:
+                saved = self._snapshot()
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side), self._no_sync():
+                    for _ in range(self.warmup):
+                        self._zero_grad()
+                        self.step(*self.static_inputs)
+                torch.cuda.current_stream().wait_stream(side)
             self.graph = torch.cuda.CUDAGraph()
             self._zero_grad()
             if self.accumulate:   # gradients that exist make the captured backward add into them
@@ -77,7 +82,13 @@ class _CgFullIterationGraph:
             with self._no_sync(), torch.cuda.graph(self.graph, capture_error_mode=mode):
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
-            self._restore(saved)
+            if first:
+                self._restore(saved)
+            for group, values in groups:   # a group's own Python counters the warm-up and capture moved
+                group.update(values)
+            self.settings, self.replays = self._settings(), 0
+            self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
+                                  if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
         try:
             same = layout == self.layout
@@ -99,26 +110,34 @@ class _CgFullIterationGraph:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
 
-    def _settings(self):
-        # what the captured optimizer steps hold as constants: each param group's settings (a
-        # learning rate set by a scheduler or by hand); a tensor setting is read in place by the
-        # replay, so only which tensor it is counts
-        def plain(value):   # tensors (an lr, Adam's betas as tensors) by identity: no device read
-            if torch.is_tensor(value):
-                return ("tensor", id(value))
-            return tuple(map(plain, value)) if isinstance(value, (tuple, list)) else value
-
-        return [[(key, plain(value)) for key, value in group.items() if key != "params"]
+    def _group_values(self):
+        return [(group, {key: value for key, value in group.items() if key != "params"})
                 for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def _settings(self):
+        # what the captured optimizer steps hold as constants: each param group's entries (a
+        # learning rate set by a scheduler or by hand), the same objects while nothing changed,
+        # so that comparing them reads no tensor
+        return [tuple(group.items()) for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def _same_settings(self):
+        try:
+            same = self._settings() == self.settings
+        except Exception:  # a setting replaced by a tensor whose comparison is no single bool
+            same = False
+        # a CPU tensor setting (an lr a scheduler fills in place) is read at capture: by value
+        return same and all(float(tensor) == value for tensor, value in self.host_settings)
 
     def _settings_changed(self):
         # a scheduler stepped between epochs (or a learning rate set by hand) since the capture:
-        # captured again with the new values; settings that change every few steps would be
-        # captured again each time, slower than eager, so those steps run eagerly from then on
-        if self.replays < 10:
+        # captured again with the new values. Changed again and again within a few replays of
+        # each capture (set every few steps, outside the loop), captured each time would be
+        # slower than eager: those steps run eagerly from then on
+        self.quick = self.quick + 1 if self.replays < 10 else 0
+        if self.quick >= 2:
             self.eager = True
-            warnings.warn("cg-advise: the optimizer's settings (learning rate, ...) change every few steps; "
-                          "the training step runs eagerly from here on", stacklevel=3)
+            _cg_warnings.warn("cg-advise: the optimizer's settings (learning rate, ...) change every few steps; "
+                              "the training step runs eagerly from here on", stacklevel=3)
         self.graph = None
 
     def _no_sync(self):
