@@ -49,6 +49,11 @@ SETS = (
      "paired_timing/h100_fresh2_2026-11-26/tune", "full_iteration", 0.2),
     ("H100, 3 example loops x 1 (2026-11-26) ", "paired_timing/h100_fresh2_2026-11-26/unseen_rows.csv",
      "paired_timing/h100_fresh2_2026-11-26/tune", "fwd_bwd", 0.2),
+    # two of them tuned once more with the session's final code, on the next machine
+    ("H100, 2 example loops, another process", "paired_timing/h100_fresh2_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_fresh2_2026-11-26/tune_final", "full_iteration", 0.2),
+    ("H100, 2 example loops, another process ", "paired_timing/h100_fresh2_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_fresh2_2026-11-26/tune_final", "fwd_bwd", 0.2),
 )
 
 
