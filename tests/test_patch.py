@@ -233,6 +233,8 @@ def test_full_iteration_helper_starts_a_complex_rprop_and_a_wrapped_nadam_where_
     helper._restore(saved)
     assert torch.all(rprop.state[weight]["step_size"] == complex(0.03, 0.03))
     assert all(float(s["mu_product"]) == 1.0 for s in nadam.state.values())
+
+
 def test_full_iteration_helper_captures_again_when_a_scheduler_changes_the_learning_rate():
     """A captured optimizer step holds its param groups' settings as constants: a scheduler
     stepped once an epoch, outside the captured loop, would otherwise leave the graph on the
