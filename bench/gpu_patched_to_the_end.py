@@ -53,14 +53,10 @@ def _keep(self, *args, **kwargs):
     built.append(self)
 torch.nn.Module.__init__ = _keep
 if os.environ.get("CG_CHECK_CAPTURABLE") == "1":   # eager with the optimizer a full_iteration patch uses
-    for name in ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta"):
-        cls = getattr(torch.optim, name, None)
-        if cls is None:
-            continue
-        def _capturable(self, *args, _orig=cls.__init__, **kwargs):
-            kwargs.setdefault("capturable", torch.cuda.is_available())
-            _orig(self, *args, **kwargs)
-        cls.__init__ = _capturable
+    sys.path.append(os.environ["CG_CHECK_ROOT"])
+    from tuner.harness import build_capturable   # as tune's capturable reference builds them
+    if torch.cuda.is_available():
+        build_capturable(torch)
 sys.argv = [sys.argv[1]] + sys.argv[2:]
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")
@@ -76,7 +72,7 @@ if sums:
 
 def run(script: Path, timeout: float, capturable: bool = False) -> dict:
     started = time.monotonic()
-    env = {**os.environ, "CG_CHECK_CAPTURABLE": "1" if capturable else "0"}
+    env = {**os.environ, "CG_CHECK_CAPTURABLE": "1" if capturable else "0", "CG_CHECK_ROOT": str(ROOT)}
     try:
         p = subprocess.run([sys.executable, "-c", RUN, str(script)], capture_output=True, text=True, timeout=timeout,
                            cwd=script.parent, env=env)
@@ -141,8 +137,7 @@ def main():
             # capturable: other kernels, other rounding, so its reference is eager with
             # capturable=True (a graph reproduces that one bit for bit); one that leaves the step
             # eager leaves the optimizer as the script built it, and plain eager is its reference
-            steps_in_graph = scope.startswith("full_iteration") and not patch.optimizer_eager
-            jobs.append((source.stem, scope, target, "eager_capturable" if steps_in_graph else "eager"))
+            jobs.append((source.stem, scope, target, "eager_capturable" if patch.steps_optimizer_in_graph else "eager"))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1].startswith("eager_capturable"))), jobs))
     references = {(name, scope): r for (name, scope, _, _), r in results if scope.startswith("eager")}

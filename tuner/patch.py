@@ -71,6 +71,12 @@ class Patch:
                                           # replayed at each, the optimizer step eager after them
 
     @property
+    def steps_optimizer_in_graph(self) -> bool:
+        """Whether the rewrite's graph holds the optimizer step, so builds the optimizer
+        capturable: full_iteration, unless it leaves the step eager."""
+        return self.scope.startswith("full_iteration") and not self.optimizer_eager
+
+    @property
     def patched_bytes(self) -> bytes:
         """The patched file as it is written: the original's encoding, BOM and line endings."""
         return self.source.encode(self.patched) if self.source else self.patched.encode("utf-8")

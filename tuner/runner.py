@@ -302,7 +302,7 @@ def steps_optimizer_in_graph(script: Path, scope: str, step: Optional[str] = Non
     if not scope.startswith("full_iteration"):
         return False
     try:
-        return not make_patch(script, scope, step=step).optimizer_eager
+        return make_patch(script, scope, step=step).steps_optimizer_in_graph
     except Exception:  # a refused rewrite never ran
         return False
 

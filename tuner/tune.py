@@ -162,40 +162,33 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
             "rows": result.to_dict()["rows"],
         }
 
-    own = []
+    references = {}
+
+    def short_eager(kind: str, why: str, **changes):
+        """Eager run again to its check steps (a short run, once a tune for each ``kind``, and
+        only when a scope differs): its parameters' snapshot, or None where it failed."""
+        if kind not in references:
+            folder = workdir / kind
+            folder.mkdir(exist_ok=True)
+            progress(why)
+            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, to_end=False, **changes)
+            again, snapshot = run_repeated(script, args, "eager", short, folder, options.candidate_timeout_s,
+                                           python=options.python, deadline=deadline, launcher=options.launcher)
+            references[kind] = snapshot if again.status == "ok" else None
+        return references[kind]
 
     def eager_own() -> Optional[float]:
-        """Eager's difference from itself at the check steps: eager run again to its snapshot
-        (a short run, once a tune, at the first scope over the tolerance)."""
-        if not own:
-            folder = workdir / "eager_again"
-            folder.mkdir(exist_ok=True)
-            progress("a scope differs from eager: running eager again to its check steps, to see how far eager "
-                     "differs from itself")
-            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, to_end=False)
-            again, snapshot = run_repeated(script, args, "eager", short, folder, options.candidate_timeout_s,
-                                           python=options.python, deadline=deadline, launcher=options.launcher)
-            usable = again.status == "ok" and snapshot is not None and eager_snapshot is not None
-            own.append(max_relative_difference(eager_snapshot, snapshot) if usable else None)
-        return own[0]
-
-    capturable = []
+        """Eager's difference from itself at the check steps."""
+        again = short_eager("eager_again", "a scope differs from eager: running eager again to its check steps, "
+                                           "to see how far eager differs from itself")
+        return None if again is None or eager_snapshot is None else max_relative_difference(eager_snapshot, again)
 
     def capturable_reference():
-        """Eager's parameters at the check steps with capturable optimizers (a short run, once a
-        tune): what a full-iteration graph of the optimizer step is compared with where plain
-        eager differs (patch builds the optimizer capturable)."""
-        if not capturable:
-            folder = workdir / "eager_capturable"
-            folder.mkdir(exist_ok=True)
-            progress("full_iteration differs from eager: running eager with capturable optimizers, as the graph "
-                     "steps them, to its check steps")
-            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, to_end=False,
-                            capturable=True)
-            again, snapshot = run_repeated(script, args, "eager", short, folder, options.candidate_timeout_s,
-                                           python=options.python, deadline=deadline, launcher=options.launcher)
-            capturable.append(snapshot if again.status == "ok" else None)
-        return capturable[0]
+        """Eager with capturable optimizers, as a full-iteration graph of the optimizer step runs
+        them (patch builds the optimizer capturable): what such a graph is compared with where
+        plain eager differs."""
+        return short_eager("eager_capturable", "full_iteration differs from eager: running eager with capturable "
+                                               "optimizers, as the graph steps them, to its check steps", capturable=True)
 
     candidates = []
     for candidate in planned:
@@ -214,16 +207,13 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         measured.bind_to_eager(eager.ms_per_iter, options.gpu_busy_ms)
         # random draws: an active dropout module in eager, or the candidate's graphs drawing
         stochastic = eager.stochastic or measured.stochastic
-        in_graph = steps_optimizer_in_graph(script, measured.scope, options.step)
-        # a graph of the optimizer step is set against eager with capturable optimizers first (the
-        # same kernels: tight), and only then against eager's own run-to-run difference
-        check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, stochastic,
-                            None if in_graph else eager_own)
-        if in_graph and measured.status == "mismatch":
+        check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, stochastic)
+        if measured.status == "mismatch" and steps_optimizer_in_graph(script, measured.scope, options.step):
+            # a graph of the optimizer step: against eager with capturable optimizers first (the same kernels: tight)
             matches_capturable(measured, capturable_reference(), snapshot, options.tolerance)
-            if measured.status == "mismatch":
-                measured.status, measured.correct, measured.failure = "ok", None, None
-                check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, stochastic, eager_own)
+        if measured.status == "mismatch":   # then against eager's own run-to-run difference
+            measured.status, measured.correct, measured.failure = "ok", None, None
+            check_against_eager(measured, eager_snapshot, snapshot, options.tolerance, stochastic, eager_own)
         candidates[-1] = candidate = measured
         paired = (f" (timed paired with eager in its process: {candidate.measured_ms:.3f} ms/iteration there)"
                   if candidate.measured_ms is not None else "")
