@@ -77,11 +77,13 @@ class _Clock:
         return Event()
 
 
-def _stand_in_torch(clock, graphed_callables=None):
+def _stand_in_torch(clock, graphed_callables=None, autograd=None):
     cuda = types.SimpleNamespace(is_available=lambda: True, Event=clock.event, synchronize=lambda: None,
                                  reset_peak_memory_stats=lambda: None, max_memory_allocated=lambda: 0,
-                                 make_graphed_callables=graphed_callables)
-    return types.SimpleNamespace(cuda=cuda, nn=torch.nn, save=torch.save)
+                                 make_graphed_callables=graphed_callables, is_current_stream_capturing=lambda: False,
+                                 current_stream=lambda: "default", default_stream=lambda: "default")
+    return types.SimpleNamespace(cuda=cuda, nn=torch.nn, save=torch.save,
+                                 autograd=autograd or types.SimpleNamespace(backward=lambda *a, **k: None))
 
 
 def test_windows_alternate_graphed_and_eager_and_give_their_ratio(tmp_path):
@@ -180,13 +182,13 @@ def test_what_torch_compile_compiled_runs_uncompiled_in_an_eager_window(tmp_path
 
 
 @pytest.mark.parametrize("change, why", [
-    ({"count": "backward"}, "counted by backward() calls"),
     ({"warmup": 2, "iterations": 20, "repeats": 5, "check_steps": 5}, "correctness check at step 5"),
+    ({"kind": "inference"}, "an inference loop"),
 ])
-def test_pairing_is_left_off_where_a_window_would_mix_modes_or_the_check_would_see_eager(tmp_path, change, why):
-    """A loop counted by backward() calls would toggle between a forward and its backward; a
-    fitted window of 2 steps after a warm-up of 2 would put step 5, the correctness snapshot's,
-    in an eager window. Either is timed unpaired, and says why."""
+def test_pairing_is_left_off_where_the_check_would_see_eager_or_the_loop_does_not_train(tmp_path, change, why):
+    """A fitted window of 2 steps after a warm-up of 2 would put step 5, the correctness
+    snapshot's, in an eager window; an inference loop is timed by its model calls. Either is
+    timed unpaired, and says why."""
     clock = _Clock()
     settings = Settings(**{"warmup": 2, "iterations": 40, "repeats": 2, "paired": True, **change})
     timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
@@ -200,6 +202,102 @@ def test_pairing_is_left_off_where_a_window_would_mix_modes_or_the_check_would_s
         timer._step()
     assert timer.m.paired_speedup is None and why in timer.m.unpaired_why
     assert len(timer.m.window_ms) == settings.repeats
+
+
+def _switchable_graphs(calls):
+    """A stand-in make_graphed_callables whose graphed module records "graphed" per call."""
+    def make_graphed_callables(module, sample_args, **kwargs):
+        def graphed(x):
+            calls.append("graphed")
+            return x
+        module.forward = graphed
+        return module
+    return make_graphed_callables
+
+
+class _Recorder(torch.nn.Module):
+    def __init__(self, calls):
+        super().__init__()
+        self.calls = calls
+
+    def forward(self, x):
+        self.calls.append("eager")
+        return x
+
+
+def test_a_loop_counted_by_backward_calls_pairs_with_whole_steps_in_each_window(tmp_path):
+    """A hand-written update (no optimizer): backward n + 1 ends step n, after forward n + 1 ran.
+    Timed paired with a graphed model, the step is counted at the model's next call instead,
+    before it picks its mode, so each window holds its own forwards and their backwards:
+    graphed steps of 1 ms (0.5 forward, 0.5 backward) and eager ones of 3 ms give 3.0 exactly.
+    Counted at the backward, every window would hold one backward of the other mode."""
+    clock, calls = _Clock(), []
+    stand_in = _stand_in_torch(clock, _switchable_graphs(calls))
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, count="backward")
+    timer = StepTimer(settings, str(tmp_path / "result.json"), stand_in)
+    assert timer._pairs()
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer._wrap_backward()
+    timer._toggle_graphed_callables()
+    model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
+    for _ in range(settings.warmup + settings.iterations + 2):
+        model(torch.ones(1))
+        cost = 0.5 if calls[-1] == "graphed" else 1.5
+        clock.now += cost                       # the forward
+        stand_in.autograd.backward()
+        clock.now += cost                       # its backward, in the forward's mode
+    assert timer.m.paired and timer.m.steps == settings.warmup + settings.iterations
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
+    assert timer.m.paired_speedup == pytest.approx(3.0)
+
+
+def test_a_second_backward_before_a_graphed_call_counts_the_step_it_ended(tmp_path):
+    """Two backward() calls with no call of the graphed model between them (a loss backed
+    twice, a model called elsewhere): the first one's step is counted at the second, so the
+    steps counted stay one a backward."""
+    calls = []
+    stand_in = _stand_in_torch(_Clock(), _switchable_graphs(calls))
+    timer = StepTimer(Settings(warmup=100, paired=True, count="backward"), str(tmp_path / "result.json"), stand_in)
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer._wrap_backward()
+    timer._toggle_graphed_callables()
+    model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
+    for _ in range(4):
+        stand_in.autograd.backward()
+    assert timer.m.steps == 2 and timer.step_due    # the first completes nothing; the last is due
+    model(torch.ones(1))
+    assert timer.m.steps == 3 and not timer.step_due
+
+
+def test_an_eager_window_step_of_a_hand_update_helper_counts_once_when_it_returns(tmp_path, monkeypatch):
+    """A full_iteration patch of a loop without an optimizer: in an eager window the helper's
+    step runs eagerly, backward() included; that backward ends no step, the call's return
+    does (as a replay's does), so a window holds whole steps of one mode."""
+    monkeypatch.setattr(torch.autograd, "backward", torch.autograd.backward)   # put back after the test
+    clock = _Clock()
+    stand_in = _stand_in_torch(clock, autograd=torch.autograd)
+    timer = StepTimer(Settings(warmup=100, paired=True, count="backward"), str(tmp_path / "result.json"), stand_in)
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer._wrap_backward()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-0.1)
+        return loss
+    helper = _full_iteration_helper_class()(step, [], [model])
+    helper.graph = "captured"
+    timer.backward_seen = True                 # as after the script's first steps
+    timer._toggle_full_iteration(types.SimpleNamespace(f_locals={"self": helper}))
+    timer.eager_window = True
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    for n in range(1, 4):
+        helper(x, y)
+        assert timer.m.steps == n and not timer.step_due
 
 
 def test_the_report_of_a_paired_row_that_failed_its_check_prints_no_speedup():

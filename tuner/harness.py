@@ -94,6 +94,9 @@ class StepTimer:
         self.step_captured = False
         self.counted = None     # id of the optimizer whose steps count iterations
         self.backward_seen = False   # without an optimizer: the first backward completes no step
+        self.step_due = False       # paired, without an optimizer: a backward ended a step, counted at the next switched call
+        self.switched = False       # paired: a graphed callable or compiled model runs through _switch
+        self.in_eager_call = False  # paired, without an optimizer: a full-iteration helper's step runs eagerly
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
         self.depth = 0
         self.eager_window = False   # paired: the graphs run their eager path now
@@ -177,9 +180,16 @@ class StepTimer:
             graphs.make_graphed_callables = make_graphed_callables
 
     def _switch(self, graphed, eager):
-        """A callable that runs ``eager`` in the eager windows and ``graphed`` in the others."""
+        """A callable that runs ``eager`` in the eager windows and ``graphed`` in the others. In a
+        loop counted by backward() calls, the step a backward ended is counted at the next
+        call, before it picks its mode (``_backward_ended_step``)."""
+        self.switched = True
+
         @functools.wraps(graphed)
         def forward(*args, **kwargs):
+            if self.step_due and not self._capturing():
+                self.step_due = False
+                self._step()
             return (eager if self.eager_window else graphed)(*args, **kwargs)
         return forward
 
@@ -236,7 +246,7 @@ class StepTimer:
                 timer.helpers[id(helper)] = helper
                 timer.m.toggled = max(timer.m.toggled, 1)
             if timer.eager_window:
-                return eager_call(helper, inputs)
+                return timer._eager_step(helper, inputs)
             give_back_grads(helper)
             return original(helper, *inputs)
 
@@ -254,27 +264,40 @@ class StepTimer:
         finally:
             self.as_built = optimizers_as_built(graphed_optimizers(helper) + self._helper_optimizers())
 
+    def _eager_step(self, helper, inputs):
+        """An eager window's call of a full-iteration helper. Without an optimizer, the step is
+        counted when the call returns, as a replay's is, not at the backward() inside it: a
+        window then holds whole steps of one mode."""
+        if self.settings.count != "backward":
+            return eager_call(helper, inputs)   # its optimizer's step hook counts it
+        self.in_eager_call = True
+        try:
+            out = eager_call(helper, inputs)
+        finally:
+            self.in_eager_call = False
+        self._step()
+        return out
+
     def _helper_optimizers(self) -> list:
         return [o for h in list(self.helpers.values()) for o in graphed_optimizers(h)]
 
     def _pairs(self) -> bool:
         """Whether the timed steps alternate graphed and eager windows: asked for, on a GPU, in
-        a loop counted by its optimizer steps (a loop counted by backward() calls would toggle
-        between a forward and its backward, and a window would hold a step of the other mode),
-        and with every step up to the correctness snapshot before the first eager window (a
-        short script's fitted window of 2 steps after a warm-up of 2 would check a step that
-        ran eagerly)."""
+        a training loop, and with every step up to the correctness snapshot before the first
+        eager window (a short script's fitted window of 2 steps after a warm-up of 2 would
+        check a step that ran eagerly). A loop counted by backward() calls pairs too: its
+        windows change mode where a step starts, not at the backward that ends the one before
+        (``_backward_ended_step``, ``_eager_step``)."""
         s = self.settings
         window = max(1, s.iterations // max(1, 2 * s.repeats))
-        return (s.paired and self.cuda and s.kind == "train" and s.count == "optimizer"
-                and s.warmup + window >= s.check_steps)
+        return s.paired and self.cuda and s.kind == "train" and s.warmup + window >= s.check_steps
 
     def _why_unpaired(self) -> str:
         s = self.settings
         if not self.cuda:
             return "no CUDA device"
-        if s.kind != "train" or s.count != "optimizer":
-            return "its steps are counted by backward() calls" if s.kind == "train" else "an inference loop"
+        if s.kind != "train":
+            return "an inference loop"
         return f"the correctness check at step {s.check_steps} would fall in an eager window: too few steps"
 
     def _before_first_step(self, module, args) -> None:
@@ -323,12 +346,27 @@ class StepTimer:
         def backward(*args, **kwargs):
             # the update of step n follows its backward: step n is complete when backward n + 1
             # starts (the first one completes nothing), as a replay completes its step
-            if self._capturing() or self._on_side_stream() or self.backward_seen:
+            if self._capturing() or self._on_side_stream():
                 self._after_update()
+            elif self.backward_seen and not self.in_eager_call:
+                self._backward_ended_step()
             self.backward_seen = self.backward_seen or not self._on_side_stream()
             return original(*args, **kwargs)
 
         autograd.backward = backward
+
+    def _backward_ended_step(self) -> None:
+        """Without an optimizer, backward n + 1 ends step n. Timed paired with graphed callables
+        (or a compiled model), forward n + 1 has already run in the mode of the window that
+        ends here; the step is counted at the next switched call instead, so that a window
+        holds its own forwards and their backwards. A second backward before any such call
+        counts the first."""
+        if not (self.pairing and self.switched):
+            self._step()
+            return
+        if self.step_due:
+            self._step()
+        self.step_due = True
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self.m.steps < self.settings.check_steps:  # only the snapshot needs them: not in the timed steps
