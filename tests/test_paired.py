@@ -240,15 +240,18 @@ def test_a_loop_counted_by_backward_calls_pairs_with_whole_steps_in_each_window(
     timer._wrap_backward()
     timer._toggle_graphed_callables()
     model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
+    counted = []
     for _ in range(settings.warmup + settings.iterations + 2):
         model(torch.ones(1))
+        counted.append(timer.m.steps)
         cost = 0.5 if calls[-1] == "graphed" else 1.5
         clock.now += cost                       # the forward
         stand_in.autograd.backward()
         clock.now += cost                       # its backward, in the forward's mode
-    assert timer.m.paired and timer.m.steps == settings.warmup + settings.iterations
+    assert timer.m.paired and timer.m.complete
     assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
     assert timer.m.paired_speedup == pytest.approx(3.0)
+    assert counted[:5] == [0, 1, 2, 3, 4]       # forward n + 1 counts step n, whose update is done: the check's snapshot
 
 
 def test_a_second_backward_before_a_graphed_call_counts_the_step_it_ended(tmp_path):
@@ -264,9 +267,9 @@ def test_a_second_backward_before_a_graphed_call_counts_the_step_it_ended(tmp_pa
     model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
     for _ in range(4):
         stand_in.autograd.backward()
-    assert timer.m.steps == 2 and timer.step_due    # the first completes nothing; the last is due
+    assert timer.m.steps == 3 and timer.step_due    # the fourth step is due
     model(torch.ones(1))
-    assert timer.m.steps == 3 and not timer.step_due
+    assert timer.m.steps == 4 and not timer.step_due
 
 
 def test_an_eager_window_step_of_a_hand_update_helper_counts_once_when_it_returns(tmp_path, monkeypatch):
@@ -291,7 +294,7 @@ def test_an_eager_window_step_of_a_hand_update_helper_counts_once_when_it_return
         return loss
     helper = _full_iteration_helper_class()(step, [], [model])
     helper.graph = "captured"
-    timer.backward_seen = True                 # as after the script's first steps
+    timer.backwards = 3                        # as after the script's first steps
     timer._toggle_full_iteration(types.SimpleNamespace(f_locals={"self": helper}))
     timer.eager_window = True
     x, y = torch.randn(8, 4), torch.randn(8, 1)

@@ -93,8 +93,8 @@ class StepTimer:
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.step_captured = False
         self.counted = None     # id of the optimizer whose steps count iterations
-        self.backward_seen = False   # without an optimizer: the first backward completes no step
-        self.step_due = False       # paired, without an optimizer: a backward ended a step, counted at the next switched call
+        self.backwards = 0          # without an optimizer: backward() calls of the loop (default stream, no capture)
+        self.step_due = False       # paired, without an optimizer: a step is complete, counted at the next switched call
         self.switched = False       # paired: a graphed callable or compiled model runs through _switch
         self.in_eager_call = False  # paired, without an optimizer: a full-iteration helper's step runs eagerly
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
@@ -348,23 +348,26 @@ class StepTimer:
             # starts (the first one completes nothing), as a replay completes its step
             if self._capturing() or self._on_side_stream():
                 self._after_update()
-            elif self.backward_seen and not self.in_eager_call:
-                self._backward_ended_step()
-            self.backward_seen = self.backward_seen or not self._on_side_stream()
+            elif not self.in_eager_call:
+                self._loop_backward()
             return original(*args, **kwargs)
 
         autograd.backward = backward
 
-    def _backward_ended_step(self) -> None:
-        """Without an optimizer, backward n + 1 ends step n. Timed paired with graphed callables
-        (or a compiled model), forward n + 1 has already run in the mode of the window that
-        ends here; the step is counted at the next switched call instead, so that a window
-        holds its own forwards and their backwards. A second backward before any such call
-        counts the first."""
+    def _loop_backward(self) -> None:
+        """Backward n of a loop without an optimizer. Plainly counted, it ends step n - 1, whose
+        update ran since backward n - 1. Timed paired with graphed callables (or a compiled
+        model), forward n has already run in the mode of the window that would end here;
+        instead, step n is due, complete once its update ran, and counted at the next switched
+        call (forward n + 1) before that call picks its mode, so that a window holds its own
+        forwards and their backwards. Steps left uncounted (a second backward before any
+        switched call, steps before the switch) are counted first: one step a backward."""
+        self.backwards += 1
         if not (self.pairing and self.switched):
-            self._step()
+            if self.backwards > 1:
+                self._step()
             return
-        if self.step_due:
+        while self.m.steps < self.backwards - 1:
             self._step()
         self.step_due = True
 
