@@ -54,6 +54,14 @@ SETS = (
      "paired_timing/h100_fresh2_2026-11-26/tune_final", "full_iteration", 0.2),
     ("H100, 2 example loops, another process ", "paired_timing/h100_fresh2_2026-11-26/unseen_rows.csv",
      "paired_timing/h100_fresh2_2026-11-26/tune_final", "fwd_bwd", 0.2),
+    # loops without an optimizer (a hand-written update), profiled then tuned paired once tune
+    # could pair a loop counted by its backward() calls (2026-11-26)
+    ("H100, 3 hand-update loops x 2 (2026-11-26)", "paired_timing/h100_hand_update_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_hand_update_2026-11-26/tune_full_iteration", "full_iteration", 0.2),
+    ("H100, 2 hand-update loops x 2 (2026-11-26)", "paired_timing/h100_hand_update_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_hand_update_2026-11-26/tune_fwd_bwd_compile", "fwd_bwd", 0.2),
+    ("H100, 3 hand-update loops x 2 (2026-11-26) ", "paired_timing/h100_hand_update_2026-11-26/unseen_rows.csv",
+     "paired_timing/h100_hand_update_2026-11-26/tune_fwd_bwd_compile", "compile", 0.25),
 )
 
 

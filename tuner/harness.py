@@ -182,7 +182,7 @@ class StepTimer:
     def _switch(self, graphed, eager):
         """A callable that runs ``eager`` in the eager windows and ``graphed`` in the others. In a
         loop counted by backward() calls, the step a backward ended is counted at the next
-        call, before it picks its mode (``_backward_ended_step``)."""
+        call, before it picks its mode (``_loop_backward``)."""
         self.switched = True
 
         @functools.wraps(graphed)
@@ -287,7 +287,7 @@ class StepTimer:
         eager window (a short script's fitted window of 2 steps after a warm-up of 2 would
         check a step that ran eagerly). A loop counted by backward() calls pairs too: its
         windows change mode where a step starts, not at the backward that ends the one before
-        (``_backward_ended_step``, ``_eager_step``)."""
+        (``_loop_backward``, ``_eager_step``)."""
         s = self.settings
         window = max(1, s.iterations // max(1, 2 * s.repeats))
         return s.paired and self.cuda and s.kind == "train" and s.warmup + window >= s.check_steps
