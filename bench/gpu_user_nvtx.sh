@@ -1,0 +1,22 @@
+#!/bin/bash
+# Exports of a loop annotated as users annotate their own (bench/workloads/user_nvtx.py), under a
+# plain `nsys profile`, no cg-advise bootstrap: what `cg-advise analyze` meets in other people's
+# exports. Run after `source .devkit/nsys-env.sh` (see CONTRIBUTING.md).
+# Usage: bash bench/gpu_user_nvtx.sh OUTDIR
+set -u
+out=${1:?OUTDIR}
+mkdir -p "$out"
+{
+  echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+  echo "torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)')"
+  echo "nsys: $(nsys --version)"
+} > "$out/env.txt"
+for ranges in step epoch phases ops none; do
+  cmd="nsys profile -t cuda,nvtx -s none --cpuctxsw=none --force-overwrite true --cuda-graph-trace=graph -o $out/user_nvtx_$ranges python3 bench/workloads/user_nvtx.py --ranges $ranges"
+  echo "$cmd" >> "$out/commands.txt"
+  $cmd > "$out/user_nvtx_$ranges.log" 2>&1 || { echo "FAILED $ranges"; tail -5 "$out/user_nvtx_$ranges.log"; }
+  nsys export --type sqlite --force-overwrite true -o "$out/user_nvtx_$ranges.sqlite" "$out/user_nvtx_$ranges.nsys-rep" > /dev/null 2>&1 \
+    || echo "export failed: $ranges"
+done
+ls -la "$out"
