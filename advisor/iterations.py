@@ -63,11 +63,15 @@ def process_rows(trace: Trace, global_pid: int) -> np.ndarray:
 
 
 def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
-                    gpu_share: Optional[Callable[[np.ndarray], float]] = None) -> IterationRanges | None:
+                    gpu_share: Optional[Callable[[np.ndarray], float]] = None,
+                    not_a_step: Optional[Callable[[np.ndarray], Optional[str]]] = None) -> IterationRanges | None:
     """Iteration ranges of one process: by ``pattern``, else cg-advise's, else the repeated
-    top-level range that covers the most time among those that launch most of the GPU work
-    (``gpu_share(rows)``: a range of parameter copies at start-up covers time but no kernel);
-    None means the whole run is one window."""
+    range that covers the most time among those that launch most of the GPU work
+    (``gpu_share(rows)``: a range of parameter copies at start-up covers time but no kernel) and
+    that are one training step each (``not_a_step(rows)`` says why not: an epoch's range holds
+    several, an operator's is a piece of one; advisor/steps.py). Top-level ranges are tried
+    first, then ranges nested in others (a step's range inside an epoch's, or inside one range
+    around the whole loop). None means the whole run is one window."""
     rows = process_rows(trace, global_pid)
     names = trace.nvtx_names
     if pattern is not None:
@@ -85,22 +89,34 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
                 return IterationRanges(f"injected range {name!r}", [name], outermost(chosen))
     if len(rows) == 0:
         return None
-    top = rows[top_level_mask(rows)]
-    labels = masked_labels(trace)[top["name"]]
-    unique, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    totals = np.bincount(inverse, weights=top["end"] - top["start"], minlength=len(unique))
     considered = []
-    for group in np.argsort(-totals, kind="stable")[:MAX_CANDIDATES]:
-        if counts[group] < 2:
-            continue
-        chosen = outermost(top[inverse == group])
-        share = gpu_share(chosen) if gpu_share is not None else 1.0
-        considered.append({"range": str(unique[group]), "gpu_share": float(share)})
-        if share >= MIN_GPU_SHARE:
-            return IterationRanges(f"repeated top-level range {unique[group]!r}",
-                                   sorted({names[c] for c in chosen["name"]}), chosen, considered)
+    top = top_level_mask(rows)
+    for level, label in ((rows[top], "top-level"), (rows[~top], "nested")):
+        for chosen, group in _repeated_groups(trace, level):
+            share = gpu_share(chosen) if gpu_share is not None else 1.0
+            considered.append({"range": group, "gpu_share": float(share)})
+            if share < MIN_GPU_SHARE:
+                continue
+            why = not_a_step(chosen) if not_a_step is not None else None
+            if why:
+                considered[-1]["not_iterations"] = why
+                continue
+            return IterationRanges(f"repeated {label} range {group!r}", sorted({names[c] for c in chosen["name"]}),
+                                   chosen, considered)
     return IterationRanges("", [], rows[:0], considered) if considered else None
 
+
+def _repeated_groups(trace: Trace, rows: np.ndarray):
+    """(ranges, masked name) of each name that repeats, by the time its ranges cover, most first
+    (MAX_CANDIDATES at most); the ranges outermost, sorted."""
+    if len(rows) == 0:
+        return
+    labels = masked_labels(trace)[rows["name"]]
+    unique, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    totals = np.bincount(inverse, weights=rows["end"] - rows["start"], minlength=len(unique))
+    for group in np.argsort(-totals, kind="stable")[:MAX_CANDIDATES]:
+        if counts[group] >= 2:
+            yield outermost(rows[inverse == group]), str(unique[group])
 
 
 def project(rows: np.ndarray, times: np.ndarray, tids: np.ndarray, order=None) -> np.ndarray:

@@ -46,8 +46,10 @@ def render(analysis: Analysis, out: Console, max_ranges: int = 12) -> None:
               + (f"; {others} other process/GPU pair(s) listed below" if others else ""))
     out.print(f"iterations: {s.iterations} from {s.iteration_source}", markup=False)
     if len(s.iteration_candidates) > 1 or (s.iteration_candidates and s.iteration_source.startswith("whole run")):
-        out.print("  ranges considered (share of GPU time their calls launch; a range must launch half): "
-                  + ", ".join(f"{c['range']!r} {c['gpu_share']:.0%}" for c in s.iteration_candidates[:5]), markup=False)
+        out.print("  ranges considered (share of GPU time their calls launch; a range must launch half and be one "
+                  "training step): " + ", ".join(f"{c['range']!r} {c['gpu_share']:.0%}" + (
+                      f" ({c['not_iterations']})" if c.get("not_iterations") else "")
+                      for c in s.iteration_candidates[:5]), markup=False)
     out.print(f"verdict: [{VERDICT_STYLE.get(s.verdict, 'bold')}]{s.verdict}[/]")
     for reason in s.reasons:
         out.print(f"  - {reason}")

@@ -78,6 +78,18 @@ FUSIBLE_KERNEL_MARKS = ("elementwise", "reduce_kernel", "batch_norm", "batchnorm
 LIBRARY_KERNEL_MARKS = ("gemm", "splitk", "cutlass", "xmma", "cublas", "conv", "nvjet")
 
 
+# The optimizer's kernels: torch.optim's foreach and fused steps (and apex's, DeepSpeed's) launch
+# multi-tensor kernels; a step's gradient clipping, AMP's unscale and a zero_grad that keeps the
+# tensors launch them too, once a step each. What marks a training step in a trace without
+# cg-advise's ranges (advisor/steps.py).
+OPTIMIZER_KERNEL_MARKS = ("multi_tensor_apply",)
+
+
+def is_optimizer_kernel(name: str) -> bool:
+    lowered = name.lower()
+    return any(mark in lowered for mark in OPTIMIZER_KERNEL_MARKS)
+
+
 def is_fusible_kernel(name: str) -> bool:
     """Whether a kernel of this name is one a compiler fuses or generates (FUSIBLE_KERNEL_MARKS and
     none of LIBRARY_KERNEL_MARKS)."""
@@ -117,6 +129,8 @@ class Trace:
     backend: str = "nsys"                # what recorded it: "nsys" or "torch.profiler" (advisor/kineto.py)
     fusible_names: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))   # sorted ops["name"] ids
                                          # of the kernels a compiler fuses or generates (is_fusible_kernel)
+    optimizer_names: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))   # sorted ops["name"]
+                                         # ids of the optimizer's kernels (is_optimizer_kernel)
 
     @property
     def profiler(self) -> str:
@@ -231,7 +245,8 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         processes=_processes(db, tables),
         devices=_devices(db, tables),
         pytorch=_is_pytorch(db, tables, nvtx_names),
-        fusible_names=_fusible_name_ids(db, columns, strings),
+        fusible_names=_kernel_name_ids(db, columns, strings, FUSIBLE_KERNEL_MARKS, is_fusible_kernel),
+        optimizer_names=_kernel_name_ids(db, columns, strings, OPTIMIZER_KERNEL_MARKS, is_optimizer_kernel),
     )
 
 
@@ -257,17 +272,16 @@ def _reorder(rows: np.ndarray, order: np.ndarray) -> None:
 _READ_OPS = np.dtype([("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"), ("corr", "i8")])
 
 
-def _fusible_name_ids(db, columns: dict, strings: bool) -> np.ndarray:
-    """The StringIds ids of the kernel short names is_fusible_kernel accepts, sorted (read off
-    the distinct strings, not the kernel rows). SQL's LIKE only narrows the strings down (a
-    superset: case-insensitive, and its ``_`` matches any character); the rule is decided by
-    is_fusible_kernel alone, as for a Kineto trace."""
+def _kernel_name_ids(db, columns: dict, strings: bool, marks: tuple, rule) -> np.ndarray:
+    """The StringIds ids of the kernel short names ``rule`` accepts, sorted (read off the
+    distinct strings, not the kernel rows). SQL's LIKE on ``marks`` only narrows the strings down
+    (a superset: case-insensitive, and its ``_`` matches any character); ``rule`` decides alone,
+    as for a Kineto trace."""
     if not strings or "shortName" not in columns.get(KERNEL, ()):
         return np.empty(0, np.int32)
-    marks = " OR ".join("value LIKE ?" for _ in FUSIBLE_KERNEL_MARKS)
-    candidates = db.execute(f"SELECT id, value FROM StringIds WHERE {marks}",
-                            [f"%{mark}%" for mark in FUSIBLE_KERNEL_MARKS]).fetchall()
-    return np.array(sorted(ident for ident, name in candidates if is_fusible_kernel(name)), np.int32)
+    where = " OR ".join("value LIKE ?" for _ in marks)
+    candidates = db.execute(f"SELECT id, value FROM StringIds WHERE {where}", [f"%{mark}%" for mark in marks]).fetchall()
+    return np.array(sorted(ident for ident, name in candidates if rule(name)), np.int32)
 
 
 def _op_queries(columns: dict) -> list:

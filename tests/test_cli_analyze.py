@@ -198,8 +198,8 @@ def test_a_repeated_range_without_gpu_work_is_not_taken_for_the_iterations(copy_
     assert considered[0]["gpu_share"] == 0 and considered[1]["gpu_share"] > 0.5
     _, text, _ = run(path)
     flat = " ".join(text.split())   # the console wraps long lines
-    assert "ranges considered (share of GPU time their calls launch; a range must launch half): " \
-           "'copy parameters' 0%, 'train step' " in flat
+    assert "ranges considered (share of GPU time their calls launch; a range must launch half and be one training " \
+           "step): 'copy parameters' 0%, 'train step' " in flat
 
 
 @pytest.mark.parametrize("name", [p.stem for p in sorted(TRACES.glob("*.sqlite")) if p.stem != "nvtx_only"])

@@ -1,0 +1,116 @@
+"""Exports of a loop annotated with NVTX the way users annotate their own, under a plain `nsys
+profile` (no cg-advise bootstrap: bench/workloads/user_nvtx.py, bench/gpu_user_nvtx.sh, H100):
+which repeated ranges the analyser takes as iterations. A range an epoch repeats launches most
+of the GPU work too; taken as the iterations, it made a prediction per epoch. The counts the
+tests hold the analyser to are read from the exports with plain SQL."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import cli
+from advisor.iterations import masked_labels, outermost, process_rows
+from advisor.metrics import _not_a_step, match_launches
+from advisor.trace import open_trace
+from conftest import sample, sql
+
+
+def analyse(name: str) -> dict:
+    result = CliRunner().invoke(cli, ["analyze", str(sample(name)), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def nvtx_count(name: str, like: str) -> int:
+    return sql(sample(name), f"SELECT COUNT(*) FROM NVTX_EVENTS WHERE text LIKE '{like}'")[0][0]
+
+
+def steps_run(name: str) -> int:
+    """Training steps the run took: one cross-entropy loss kernel a step in this workload."""
+    return sql(sample(name), "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                     "WHERE s.value LIKE 'nll_loss_forward%'")[0][0]
+
+
+def shape_of(name: str, label: str):
+    """What the step check says of the ranges of one masked name (advisor/steps.py)."""
+    trace = open_trace(sample(name))
+    pid = int(np.unique(trace.ops["pid"])[0])
+    ops = trace.ops[trace.ops["pid"] == pid]
+    rows = process_rows(trace, pid)
+    chosen = outermost(rows[masked_labels(trace)[rows["name"]] == label])
+    assert len(chosen) > 1
+    return _not_a_step(trace, ops, match_launches(trace, ops))(chosen)
+
+
+def test_one_range_a_step_is_taken_as_the_iterations_and_predicted():
+    analysis = analyse("user_nvtx_step")
+    s = analysis["summary"]
+    assert s["iteration_source"] == "repeated top-level range 'train_step #'"
+    assert s["iterations"] == nvtx_count("user_nvtx_step", "train_step %") == steps_run("user_nvtx_step") == 24
+    assert "speedup" in analysis["predictions"]["full_iteration"]
+
+
+def test_an_epochs_range_is_not_an_iteration_and_gets_no_prediction():
+    """Two 'epoch N' ranges of 12 steps each launch 61 % of the GPU work (the backward runs on
+    autograd's thread, outside the push/pop range): they repeat, but each holds twelve steps."""
+    assert nvtx_count("user_nvtx_epoch", "epoch %") == 2 and steps_run("user_nvtx_epoch") == 24
+    analysis = analyse("user_nvtx_epoch")
+    s = analysis["summary"]
+    assert s["iteration_source"].startswith("whole run") and "each range holds several training steps" in \
+        s["iteration_source"]
+    assert s["iteration_candidates"][0]["not_iterations"] == "each range holds several training steps"
+    assert analysis["predictions"]["note"].startswith("predictions withheld: no iterations found")
+    assert "full_iteration" not in analysis["predictions"]
+
+
+def test_a_steps_range_inside_an_epochs_is_taken_instead():
+    analysis = analyse("user_nvtx_epoch_step")
+    s = analysis["summary"]
+    assert s["iteration_source"] == "repeated nested range 'train_step #'"
+    assert s["iterations"] == nvtx_count("user_nvtx_epoch_step", "train_step %") == 24
+    assert [c["range"] for c in s["iteration_candidates"]] == ["epoch #", "train_step #"]
+    assert "speedup" in analysis["predictions"]["full_iteration"]
+
+
+def test_without_an_optimizer_an_epochs_steps_are_told_apart_by_autograds_thread():
+    """A hand-written update launches no multi-tensor kernel: the repeated step is the one that
+    launches from two threads (the forward from Python's, the backward from autograd's)."""
+    assert sql(sample("user_nvtx_epoch_hand"), "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                                       "ON s.id = k.shortName WHERE s.value LIKE '%multi_tensor%'")[0][0] == 0
+    assert shape_of("user_nvtx_epoch_hand", "epoch #") == "each range holds several training steps"
+
+
+def test_an_operators_ranges_are_pieces_of_a_step():
+    """emit_nvtx's ranges, one an operator call: most spans from one to the next hold no
+    optimizer kernel (these launch 23 % of the GPU work anyway, so the run is one window)."""
+    assert shape_of("user_nvtx_ops", "aten::t, op_id = #").endswith("pieces of a step")
+    assert analyse("user_nvtx_ops")["summary"]["iteration_source"].startswith("whole run")
+
+
+@pytest.mark.parametrize("label", ["forward", "backward", "optimizer"])
+def test_a_phase_that_runs_once_a_step_is_one_step_a_range(label):
+    """Each phase range runs once a step, so the spans from one to the next are whole steps;
+    the optimizer's range repeats its own multi-tensor kernel seven times (Adam's foreach), which
+    is no training step repeated. None launches half the GPU work from its own thread here."""
+    assert nvtx_count("user_nvtx_phases", label) == steps_run("user_nvtx_phases")
+    assert shape_of("user_nvtx_phases", label) is None
+    assert analyse("user_nvtx_phases")["summary"]["iteration_source"].startswith("whole run")
+
+
+@pytest.mark.parametrize("name", ["corpus_micro_steps_profiled", "zoo_cnn_amp_profiled", "zoo_hf_bert_profiled",
+                                  "launch_graphed", "infer_eager"])
+def test_cg_advise_own_iterations_pass_the_step_check(name):
+    """The bootstrap's iteration (and inference call) ranges are one step each: gradient
+    accumulation's four identical micro-steps hold no optimizer kernel, a graphed run launches
+    its steps as graphs, an inference loop has one thread and no optimizer."""
+    label = "cg-advise:forward" if name == "infer_eager" else "cg-advise:iteration"
+    assert shape_of(name, label) is None
+
+
+def test_a_plain_export_without_ranges_is_one_window_and_gets_no_prediction():
+    analysis = analyse("user_nvtx_none")
+    assert sql(sample("user_nvtx_none"), "SELECT COUNT(*) FROM sqlite_master WHERE name = 'NVTX_EVENTS'")[0][0] == 0
+    assert analysis["summary"]["iteration_source"] == "whole run (no iteration ranges found)"
+    assert analysis["predictions"]["note"].startswith("predictions withheld")
