@@ -11,6 +11,7 @@ import numpy as np
 from . import ranges
 from .errors import TraceError
 from .intervals import assign
+from .steps import KernelSequence
 from .trace import NVTX_PUSH_POP, PID_MASK, Trace
 
 
@@ -64,14 +65,16 @@ def process_rows(trace: Trace, global_pid: int) -> np.ndarray:
 
 def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
                     gpu_share: Optional[Callable[[np.ndarray], float]] = None,
-                    not_a_step: Optional[Callable[[np.ndarray], Optional[str]]] = None) -> IterationRanges | None:
+                    kernels: Optional[KernelSequence] = None) -> IterationRanges | None:
     """Iteration ranges of one process: by ``pattern``, else cg-advise's, else the repeated
     range that covers the most time among those that launch most of the GPU work
     (``gpu_share(rows)``: a range of parameter copies at start-up covers time but no kernel) and
-    that are one training step each (``not_a_step(rows)`` says why not: an epoch's range holds
-    several, an operator's is a piece of one; advisor/steps.py). Top-level ranges are tried
-    first, then ranges nested in others (a step's range inside an epoch's, or inside one range
-    around the whole loop). None means the whole run is one window."""
+    that are one training step each (``kernels.not_a_step(rows)`` says why not: an epoch's range
+    holds several, an operator's is a piece of one; advisor/steps.py). Top-level ranges are
+    tried first, then ranges nested in others (a step's range inside an epoch's, or inside one
+    range around the whole loop); where none is one step, or the trace has no range, the
+    training step its kernels repeat (``kernels.repeated_steps()``). None, or no rows, means the
+    whole run is one window."""
     rows = process_rows(trace, global_pid)
     names = trace.nvtx_names
     if pattern is not None:
@@ -87,8 +90,6 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
             chosen = rows[rows["name"] == names.index(name)]
             if len(chosen):
                 return IterationRanges(f"injected range {name!r}", [name], outermost(chosen))
-    if len(rows) == 0:
-        return None
     considered = []
     top = top_level_mask(rows)
     for level, label in ((rows[top], "top-level"), (rows[~top], "nested")):
@@ -97,12 +98,15 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
             considered.append({"range": group, "gpu_share": float(share)})
             if share < MIN_GPU_SHARE:
                 continue
-            why = not_a_step(chosen) if not_a_step is not None else None
+            why = kernels.not_a_step(chosen) if kernels is not None else None
             if why:
                 considered[-1]["not_iterations"] = why
                 continue
             return IterationRanges(f"repeated {label} range {group!r}", sorted({names[c] for c in chosen["name"]}),
                                    chosen, considered)
+    found = kernels.repeated_steps() if kernels is not None else None
+    if found is not None:
+        return IterationRanges(found[1], [], found[0], considered)
     return IterationRanges("", [], rows[:0], considered) if considered else None
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .intervals import Union, assign, count_within, in_order
 from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows, project
 from .phases import Phases, measure, share_of, small_kernel_share
-from .steps import range_shape
+from .steps import KernelSequence
 from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, OP_GRAPH, OP_KERNEL,
                     PID_MASK, Trace, pid_of)
 
@@ -205,25 +205,6 @@ def _gpu_share(launches: _Launches, durations: np.ndarray, rows: np.ndarray) -> 
     return float(durations[owner >= 0].sum() / total) if total else 0.0
 
 
-def _not_a_step(trace: Trace, ops: np.ndarray, launches: _Launches):
-    """For find_iterations: why ranges are not one training step each (advisor/steps.py), from
-    the kernels in launch order; the arrays are made on the first call (a trace with cg-advise's
-    own ranges never calls it)."""
-    made = {}
-
-    def why(rows: np.ndarray):
-        if not made:
-            kernels = np.flatnonzero((ops["kind"] == OP_KERNEL) & (launches.index >= 0))
-            kernels = kernels[np.argsort(launches.api_start[kernels], kind="stable")]
-            names = ops["name"][kernels]
-            graphs = (ops["kind"] == OP_GRAPH) & (launches.index >= 0)
-            made.update(at=launches.api_start[kernels], names=names, tids=launches.api_tid[kernels],
-                        optimizer=np.isin(names, trace.optimizer_names), graphs=np.sort(launches.api_start[graphs]))
-        return range_shape(rows["start"], rows["end"], made["at"], made["names"], made["tids"], made["optimizer"],
-                           made["graphs"])
-    return why
-
-
 def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | None) -> GroupMetrics:
     in_group = (trace.ops["pid"] == global_pid) & (trace.ops["device"] == device)
     ops = trace.ops if in_group.all() else trace.ops[in_group]   # one process on one GPU: no copy
@@ -232,7 +213,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     op_ns = ops["end"] - ops["start"]
     durations = op_ns.astype(float)
     found = find_iterations(trace, global_pid, pattern, partial(_gpu_share, launches, durations),
-                            _not_a_step(trace, ops, launches))
+                            KernelSequence(ops, launches.index >= 0, launches.api_start, launches.api_tid,
+                                           trace.optimizer_names))
     del durations   # every big array let go as soon as it is done with: at 10M kernels, each is 80 MB
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
@@ -379,7 +361,7 @@ def _windows(trace, ops, launches, found: IterationRanges | None, global_pid: in
     span = trace.cpu_span(global_pid)
     cpu = (np.array([span[0]]), np.array([span[1]])) if span else (a, b)
     if found is None:
-        why = "no iteration ranges found"
+        why = "no iteration ranges found, nor a training step its kernels repeat"
     elif not len(found.rows):
         shares = ", ".join(f"{c['range']!r} {c['gpu_share']:.0%}" + (f" ({c['not_iterations']})" if
                            c.get("not_iterations") else "") for c in found.considered[:3])

@@ -19,47 +19,160 @@ Two signs, each independent of the ranges' names:
 
 from __future__ import annotations
 
-from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from .trace import NVTX_DTYPE, NVTX_START_END, OP_GRAPH, OP_KERNEL
+
 MIN_REPEATS = 3         # the same step this often back to back: the range holds several
 MIN_COVER = 0.5         # ... over at least this share of the range's kernels
-MAX_CANDIDATES = 24     # kernel names tried as a step's boundary, rarest first
 SAMPLED_RANGES = 16     # ranges read (evenly spread): a run of 10,000 steps is not read range by range
 MIN_STEP_SHARE = 0.4    # windows holding an optimizer kernel, at least, where the process has one
+MIN_FOUND_STEPS = 5     # steps a run without iteration ranges must repeat for them to be its iterations
+
+
+@dataclass
+class RepeatedStep:
+    """A training step a kernel sequence repeats: where each repeat starts and ends (indexes
+    into the sequence, ``ends`` exclusive) and how many kernels it has."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    kernels: int
+
+
+class _Pieces:
+    """Fingerprints of any stretch of a kernel sequence in O(1): its length, a sum of random
+    64-bit weights of its names and the same weighted by position (so that order counts), all
+    modulo 2**64 from prefix sums. A million kernels are cut at a name's occurrences with a
+    few array operations, not a copy of each stretch."""
+
+    def __init__(self, names: np.ndarray):
+        _, inverse = np.unique(names, return_inverse=True)
+        weights = np.random.default_rng(0).integers(1, 2**63, size=int(inverse.max()) + 1, dtype=np.uint64)
+        w = weights[inverse.ravel()]
+        with np.errstate(over="ignore"):
+            self.sums = np.concatenate([[np.uint64(0)], np.cumsum(w, dtype=np.uint64)])
+            self.moments = np.concatenate([[np.uint64(0)], np.cumsum(w * np.arange(len(w), dtype=np.uint64),
+                                                                      dtype=np.uint64)])
+
+    def keys(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = a.astype(np.uint64), b.astype(np.uint64)
+        with np.errstate(over="ignore"):
+            total = self.sums[b] - self.sums[a]
+            ordered = self.moments[b] - self.moments[a] - a * total
+            return (b - a) * np.uint64(0x9E3779B97F4A7C15) + total * np.uint64(0xC2B2AE3D27D4EB4F) + ordered
+
+
+def repeated_step(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray, min_repeats: int) -> RepeatedStep | None:
+    """The shortest training step that a kernel sequence (launch order: short-name ids, the
+    launching threads, whether each is an optimizer kernel) repeats at least ``min_repeats``
+    times back to back, over MIN_COVER of it; None if there is none.
+
+    The candidates are the periods at which the sequence matches itself for at least MIN_COVER
+    of its kernels (``_periods``), shortest first. For each, a kernel (or a pair of kernels in
+    a row) that occurs once in one period cuts the whole sequence at its occurrences; the most
+    frequent piece must be that period long, cover MIN_COVER, come ``min_repeats`` times in a
+    row somewhere, and be a step: it launches optimizer kernels and others, or, where the
+    sequence has no optimizer kernel (a hand-written update), launches from two threads
+    (Python's forward, autograd's backward). A layer repeated in a forward, or a micro-batch
+    repeated before one optimizer step, repeats without being a step; an epoch of steps is a
+    longer period than its step."""
+    n = len(names)
+    if n < 2 * min_repeats:
+        return None
+    _, codes = np.unique(names, return_inverse=True)
+    codes = codes.ravel().astype(np.int64)
+    any_optimizer = bool(optimizer.any())
+    pieces = None
+    for period, at in _periods(codes, min_repeats):
+        piece = codes[at:at + period]
+        cuts = _anchor_occurrences(codes, piece)
+        if cuts is None or len(cuts) <= min_repeats:
+            continue
+        pieces = pieces or _Pieces(codes)
+        a, b = cuts[:-1], cuts[1:]
+        keys = pieces.keys(a, b)
+        values, repeats = np.unique(keys, return_counts=True)
+        modal = keys == values[repeats.argmax()]
+        length = int((b - a)[modal][0])
+        if modal.sum() * length < MIN_COVER * n or _longest_run(modal) < min_repeats:
+            continue
+        span = slice(int(a[modal][0]), int(a[modal][0]) + length)
+        if any_optimizer:   # an optimizer's own repeated kernel is no step
+            step = bool(optimizer[span].any() and not optimizer[span].all())
+        else:
+            step = len(np.unique(tids[span])) > 1
+        if step:
+            return RepeatedStep(a[modal], b[modal], length)
+    return None
+
+
+MAX_PERIOD_SAMPLE = 1 << 21   # kernels read for the periods (the middle of a longer run): a step of
+                              # more than a third of that is not looked for
+MAX_PERIODS = 32              # candidate periods tried, shortest first
+
+
+def _periods(codes: np.ndarray, min_repeats: int):
+    """(period, where a stretch of one period starts that the next period repeats) for each
+    lag at which the sequence matches itself (kernel i's name is kernel i + lag's) for at least
+    MIN_COVER of its kernels, shortest first, local peaks only. The matches of every lag at
+    once, from the autocorrelation of each name's random phase (an FFT): a lag's sum is its
+    matches plus noise of the order of the square root of the length."""
+    offset = max(0, (len(codes) - MAX_PERIOD_SAMPLE) // 2)
+    codes = codes[offset:offset + MAX_PERIOD_SAMPLE]
+    n = len(codes)
+    phases = np.exp(2j * np.pi * np.random.default_rng(0).random(int(codes.max()) + 1)).astype(np.complex64)
+    spectrum = np.fft.fft(phases[codes], 2 * n)
+    matches = np.fft.ifft(spectrum * np.conj(spectrum))[:n].real
+    share = np.zeros(n + 1)
+    share[1:n] = matches[1:] / (n - np.arange(1, n))
+    lags = np.arange(2, n // min_repeats + 1)
+    peaks = lags[(share[lags] >= MIN_COVER) & (share[lags] >= share[lags - 1]) & (share[lags] >= share[lags + 1])]
+    for lag in peaks[:MAX_PERIODS]:
+        run = _first_run(codes[:-lag] == codes[lag:], lag)
+        if run is not None:
+            yield int(lag), offset + run
+
+
+def _first_run(mask: np.ndarray, length: int) -> int | None:
+    """Where the first stretch of ``length`` True values in a row starts, or None."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    long = np.flatnonzero(ends - starts >= length)
+    return int(starts[long[0]]) if len(long) else None
+
+
+def _anchor_occurrences(codes: np.ndarray, piece: np.ndarray) -> np.ndarray | None:
+    """Where in the whole sequence a kernel that occurs once in ``piece`` (one period) occurs,
+    or, where every kernel occurs more than once in it, a pair of kernels in a row that occurs
+    once; None if neither does (the cut would not fall once a step)."""
+    values, counts = np.unique(piece, return_counts=True)
+    once = values[counts == 1]
+    if len(once):
+        return np.flatnonzero(codes == once[0])
+    width = int(codes.max()) + 1
+    pairs = piece[:-1] * width + piece[1:]
+    values, counts = np.unique(pairs, return_counts=True)
+    once = values[counts == 1]
+    if not len(once):
+        return None
+    return np.flatnonzero(codes[:-1] * width + codes[1:] == once[0])
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    """The longest stretch of True in a boolean array."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return int((ends - starts).max()) if len(starts) else 0
 
 
 def holds_several_steps(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray) -> bool:
-    """One range's kernels in launch order (short-name ids, the launching thread, whether each
-    is an optimizer kernel): do they repeat one training step MIN_REPEATS times or more? Each
-    name that occurs often enough cuts the sequence at its occurrences; the most frequent
-    piece, repeated, must cover MIN_COVER of the range and be a step (see the module)."""
-    n = len(names)
-    if n < 2 * MIN_REPEATS:
-        return False
-    any_optimizer = bool(optimizer.any())
-    ids, counts = np.unique(names, return_counts=True)
-    order = np.argsort(counts, kind="stable")
-    tried = 0
-    for name in ids[order][counts[order] > MIN_REPEATS]:
-        if tried == MAX_CANDIDATES:
-            break
-        tried += 1
-        at = np.flatnonzero(names == name)
-        pieces = Counter(names[a:b].tobytes() for a, b in zip(at[:-1], at[1:]))
-        piece, repeats = pieces.most_common(1)[0]
-        length = len(piece) // names.itemsize
-        if repeats < MIN_REPEATS or repeats * length < MIN_COVER * n:
-            continue
-        first = next(a for a, b in zip(at[:-1], at[1:]) if names[a:b].tobytes() == piece)
-        span = slice(first, first + length)
-        if any_optimizer:   # a step launches the optimizer's kernels and others (an optimizer's own repeat is not one)
-            if optimizer[span].any() and not optimizer[span].all():
-                return True
-        elif len(np.unique(tids[span])) > 1:
-            return True
-    return False
+    """One range's kernels in launch order: do they repeat one training step MIN_REPEATS times
+    or more (``repeated_step``)?"""
+    return repeated_step(names, tids, optimizer, MIN_REPEATS) is not None
 
 
 def range_shape(starts: np.ndarray, ends: np.ndarray, launch_at: np.ndarray, names: np.ndarray,
@@ -87,3 +200,43 @@ def range_shape(starts: np.ndarray, ends: np.ndarray, launch_at: np.ndarray, nam
         if share < MIN_STEP_SHARE:
             return f"only {share:.0%} of the spans from one range to the next step the optimizer: pieces of a step"
     return None
+
+
+class KernelSequence:
+    """One process's kernels on one GPU in launch order, for find_iterations: why ranges are not
+    one step each (``not_a_step``), and the steps of a run whose ranges mark none
+    (``repeated_steps``). The arrays are made on first use: a trace with cg-advise's own
+    ranges never needs them."""
+
+    def __init__(self, ops: np.ndarray, launch_found: np.ndarray, launch_at: np.ndarray, launch_tid: np.ndarray,
+                 optimizer_names: np.ndarray):
+        self._ops, self._found, self._at, self._tid = ops, launch_found, launch_at, launch_tid
+        self._optimizer_names = optimizer_names
+
+    @cached_property
+    def _arrays(self) -> dict:
+        ops = self._ops
+        kernels = np.flatnonzero((ops["kind"] == OP_KERNEL) & self._found)
+        kernels = kernels[np.argsort(self._at[kernels], kind="stable")]
+        names = ops["name"][kernels]
+        graphs = (ops["kind"] == OP_GRAPH) & self._found
+        return {"at": self._at[kernels], "names": names, "tids": self._tid[kernels],
+                "optimizer": np.isin(names, self._optimizer_names), "graphs": np.sort(self._at[graphs])}
+
+    def not_a_step(self, rows: np.ndarray) -> str | None:
+        k = self._arrays
+        return range_shape(rows["start"], rows["end"], k["at"], k["names"], k["tids"], k["optimizer"], k["graphs"])
+
+    def repeated_steps(self) -> tuple[np.ndarray, str] | None:
+        """Ranges (NVTX_DTYPE, start/end: any thread's launches count) from one launch of the
+        shortest training step the kernels repeat MIN_FOUND_STEPS times or more to the next, and
+        what they are, for the report; None where no such step repeats (an inference loop, a
+        run of one or two steps, a loop whose every step differs)."""
+        k = self._arrays
+        found = repeated_step(k["names"], k["tids"], k["optimizer"], MIN_FOUND_STEPS)
+        if found is None or len(found.starts) < MIN_FOUND_STEPS:
+            return None
+        rows = np.zeros(len(found.starts), NVTX_DTYPE)
+        rows["start"], rows["end"] = k["at"][found.starts], k["at"][found.ends] - 1
+        rows["tid"], rows["event_type"], rows["name"] = k["tids"][found.starts], NVTX_START_END, -1
+        return rows, f"a training step its kernels repeat ({found.kernels} kernels, {len(rows)} times alike)"

@@ -234,7 +234,9 @@ def test_repeated_top_level_range_is_the_fallback(copy_sample):
 
 
 def test_whole_run_without_iteration_ranges(copy_sample):
-    path = copy_sample("launch_eager")
+    """No range, and no training step repeated in the kernels (an inference loop: one thread,
+    no optimizer; a training run is cut at its repeated step, tests/test_user_ranges.py)."""
+    path = copy_sample("infer_eager")
     rewrite(path, "DELETE FROM NVTX_EVENTS")
     s = analyse(open_trace(path)).main.summary
     isl = islands(path)

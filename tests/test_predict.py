@@ -195,8 +195,9 @@ def test_a_scope_patch_refuses_gets_its_reason_not_a_number(shipped, rows):
 
 
 def test_a_whole_run_window_gets_no_prediction(copy_sample):
-    """Without iteration ranges the window mixes start-up and the loop: predictions withheld."""
-    path = copy_sample("launch_eager")
+    """Without iteration ranges (nor a training step the kernels repeat: an inference loop) the
+    window mixes start-up and the loop: predictions withheld."""
+    path = copy_sample("infer_eager")
     rewrite(path, "DELETE FROM NVTX_EVENTS;")
     code, out, _ = run("analyze", path, "--json")
     note = json.loads(out)["predictions"]["note"]

@@ -1,8 +1,9 @@
 """Exports of a loop annotated with NVTX the way users annotate their own, under a plain `nsys
 profile` (no cg-advise bootstrap: bench/workloads/user_nvtx.py, bench/gpu_user_nvtx.sh, H100):
-which repeated ranges the analyser takes as iterations. A range an epoch repeats launches most
-of the GPU work too; taken as the iterations, it made a prediction per epoch. The counts the
-tests hold the analyser to are read from the exports with plain SQL."""
+which repeated ranges the analyser takes as iterations, and, where none is one training step
+each (or there is no range), the training step its kernels repeat. A range an epoch repeats
+launches most of the GPU work too; taken as the iterations, it made a prediction per epoch.
+The counts the tests hold the analyser to are read from the exports with plain SQL."""
 
 import json
 
@@ -12,9 +13,10 @@ from click.testing import CliRunner
 
 from advisor.cli import cli
 from advisor.iterations import masked_labels, outermost, process_rows
-from advisor.metrics import _not_a_step, match_launches
+from advisor.metrics import match_launches
+from advisor.steps import KernelSequence
 from advisor.trace import open_trace
-from conftest import sample, sql
+from conftest import rewrite, sample, sql
 
 
 def analyse(name: str) -> dict:
@@ -33,6 +35,25 @@ def steps_run(name: str) -> int:
                      "WHERE s.value LIKE 'nll_loss_forward%'")[0][0]
 
 
+def step_period_ms(path) -> float:
+    """The median time from one step's loss kernel to the next one's on the GPU: the step's
+    period, read with SQL alone."""
+    starts = [row[0] for row in sql(path, "SELECT k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                                          "ON s.id = k.shortName WHERE s.value LIKE 'nll_loss_forward%' ORDER BY k.start")]
+    return float(np.median(np.diff(starts))) / 1e6
+
+
+def assert_kernel_steps(analysis: dict, path, steps: int) -> None:
+    """Iterations found from the repeated step of the kernels: all of the run's steps but the
+    first (its kernels include one-time set-up) and the last (no next step bounds it), at the
+    period SQL reads off the loss kernels, and predicted."""
+    s = analysis["summary"]
+    assert s["iteration_source"].startswith("a training step its kernels repeat (")
+    assert steps - 2 <= s["iterations"] <= steps - 1
+    assert s["gpu_period_ms"] == pytest.approx(step_period_ms(path), rel=0.05)
+    assert "speedup" in analysis["predictions"]["full_iteration"]
+
+
 def shape_of(name: str, label: str):
     """What the step check says of the ranges of one masked name (advisor/steps.py)."""
     trace = open_trace(sample(name))
@@ -41,7 +62,9 @@ def shape_of(name: str, label: str):
     rows = process_rows(trace, pid)
     chosen = outermost(rows[masked_labels(trace)[rows["name"]] == label])
     assert len(chosen) > 1
-    return _not_a_step(trace, ops, match_launches(trace, ops))(chosen)
+    launches = match_launches(trace, ops)
+    return KernelSequence(ops, launches.index >= 0, launches.api_start, launches.api_tid,
+                          trace.optimizer_names).not_a_step(chosen)
 
 
 def test_one_range_a_step_is_taken_as_the_iterations_and_predicted():
@@ -52,17 +75,15 @@ def test_one_range_a_step_is_taken_as_the_iterations_and_predicted():
     assert "speedup" in analysis["predictions"]["full_iteration"]
 
 
-def test_an_epochs_range_is_not_an_iteration_and_gets_no_prediction():
+def test_an_epochs_range_is_not_an_iteration_the_step_its_kernels_repeat_is():
     """Two 'epoch N' ranges of 12 steps each launch 61 % of the GPU work (the backward runs on
     autograd's thread, outside the push/pop range): they repeat, but each holds twelve steps."""
     assert nvtx_count("user_nvtx_epoch", "epoch %") == 2 and steps_run("user_nvtx_epoch") == 24
     analysis = analyse("user_nvtx_epoch")
-    s = analysis["summary"]
-    assert s["iteration_source"].startswith("whole run") and "each range holds several training steps" in \
-        s["iteration_source"]
-    assert s["iteration_candidates"][0]["not_iterations"] == "each range holds several training steps"
-    assert analysis["predictions"]["note"].startswith("predictions withheld: no iterations found")
-    assert "full_iteration" not in analysis["predictions"]
+    assert analysis["summary"]["iteration_candidates"][0] == {
+        "range": "epoch #", "gpu_share": pytest.approx(0.61, abs=0.02),
+        "not_iterations": "each range holds several training steps"}
+    assert_kernel_steps(analysis, sample("user_nvtx_epoch"), 24)
 
 
 def test_a_steps_range_inside_an_epochs_is_taken_instead():
@@ -80,13 +101,14 @@ def test_without_an_optimizer_an_epochs_steps_are_told_apart_by_autograds_thread
     assert sql(sample("user_nvtx_epoch_hand"), "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
                                        "ON s.id = k.shortName WHERE s.value LIKE '%multi_tensor%'")[0][0] == 0
     assert shape_of("user_nvtx_epoch_hand", "epoch #") == "each range holds several training steps"
+    assert_kernel_steps(analyse("user_nvtx_epoch_hand"), sample("user_nvtx_epoch_hand"), 24)
 
 
 def test_an_operators_ranges_are_pieces_of_a_step():
     """emit_nvtx's ranges, one an operator call: most spans from one to the next hold no
     optimizer kernel (these launch 23 % of the GPU work anyway, so the run is one window)."""
     assert shape_of("user_nvtx_ops", "aten::t, op_id = #").endswith("pieces of a step")
-    assert analyse("user_nvtx_ops")["summary"]["iteration_source"].startswith("whole run")
+    assert_kernel_steps(analyse("user_nvtx_ops"), sample("user_nvtx_ops"), 24)
 
 
 @pytest.mark.parametrize("label", ["forward", "backward", "optimizer"])
@@ -96,7 +118,7 @@ def test_a_phase_that_runs_once_a_step_is_one_step_a_range(label):
     is no training step repeated. None launches half the GPU work from its own thread here."""
     assert nvtx_count("user_nvtx_phases", label) == steps_run("user_nvtx_phases")
     assert shape_of("user_nvtx_phases", label) is None
-    assert analyse("user_nvtx_phases")["summary"]["iteration_source"].startswith("whole run")
+    assert_kernel_steps(analyse("user_nvtx_phases"), sample("user_nvtx_phases"), 24)
 
 
 @pytest.mark.parametrize("name", ["corpus_micro_steps_profiled", "zoo_cnn_amp_profiled", "zoo_hf_bert_profiled",
@@ -109,8 +131,32 @@ def test_cg_advise_own_iterations_pass_the_step_check(name):
     assert shape_of(name, label) is None
 
 
-def test_a_plain_export_without_ranges_is_one_window_and_gets_no_prediction():
-    analysis = analyse("user_nvtx_none")
+def test_a_plain_export_without_ranges_is_cut_at_the_step_its_kernels_repeat():
     assert sql(sample("user_nvtx_none"), "SELECT COUNT(*) FROM sqlite_master WHERE name = 'NVTX_EVENTS'")[0][0] == 0
-    assert analysis["summary"]["iteration_source"] == "whole run (no iteration ranges found)"
+    assert_kernel_steps(analyse("user_nvtx_none"), sample("user_nvtx_none"), 24)
+
+
+def test_without_its_ranges_a_profiled_run_is_cut_where_they_were(copy_sample):
+    """cg-advise's own profile with every NVTX range deleted: the steps its kernels repeat give
+    the GPU work and the kernels of an iteration that its iteration ranges gave."""
+    ranged = analyse("launch_eager")["summary"]
+    path = copy_sample("launch_eager")
+    rewrite(path, "DELETE FROM NVTX_EVENTS;")
+    result = CliRunner().invoke(cli, ["analyze", str(path), "--json"])
+    s = json.loads(result.stdout)["summary"]
+    assert s["iteration_source"].startswith("a training step its kernels repeat (")
+    assert s["iterations"] >= ranged["iterations"] - 3
+    assert s["kernels_per_iteration"] == ranged["kernels_per_iteration"]
+    assert s["gpu_busy_ms_per_iteration"] == pytest.approx(ranged["gpu_busy_ms_per_iteration"], rel=0.05)
+
+
+def test_an_inference_loop_without_ranges_stays_one_window(copy_sample):
+    """No optimizer kernel and one launching thread: a repeated forward is no training step, so
+    the run is one window and gets no prediction (a layer repeated would look the same)."""
+    path = copy_sample("infer_eager")
+    rewrite(path, "DELETE FROM NVTX_EVENTS;")
+    result = CliRunner().invoke(cli, ["analyze", str(path), "--json"])
+    analysis = json.loads(result.stdout)
+    assert analysis["summary"]["iteration_source"] == (
+        "whole run (no iteration ranges found, nor a training step its kernels repeat)")
     assert analysis["predictions"]["note"].startswith("predictions withheld")
