@@ -82,7 +82,7 @@ def _stand_in_torch(clock, graphed_callables=None, autograd=None):
                                  reset_peak_memory_stats=lambda: None, max_memory_allocated=lambda: 0,
                                  make_graphed_callables=graphed_callables, is_current_stream_capturing=lambda: False,
                                  current_stream=lambda: "default", default_stream=lambda: "default")
-    return types.SimpleNamespace(cuda=cuda, nn=torch.nn, save=torch.save,
+    return types.SimpleNamespace(cuda=cuda, nn=torch.nn, save=torch.save, is_grad_enabled=torch.is_grad_enabled,
                                  autograd=autograd or types.SimpleNamespace(backward=lambda *a, **k: None))
 
 
@@ -254,10 +254,38 @@ def test_a_loop_counted_by_backward_calls_pairs_with_whole_steps_in_each_window(
     assert counted[:5] == [0, 1, 2, 3, 4]       # forward n + 1 counts step n, whose update is done: the check's snapshot
 
 
-def test_a_second_backward_before_a_graphed_call_counts_the_step_it_ended(tmp_path):
-    """Two backward() calls with no call of the graphed model between them (a loss backed
-    twice, a model called elsewhere): the first one's step is counted at the second, so the
-    steps counted stay one a backward."""
+def test_an_iteration_that_backs_two_losses_pairs_whole_iterations(tmp_path):
+    """Two backward passes an iteration, one through the graphed model (a GAN updated by hand:
+    the discriminator's loss, then the generator's), two steps an iteration as the eager process
+    counts them, after a warm-up of 3: a window edge at an odd step would fall between the two
+    backward passes. Counted at the next call that records gradients, every window holds whole
+    iterations of its own mode: 1.25 ms an iteration graphed, 3.25 eager, 2.6x."""
+    clock, calls = _Clock(), []
+    stand_in = _stand_in_torch(clock, _switchable_graphs(calls))
+    settings = Settings(warmup=3, iterations=40, repeats=2, check_steps=3, paired=True, count="backward")
+    timer = StepTimer(settings, str(tmp_path / "result.json"), stand_in)
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer._wrap_backward()
+    timer._toggle_graphed_callables()
+    model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
+    for _ in range(3 + 40 + 4):
+        model(torch.ones(1))
+        cost = 0.5 if calls[-1] == "graphed" else 1.5
+        clock.now += cost                        # the generator's forward
+        stand_in.autograd.backward()
+        clock.now += 0.25                        # the discriminator's backward, not through the graph
+        stand_in.autograd.backward()
+        clock.now += cost                        # the generator's, in its forward's mode
+    assert timer.m.paired and timer.m.complete
+    assert timer.m.window_ms == [0.625, 0.625] and timer.m.eager_window_ms == [1.625, 1.625]
+    assert timer.m.paired_speedup == pytest.approx(2.6)
+
+
+def test_steps_are_counted_at_the_next_graphed_call_that_records_gradients(tmp_path):
+    """Backward() calls with no call of the graphed model between them (two losses backed, a
+    model called elsewhere) leave their steps due; a no_grad call (a metric before the update)
+    counts none, the next call that records gradients counts them all, before picking its mode:
+    the steps counted stay one a backward and no window edge falls between two backward passes."""
     calls = []
     stand_in = _stand_in_torch(_Clock(), _switchable_graphs(calls))
     timer = StepTimer(Settings(warmup=100, paired=True, count="backward"), str(tmp_path / "result.json"), stand_in)
@@ -267,9 +295,15 @@ def test_a_second_backward_before_a_graphed_call_counts_the_step_it_ended(tmp_pa
     model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
     for _ in range(4):
         stand_in.autograd.backward()
-    assert timer.m.steps == 3 and timer.step_due    # the fourth step is due
+    assert timer.m.steps == 0 and timer.step_due
+    with torch.no_grad():
+        model(torch.ones(1))
+    assert timer.m.steps == 0 and timer.step_due
     model(torch.ones(1))
     assert timer.m.steps == 4 and not timer.step_due
+    for _ in range(12):                                  # no graphed call for that long: counted at the backward
+        stand_in.autograd.backward()
+    assert timer.m.steps == 16 - 8 and timer.step_due
 
 
 def test_an_eager_window_step_of_a_hand_update_helper_counts_once_when_it_returns(tmp_path, monkeypatch):

@@ -94,7 +94,7 @@ class StepTimer:
         self.step_captured = False
         self.counted = None     # id of the optimizer whose steps count iterations
         self.backwards = 0          # without an optimizer: backward() calls of the loop (default stream, no capture)
-        self.step_due = False       # paired, without an optimizer: a step is complete, counted at the next switched call
+        self.step_due = False       # paired, without an optimizer: steps are complete, counted at the next switched call
         self.switched = False       # paired: a graphed callable or compiled model runs through _switch
         self.in_eager_call = False  # paired, without an optimizer: a full-iteration helper's step runs eagerly
         self.outputs = []       # inference: the first check_steps outputs, on the CPU
@@ -187,9 +187,10 @@ class StepTimer:
 
         @functools.wraps(graphed)
         def forward(*args, **kwargs):
-            if self.step_due and not self._capturing():
+            if self.step_due and not self._capturing() and self.torch.is_grad_enabled():
                 self.step_due = False
-                self._step()
+                while self.m.steps < self.backwards:
+                    self._step()
             return (eager if self.eager_window else graphed)(*args, **kwargs)
         return forward
 
@@ -358,16 +359,17 @@ class StepTimer:
         """Backward n of a loop without an optimizer. Plainly counted, it ends step n - 1, whose
         update ran since backward n - 1. Timed paired with graphed callables (or a compiled
         model), forward n has already run in the mode of the window that would end here;
-        instead, step n is due, complete once its update ran, and counted at the next switched
-        call (forward n + 1) before that call picks its mode, so that a window holds its own
-        forwards and their backwards. Steps left uncounted (a second backward before any
-        switched call, steps before the switch) are counted first: one step a backward."""
+        instead, steps are due, and the next switched call that records gradients (forward
+        n + 1; not a no_grad call before the update) counts every step up to n before it picks
+        its mode, so that a window holds its own forwards and their backwards, also where an
+        iteration backs two losses. Only where calls stay away for PENDING_BACKWARDS backward
+        passes are the steps counted here."""
         self.backwards += 1
         if not (self.pairing and self.switched):
             if self.backwards > 1:
                 self._step()
             return
-        while self.m.steps < self.backwards - 1:
+        while self.m.steps < self.backwards - PENDING_BACKWARDS:
             self._step()
         self.step_due = True
 
@@ -466,6 +468,7 @@ class StepTimer:
             json.dump(data, handle)
 
 
+PENDING_BACKWARDS = 8   # paired, without an optimizer: steps left for a switched call to count, at most
 RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
 COMPILE_MARK = "cg-advise: scope compile"           # the comment on the compile patch's torch.compile line
