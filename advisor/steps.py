@@ -1,20 +1,29 @@
-"""Whether ranges a trace repeats are one training step each, read from the kernels launched
-inside them. Other people's exports carry their own NVTX ranges: a range an epoch also repeats
-and launches most of the GPU work, and taken as the iterations it made a prediction per epoch
-(4 "iterations" of 40 steps each, 8.42x predicted); a range an operator or a micro-batch
-repeats several times a step cuts the step in pieces. Either way the window is not an
-iteration, and no prediction may come from it.
+"""Training steps read off the kernels a process launches. Other people's exports carry their
+own NVTX ranges, or none: a range an epoch repeats also launches most of the GPU work, and
+taken as the iterations it made a prediction per epoch (4 "iterations" of 40 steps each, 8.42x
+predicted); a range an operator or a micro-batch repeats several times a step cuts the step in
+pieces. Either way the window is not an iteration, and no prediction may come from it. A plain
+export has no range at all, and its steps are still there in its kernels.
 
-Two signs, each independent of the ranges' names:
-
-- several steps in a range: its kernels, in launch order, hold the same sequence three times
-  or more back to back, covering most of the range, and that sequence is a training step: it
-  holds the optimizer's multi-tensor kernels (torch.optim's foreach and fused steps, apex's,
+- A repeated training step (``repeated_step``): the shortest stretch of kernels (in launch
+  order) that the sequence repeats back to back over most of its length, cut where a kernel
+  that occurs once a step is launched, and that is a step: it launches a graph, or the
+  optimizer's multi-tensor kernels and others (torch.optim's foreach and fused steps, apex's,
   DeepSpeed's), or, in a loop without them (a hand-written update), launches from two threads
-  (the forward from Python's, the backward from autograd's). A layer repeated in a forward,
-  or a micro-batch repeated before one optimizer step, is a repeat that is not a step.
-- pieces of a step: the process steps an optimizer, but most windows from one range to the
+  (the forward from Python's, the backward from autograd's); where the sequence launches from
+  two threads, a step does too. A layer repeated in a forward, a micro-batch repeated before
+  one optimizer step, or an optimizer stepped layer by layer from gradient hooks repeats
+  without being a step.
+- Several steps in a range: the range's kernels repeat a step (three steps or more).
+- Pieces of a step: the process steps an optimizer, but most windows from one range to the
   next hold none of its kernels (nor a graph launch, which may hold the step).
+- The iterations of a run whose ranges are not one step each, or that has none: its repeated
+  step, five times or more (``KernelSequence.repeated_steps``).
+
+What it cannot tell: an inference loop's repeated forward from a layer repeated inside one
+(both one thread, no optimizer), so an inference run without ranges stays one window; a
+hand-written update's micro-batches from its steps; steps whose kernels differ from one to
+the next (shapes that change the kernels chosen).
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import numpy as np
 
 from .trace import NVTX_DTYPE, NVTX_START_END, OP_GRAPH, OP_KERNEL
 
-MIN_REPEATS = 3         # the same step this often back to back: the range holds several
+MIN_REPEATS = 2         # the same step this often back to back (three steps, cut where each begins): several
 MIN_COVER = 0.5         # ... over at least this share of the range's kernels
 SAMPLED_RANGES = 16     # ranges read (evenly spread): a run of 10,000 steps is not read range by range
 MIN_STEP_SHARE = 0.4    # windows holding an optimizer kernel, at least, where the process has one
@@ -85,7 +94,9 @@ def repeated_step(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray, mi
         return None
     _, codes = np.unique(names, return_inverse=True)
     codes = codes.ravel().astype(np.int64)
+    graph = names == GRAPH_LAUNCH
     any_optimizer = bool(optimizer.any())
+    several_threads = len(np.unique(tids)) > 1
     pieces = None
     for period, at in _periods(codes, min_repeats):
         piece = codes[at:at + period]
@@ -101,24 +112,20 @@ def repeated_step(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray, mi
         if modal.sum() * length < MIN_COVER * n or _longest_run(modal) < min_repeats:
             continue
         span = slice(int(a[modal][0]), int(a[modal][0]) + length)
-        if any_optimizer:   # an optimizer's own repeated kernel is no step
-            step = bool(optimizer[span].any() and not optimizer[span].all())
-        else:
-            step = len(np.unique(tids[span])) > 1
-        if step:
+        if _is_step(span, optimizer, graph, tids, any_optimizer, several_threads):
             return RepeatedStep(a[modal], b[modal], length)
     return None
 
 
 MAX_PERIOD_SAMPLE = 1 << 21   # kernels read for the periods (the middle of a longer run): a step of
                               # more than a third of that is not looked for
-MAX_PERIODS = 32              # candidate periods tried, shortest first
+MAX_PERIODS = 32              # candidate periods tried, best match first
 
 
 def _periods(codes: np.ndarray, min_repeats: int):
     """(period, where a stretch of one period starts that the next period repeats) for each
     lag at which the sequence matches itself (kernel i's name is kernel i + lag's) for at least
-    MIN_COVER of its kernels, shortest first, local peaks only. The matches of every lag at
+    MIN_COVER of its kernels, local peaks only. The matches of every lag at
     once, from the autocorrelation of each name's random phase (an FFT): a lag's sum is its
     matches plus noise of the order of the square root of the length."""
     offset = max(0, (len(codes) - MAX_PERIOD_SAMPLE) // 2)
@@ -129,8 +136,14 @@ def _periods(codes: np.ndarray, min_repeats: int):
     matches = np.fft.ifft(spectrum * np.conj(spectrum))[:n].real
     share = np.zeros(n + 1)
     share[1:n] = matches[1:] / (n - np.arange(1, n))
-    lags = np.arange(2, n // min_repeats + 1)
-    peaks = lags[(share[lags] >= MIN_COVER) & (share[lags] >= share[lags - 1]) & (share[lags] >= share[lags + 1])]
+    lags = np.arange(1, n // min_repeats + 1)
+    top = share[lags] + 1e-6   # float noise: equal neighbours are both peaks
+    peaks = lags[(share[lags] >= MIN_COVER) & (top >= share[lags - 1]) & (top >= share[lags + 1])]
+    # the best matches first (a step's period matches all but the steps that differ, the first
+    # one's set-up, an evaluation), the shorter of two that match alike first (a step before
+    # two steps, or an epoch of them); a pattern inside a step (kernels that alternate) matches
+    # for fewer of its kernels
+    peaks = peaks[np.lexsort((peaks, -np.round(share[peaks], 2)))]
     for lag in peaks[:MAX_PERIODS]:
         run = _first_run(codes[:-lag] == codes[lag:], lag)
         if run is not None:
@@ -160,6 +173,25 @@ def _anchor_occurrences(codes: np.ndarray, piece: np.ndarray) -> np.ndarray | No
     if not len(once):
         return None
     return np.flatnonzero(codes[:-1] * width + codes[1:] == once[0])
+
+
+GRAPH_LAUNCH = -1   # the name KernelSequence gives a graph launch (a graph-level trace shows no kernel in it)
+
+
+def _is_step(span: slice, optimizer: np.ndarray, graph: np.ndarray, tids: np.ndarray, any_optimizer: bool,
+             several_threads: bool) -> bool:
+    """Whether one repeated piece is a training step: it launches a graph, or the optimizer's
+    kernels and others (an optimizer's own repeated kernel is no step); without an optimizer in
+    the sequence (a hand-written update), launches from two threads. And where the sequence
+    launches from two threads, a step's kernels do too (Python's forward, autograd's
+    backward): an optimizer stepped layer by layer from gradient hooks repeats a piece of the
+    backward alone."""
+    if graph[span].any():
+        return True
+    two_threads = len(np.unique(tids[span])) > 1
+    if not any_optimizer:
+        return two_threads
+    return bool(optimizer[span].any() and not optimizer[span].all()) and (two_threads or not several_threads)
 
 
 def _longest_run(mask: np.ndarray) -> int:
@@ -216,12 +248,13 @@ class KernelSequence:
     @cached_property
     def _arrays(self) -> dict:
         ops = self._ops
-        kernels = np.flatnonzero((ops["kind"] == OP_KERNEL) & self._found)
-        kernels = kernels[np.argsort(self._at[kernels], kind="stable")]
-        names = ops["name"][kernels]
-        graphs = (ops["kind"] == OP_GRAPH) & self._found
-        return {"at": self._at[kernels], "names": names, "tids": self._tid[kernels],
-                "optimizer": np.isin(names, self._optimizer_names), "graphs": np.sort(self._at[graphs])}
+        graph = ops["kind"] == OP_GRAPH
+        launched = np.flatnonzero(((ops["kind"] == OP_KERNEL) | graph) & self._found)
+        launched = launched[np.argsort(self._at[launched], kind="stable")]
+        names = np.where(graph[launched], GRAPH_LAUNCH, ops["name"][launched].astype(np.int64))
+        return {"at": self._at[launched], "names": names, "tids": self._tid[launched],
+                "optimizer": np.isin(names, self._optimizer_names),
+                "graphs": np.sort(self._at[graph & self._found])}
 
     def not_a_step(self, rows: np.ndarray) -> str | None:
         k = self._arrays

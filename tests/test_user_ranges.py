@@ -160,3 +160,72 @@ def test_an_inference_loop_without_ranges_stays_one_window(copy_sample):
     assert analysis["summary"]["iteration_source"] == (
         "whole run (no iteration ranges found, nor a training step its kernels repeat)")
     assert analysis["predictions"]["note"].startswith("predictions withheld")
+
+
+def _grouped(rows: np.ndarray, size: int) -> np.ndarray:
+    """Ranges of ``size`` consecutive ranges each (an epoch made of the run's own step ranges)."""
+    out = rows[::size][: len(rows) // size].copy()
+    out["end"] = rows["end"][size - 1::size][: len(out)]
+    return out
+
+
+@pytest.mark.parametrize("name, label, size", [
+    ("user_nvtx_step", "train_step #", 3),               # an epoch of three steps
+    ("launch_graphed", "cg-advise:iteration", 5),        # a graphed run: a graph launch a step, no kernel
+])
+def test_ranges_of_several_of_a_runs_own_steps_hold_several_steps(name, label, size):
+    """The run's own step ranges, taken `size` at a time: each holds several steps."""
+    trace = open_trace(sample(name))
+    pid = int(np.unique(trace.ops["pid"])[0])
+    ops = trace.ops[trace.ops["pid"] == pid]
+    rows = process_rows(trace, pid)
+    steps = outermost(rows[masked_labels(trace)[rows["name"]] == label])
+    launches = match_launches(trace, ops)
+    kernels = KernelSequence(ops, launches.index >= 0, launches.api_start, launches.api_tid, trace.optimizer_names)
+    assert kernels.not_a_step(steps) is None
+    assert kernels.not_a_step(_grouped(steps, size)) == "each range holds several training steps"
+
+
+def test_an_optimizer_stepped_from_gradient_hooks_is_no_step_repeated():
+    """A step whose backward steps each layer's optimizer as its gradients arrive (optimizer in
+    the backward): the layer pieces repeat with optimizer kernels in them, but launch from
+    autograd's thread alone; the whole step, forward on Python's thread, is the step."""
+    from advisor.steps import repeated_step
+
+    forward = [(name, 1) for name in range(1, 9)]
+    backward = [(kernel, 2) for _ in range(8) for kernel in (20, 21, 99)]   # 99: the optimizer's kernel
+    step = forward + backward
+    names = np.array([k for k, _ in step] * 6)
+    tids = np.array([t for _, t in step] * 6)
+    found = repeated_step(names, tids, names == 99, 2)
+    assert found is not None and found.kernels == len(step)
+    one_step = slice(0, len(step))
+    assert repeated_step(names[one_step], tids[one_step], names[one_step] == 99, 2) is None
+
+
+KERNELS_FROM_ONE_ITERATION_TO_THE_NEXT = """
+    WITH it AS (SELECT n.start AS a, LEAD(n.start) OVER (ORDER BY n.start) AS b FROM NVTX_EVENTS n
+                JOIN StringIds s ON s.id = n.textId WHERE s.value = 'cg-advise:iteration')
+    SELECT (SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k
+            ON k.correlationId = r.correlationId WHERE r.start >= it.a AND r.start < it.b)
+    FROM it WHERE it.b IS NOT NULL"""
+
+
+@pytest.mark.parametrize("name", ["launch_eager", "compute_eager", "mixed_eager", "sync_eager", "zoo_mlp_profiled",
+                                  "zoo_cnn_amp_profiled", "zoo_hf_bert_profiled", "corpus_micro_steps_profiled"])
+def test_the_step_its_kernels_repeat_is_the_profiles_own_iteration(name):
+    """In cg-advise's own profiles (an MLP, a GPU-bound one, AMP with a scheduler, a Hugging Face
+    BERT, four micro-steps an optimizer step): the step the kernels repeat, ranges aside, is
+    the iteration the bootstrap marked: as many kernels as SQL counts from one iteration range
+    to the next in all of them alike, and that many times."""
+    from collections import Counter
+
+    (kernels, times), = Counter(row[0] for row in sql(sample(name), KERNELS_FROM_ONE_ITERATION_TO_THE_NEXT)).most_common(1)
+    trace = open_trace(sample(name))
+    ops = trace.ops
+    launches = match_launches(trace, ops)
+    found = KernelSequence(ops, launches.index >= 0, launches.api_start, launches.api_tid,
+                           trace.optimizer_names).repeated_steps()
+    assert found is not None
+    rows, what = found
+    assert what == f"a training step its kernels repeat ({kernels} kernels, {times} times alike)"
