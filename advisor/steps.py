@@ -58,10 +58,10 @@ class _Pieces:
     modulo 2**64 from prefix sums. A million kernels are cut at a name's occurrences with a
     few array operations, not a copy of each stretch."""
 
-    def __init__(self, names: np.ndarray):
-        _, inverse = np.unique(names, return_inverse=True)
-        weights = np.random.default_rng(0).integers(1, 2**63, size=int(inverse.max()) + 1, dtype=np.uint64)
-        w = weights[inverse.ravel()]
+    def __init__(self, codes: np.ndarray):
+        """``codes``: the names as small integers (0 to the number of names)."""
+        weights = np.random.default_rng(0).integers(1, 2**63, size=int(codes.max()) + 1, dtype=np.uint64)
+        w = weights[codes]
         with np.errstate(over="ignore"):
             self.sums = np.concatenate([[np.uint64(0)], np.cumsum(w, dtype=np.uint64)])
             self.moments = np.concatenate([[np.uint64(0)], np.cumsum(w * np.arange(len(w), dtype=np.uint64),
@@ -117,9 +117,10 @@ def repeated_step(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray, mi
     return None
 
 
-MAX_PERIOD_SAMPLE = 1 << 21   # kernels read for the periods (the middle of a longer run): a step of
-                              # more than a third of that is not looked for
-MAX_PERIODS = 32              # candidate periods tried, best match first
+MAX_PERIOD_SAMPLE = 1 << 18   # kernels read for the periods (the middle of a longer run): a step of
+                              # more than 52,000 kernels (a fifth of that) is not looked for
+MAX_PERIODS = 32              # candidate periods tried, shortest first
+PERIOD_MATCH_SLACK = 0.25     # a period is tried if it matches this close to the best one's share
 
 
 def _periods(codes: np.ndarray, min_repeats: int):
@@ -139,11 +140,13 @@ def _periods(codes: np.ndarray, min_repeats: int):
     lags = np.arange(1, n // min_repeats + 1)
     top = share[lags] + 1e-6   # float noise: equal neighbours are both peaks
     peaks = lags[(share[lags] >= MIN_COVER) & (top >= share[lags - 1]) & (top >= share[lags + 1])]
-    # the best matches first (a step's period matches all but the steps that differ, the first
-    # one's set-up, an evaluation), the shorter of two that match alike first (a step before
-    # two steps, or an epoch of them); a pattern inside a step (kernels that alternate) matches
-    # for fewer of its kernels
-    peaks = peaks[np.lexsort((peaks, -np.round(share[peaks], 2)))]
+    # shortest first among those that match nearly as well as the best: a step's period matches
+    # all but the kernels of the steps that differ (the first one's set-up, an evaluation), an
+    # epoch's all (taken first, an epoch of steps would be the iteration); kernels that
+    # alternate inside a step match at short periods for fewer of them (a layer repeated
+    # matches for many, and is no step: repeated_step goes on to the next period)
+    if len(peaks):
+        peaks = peaks[share[peaks] >= share[peaks].max() - PERIOD_MATCH_SLACK]
     for lag in peaks[:MAX_PERIODS]:
         run = _first_run(codes[:-lag] == codes[lag:], lag)
         if run is not None:

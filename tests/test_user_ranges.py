@@ -229,3 +229,17 @@ def test_the_step_its_kernels_repeat_is_the_profiles_own_iteration(name):
     assert found is not None
     rows, what = found
     assert what == f"a training step its kernels repeat ({kernels} kernels, {times} times alike)"
+
+
+def test_an_epochs_period_matches_better_than_its_steps_and_the_step_is_still_the_iteration():
+    """Four epochs of ten steps and an evaluation each: the epoch's period matches the sequence
+    everywhere, the step's all but the evaluations'; the shorter one that matches nearly as
+    well, and is a step, is the iteration."""
+    from advisor.steps import repeated_step
+
+    step = [(name, 1) for name in range(1, 8)] + [(name, 2) for name in range(10, 18)] + [(99, 1)] * 3
+    evaluation = [(name, 1) for name in range(1, 8)] * 6 + [(50, 1)]
+    epoch = step * 10 + evaluation
+    names, tids = np.array([k for k, _ in epoch] * 4), np.array([t for _, t in epoch] * 4)
+    found = repeated_step(names, tids, names == 99, 5)
+    assert found is not None and found.kernels == len(step) and len(found.starts) >= 4 * 9
