@@ -148,17 +148,21 @@ def _periods(codes: np.ndarray, min_repeats: int):
     if len(peaks):
         peaks = peaks[share[peaks] >= share[peaks].max() - PERIOD_MATCH_SLACK]
     for lag in peaks[:MAX_PERIODS]:
-        run = _first_run(codes[:-lag] == codes[lag:], lag)
+        run = _longest_run_start(codes[:-lag] == codes[lag:], lag)
         if run is not None:
             yield int(lag), offset + run
 
 
-def _first_run(mask: np.ndarray, length: int) -> int | None:
-    """Where the first stretch of ``length`` True values in a row starts, or None."""
+def _longest_run_start(mask: np.ndarray, length: int) -> int | None:
+    """Where the longest stretch of True values starts, if it is ``length`` long or more; else
+    None. The longest: the steps, not a run's set-up that repeats one kernel (a data set drawn
+    with randn, batch by batch, before the loop)."""
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    long = np.flatnonzero(ends - starts >= length)
-    return int(starts[long[0]]) if len(long) else None
+    if not len(starts):
+        return None
+    longest = int(np.argmax(ends - starts))
+    return int(starts[longest]) if ends[longest] - starts[longest] >= length else None
 
 
 def _anchor_occurrences(codes: np.ndarray, piece: np.ndarray) -> np.ndarray | None:
