@@ -35,6 +35,7 @@ class IterationRanges:
     names: list            # NVTX names that matched
     rows: np.ndarray       # NVTX_DTYPE rows, sorted by start, none nested in another
     considered: list = field(default_factory=list)   # [{"range", "gpu_share"}] of the candidates looked at
+    optimizer_rows: Optional[np.ndarray] = None   # found in the kernels: each step's optimizer launches
 
 
 def outermost(rows: np.ndarray) -> np.ndarray:
@@ -106,7 +107,7 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
                                    chosen, considered)
     found = kernels.repeated_steps() if kernels is not None else None
     if found is not None:
-        return IterationRanges(found[1], [], found[0], considered)
+        return IterationRanges(found.source, [], found.rows, considered, found.optimizer_rows)
     return IterationRanges("", [], rows[:0], considered) if considered else None
 
 

@@ -42,7 +42,7 @@ from .errors import TraceError
 from .trace import (
     CALL_GRAPH_LAUNCH, CALL_LAUNCH, CALL_OTHER, CALL_SYNC, GRAPH_LAUNCH_CALLS, LAUNCH_CALLS, NVTX_DTYPE,
     NVTX_PUSH_POP, NVTX_START_END, OP_GRAPH, OP_KERNEL, OP_MEMCPY, OP_MEMSET, OPS_DTYPE, RUNTIME_DTYPE, SYNC_CALLS,
-    Trace, _needed, _sorted_by_start, is_fusible_kernel, is_optimizer_kernel,
+    Trace, _needed, _sorted_by_start, is_fusible_kernel, is_optimizer_kernel, is_scaler_kernel,
 )
 
 BACKEND = "torch.profiler"
@@ -179,6 +179,7 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
         graph_nodes=graph_nodes,
         fusible_names=np.array(sorted(i for name, i in kernel_names.items() if is_fusible_kernel(name)), np.int32),
         optimizer_names=np.array(sorted(i for name, i in kernel_names.items() if is_optimizer_kernel(name)), np.int32),
+        scaler_names=np.array(sorted(i for name, i in kernel_names.items() if is_scaler_kernel(name)), np.int32),
     )
 
 

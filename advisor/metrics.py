@@ -107,6 +107,8 @@ class Summary:
     phases: Phases                   # host time per phase of the iteration (traced clock)
     verdict: str
     reasons: list = field(default_factory=list)
+    grad_scaler: bool = False        # a GradScaler's update kernel ran in the iterations (AMP): patch keeps
+                                     # the optimizer step eager under a full-iteration graph
 
 
 @dataclass
@@ -213,8 +215,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
     op_ns = ops["end"] - ops["start"]
     durations = op_ns.astype(float)
     found = find_iterations(trace, global_pid, pattern, partial(_gpu_share, launches, durations),
-                            KernelSequence(ops, launches.index >= 0, launches.api_start, launches.api_tid,
-                                           trace.optimizer_names))
+                            KernelSequence(ops, launches, trace.optimizer_names))
     del durations   # every big array let go as soon as it is done with: at 10M kernels, each is 80 MB
 
     in_process = (trace.runtime["tid"] & PID_MASK) == global_pid
@@ -297,8 +298,10 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         iteration_busy_share=float(busy_ns.sum() / busy_total) if busy_total else 0.0,
         small_kernel_share=small_kernel_share(durations_ns),
         fusible_kernel_share=share_of(durations_ns, np.isin(ops["name"][is_kernel], trace.fusible_names)),
+        grad_scaler=bool(len(trace.scaler_names) and count_within(
+            starts, a, b, is_kernel & np.isin(ops["name"], trace.scaler_names)).sum()),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
-                       launches.api_tid),
+                       launches.api_tid, found.optimizer_rows if found is not None else None),
         verdict=verdict(utilization, sync_share, graphed_share, delay_median >= QUEUE_AHEAD_US),
     )
     summary.reasons = _reasons(summary, sync_share)

@@ -65,9 +65,12 @@ def _time_in(rows, cpu_a, cpu_b) -> np.ndarray:
     return count_within(rows["start"], cpu_a, cpu_b, rows["end"] - rows["start"]).astype(float)
 
 
-def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_starts, launch_tids) -> Phases:
+def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_starts, launch_tids,
+            optimizer_rows=None) -> Phases:
     """Per-iteration phase times; ``iteration_ends`` is where each iteration's range ends
-    (the window's end for a whole run), ``launch_*`` the launching calls of the GPU ops."""
+    (the window's end for a whole run), ``launch_*`` the launching calls of the GPU ops;
+    ``optimizer_rows``: the optimizer's launches of each step, where the steps were found in
+    the kernels (advisor/steps.py) of a trace that marks no phase."""
     cpu_a, cpu_b = cpu_windows
     rows = process_rows(trace, global_pid)
     names = trace.nvtx_names
@@ -83,6 +86,8 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         # inside the iteration ranges: one after a range's end is already time between them
         phase_rows["optimizer"] = _named(trace, rows, {n for n in names
                                                         if n.startswith(ranges.TORCH_OPTIMIZER_PREFIXES)})
+        if not len(phase_rows["optimizer"]) and optimizer_rows is not None:
+            phase_rows["optimizer"] = optimizer_rows
         optimizer_until = iteration_ends
     per_iteration = {key: _time_in(r, cpu_a, optimizer_until if key == "optimizer" else cpu_b)
                      for key, r in phase_rows.items()}

@@ -244,39 +244,83 @@ def range_shape(starts: np.ndarray, ends: np.ndarray, launch_at: np.ndarray, nam
 class KernelSequence:
     """One process's kernels on one GPU in launch order, for find_iterations: why ranges are not
     one step each (``not_a_step``), and the steps of a run whose ranges mark none
-    (``repeated_steps``). The arrays are made on first use: a trace with cg-advise's own
-    ranges never needs them."""
+    (``repeated_steps``). ``launches``: each op's launching call (advisor.metrics's _Launches:
+    ``index``, ``api_start``, ``api_end``, ``api_tid``). The arrays are made on first use: a
+    trace with cg-advise's own ranges never needs them."""
 
-    def __init__(self, ops: np.ndarray, launch_found: np.ndarray, launch_at: np.ndarray, launch_tid: np.ndarray,
-                 optimizer_names: np.ndarray):
-        self._ops, self._found, self._at, self._tid = ops, launch_found, launch_at, launch_tid
-        self._optimizer_names = optimizer_names
+    def __init__(self, ops: np.ndarray, launches, optimizer_names: np.ndarray):
+        self._ops, self._launches, self._optimizer_names = ops, launches, optimizer_names
 
     @cached_property
     def _arrays(self) -> dict:
-        ops = self._ops
+        ops, launches = self._ops, self._launches
+        found = launches.index >= 0
         graph = ops["kind"] == OP_GRAPH
-        launched = np.flatnonzero(((ops["kind"] == OP_KERNEL) | graph) & self._found)
-        launched = launched[np.argsort(self._at[launched], kind="stable")]
+        launched = np.flatnonzero(((ops["kind"] == OP_KERNEL) | graph) & found)
+        launched = launched[np.argsort(launches.api_start[launched], kind="stable")]
         names = np.where(graph[launched], GRAPH_LAUNCH, ops["name"][launched].astype(np.int64))
-        return {"at": self._at[launched], "names": names, "tids": self._tid[launched],
-                "optimizer": np.isin(names, self._optimizer_names),
-                "graphs": np.sort(self._at[graph & self._found])}
+        return {"at": launches.api_start[launched], "end": launches.api_end[launched], "names": names,
+                "tids": launches.api_tid[launched], "optimizer": np.isin(names, self._optimizer_names),
+                "graphs": np.sort(launches.api_start[graph & found])}
 
     def not_a_step(self, rows: np.ndarray) -> str | None:
         k = self._arrays
         return range_shape(rows["start"], rows["end"], k["at"], k["names"], k["tids"], k["optimizer"], k["graphs"])
 
-    def repeated_steps(self) -> tuple[np.ndarray, str] | None:
-        """Ranges (NVTX_DTYPE, start/end: any thread's launches count) from one launch of the
-        shortest training step the kernels repeat MIN_FOUND_STEPS times or more to the next, and
-        what they are, for the report; None where no such step repeats (an inference loop, a
-        run of one or two steps, a loop whose every step differs)."""
+    def repeated_steps(self) -> FoundSteps | None:
+        """The shortest training step the kernels repeat MIN_FOUND_STEPS times or more, as
+        ranges (NVTX_DTYPE; start/end: any thread's launches count) from its first launch to
+        the end of its last, each step begun where the host waits longest between two of its
+        launches (``_boundary``: the next batch, the loop), so that the host work between
+        steps falls between the ranges as it does between the bootstrap's iteration ranges;
+        and its optimizer's launches, first to last, as a phase of its own. None where no such
+        step repeats (an inference loop, a run of one or two steps, a loop whose every step
+        differs)."""
         k = self._arrays
         found = repeated_step(k["names"], k["tids"], k["optimizer"], MIN_FOUND_STEPS)
         if found is None or len(found.starts) < MIN_FOUND_STEPS:
             return None
-        rows = np.zeros(len(found.starts), NVTX_DTYPE)
-        rows["start"], rows["end"] = k["at"][found.starts], k["at"][found.ends] - 1
-        rows["tid"], rows["event_type"], rows["name"] = k["tids"][found.starts], NVTX_START_END, -1
-        return rows, f"a training step its kernels repeat ({found.kernels} kernels, {len(rows)} times alike)"
+        starts, length = found.starts, found.kernels
+        shift = self._boundary(starts, length)
+        if shift:   # a step from the boundary in one piece to the same place in the next
+            starts = starts[np.isin(found.ends, found.starts)] + shift
+        ends = starts + length
+        rows = _ranges(k["at"][starts], k["end"][ends - 1], k["tids"][starts])
+        in_step = np.flatnonzero(k["optimizer"][starts[0]:ends[0]])
+        # the optimizer's host time: from the launch before its first kernel (its Python runs
+        # before that kernel) to its last
+        optimizer = (_ranges(k["end"][starts + in_step[0] - 1], k["end"][starts + in_step[-1]], k["tids"][starts])
+                     if len(in_step) and in_step[0] > 0 else None)
+        return FoundSteps(rows, optimizer, f"a training step its kernels repeat ({length} kernels, {len(rows)} times alike)")
+
+    def _boundary(self, starts: np.ndarray, length: int) -> int:
+        """Where in the step (an offset from its cut) one iteration ends and the next begins:
+        right after its optimizer's last kernel (a GradScaler's update included), where the
+        loop goes on to the next batch; in a step without one (a hand-written update), where
+        the host waits longest before a launch, the median over up to 64 of its repeats."""
+        k = self._arrays
+        step_optimizer = np.flatnonzero(k["optimizer"][starts[0]:starts[0] + length])
+        if len(step_optimizer):
+            return int(step_optimizer[-1] + 1) % length
+        sample = starts[starts > 0][:: max(1, len(starts) // 64)][:64]
+        if not len(sample) or length < 2:
+            return 0
+        at = sample[:, None] + np.arange(length)[None, :]
+        waits = k["at"][at] - k["end"][at - 1]
+        return int(np.argmax(np.median(waits, axis=0)))
+
+
+@dataclass
+class FoundSteps:
+    """A run's iterations found in its kernels: the steps' ranges, their optimizer's (None
+    without optimizer kernels), and what they are, for the report."""
+
+    rows: np.ndarray
+    optimizer_rows: np.ndarray | None
+    source: str
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    rows = np.zeros(len(starts), NVTX_DTYPE)
+    rows["start"], rows["end"], rows["tid"], rows["event_type"], rows["name"] = starts, ends, tids, NVTX_START_END, -1
+    return rows

@@ -80,14 +80,20 @@ LIBRARY_KERNEL_MARKS = ("gemm", "splitk", "cutlass", "xmma", "cublas", "conv", "
 
 # The optimizer's kernels: torch.optim's foreach and fused steps (and apex's, DeepSpeed's) launch
 # multi-tensor kernels; a step's gradient clipping, AMP's unscale and a zero_grad that keeps the
-# tensors launch them too, once a step each. What marks a training step in a trace without
-# cg-advise's ranges (advisor/steps.py).
-OPTIMIZER_KERNEL_MARKS = ("multi_tensor_apply",)
+# tensors launch them too, once a step each, and a GradScaler's update its own kernel after the
+# step. What marks a training step in a trace without cg-advise's ranges (advisor/steps.py).
+SCALER_KERNEL_MARKS = ("amp_update_scale",)
+OPTIMIZER_KERNEL_MARKS = ("multi_tensor_apply",) + SCALER_KERNEL_MARKS
 
 
 def is_optimizer_kernel(name: str) -> bool:
     lowered = name.lower()
     return any(mark in lowered for mark in OPTIMIZER_KERNEL_MARKS)
+
+
+def is_scaler_kernel(name: str) -> bool:
+    """torch.amp.GradScaler.update's kernel: the loop steps its optimizer through a scaler."""
+    return any(mark in name.lower() for mark in SCALER_KERNEL_MARKS)
 
 
 def is_fusible_kernel(name: str) -> bool:
@@ -131,6 +137,7 @@ class Trace:
                                          # of the kernels a compiler fuses or generates (is_fusible_kernel)
     optimizer_names: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))   # sorted ops["name"]
                                          # ids of the optimizer's kernels (is_optimizer_kernel)
+    scaler_names: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))   # ... a GradScaler's
 
     @property
     def profiler(self) -> str:
@@ -247,6 +254,7 @@ def _read(path: Path, db: sqlite_utils.Database) -> Trace:
         pytorch=_is_pytorch(db, tables, nvtx_names),
         fusible_names=_kernel_name_ids(db, columns, strings, FUSIBLE_KERNEL_MARKS, is_fusible_kernel),
         optimizer_names=_kernel_name_ids(db, columns, strings, OPTIMIZER_KERNEL_MARKS, is_optimizer_kernel),
+        scaler_names=_kernel_name_ids(db, columns, strings, SCALER_KERNEL_MARKS, is_scaler_kernel),
     )
 
 

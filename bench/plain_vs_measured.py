@@ -5,11 +5,17 @@ from the trace) and from its `cg-advise profile` export (measured baseline, run 
 against tune's paired speedup of the same scope in the same session.
 
     python bench/plain_vs_measured.py OUT [--scopes full_iteration,fwd_bwd] [--json]
+
+The exports may be gzipped (NAME_plain.sqlite.gz, as bench/results/plain_exports_h100/ keeps
+them): they are read from a temporary copy.
 """
 
 import argparse
+import gzip
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +44,25 @@ def measured(tune: Path, scope: str) -> float | None:
     return row["paired_speedup"] / eager_slowdown(scope) if row else None
 
 
+def unpacked(folder: Path, into: Path) -> Path:
+    """The folder with its gzipped exports written out as .sqlite beside the rest (into ``into``)."""
+    if not list(folder.glob("*.sqlite.gz")):
+        return folder
+    for path in folder.iterdir():
+        if path.name.endswith(".sqlite.gz"):
+            with gzip.open(path) as packed, open(into / path.name[:-3], "wb") as out:
+                shutil.copyfileobj(packed, out)
+        elif path.is_file():
+            shutil.copy(path, into / path.name)
+    return into
+
+
 def compare(folder: Path, scopes: list) -> list:
+    with tempfile.TemporaryDirectory() as scratch:
+        return _compare(unpacked(folder, Path(scratch)), scopes)
+
+
+def _compare(folder: Path, scopes: list) -> list:
     out = []
     for plain in sorted(folder.glob("*_plain.sqlite")):
         name = plain.name[: -len("_plain.sqlite")]
