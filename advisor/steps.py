@@ -81,14 +81,12 @@ def repeated_step(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray, mi
     times back to back, over MIN_COVER of it; None if there is none.
 
     The candidates are the periods at which the sequence matches itself for at least MIN_COVER
-    of its kernels (``_periods``), shortest first. For each, a kernel (or a pair of kernels in
-    a row) that occurs once in one period cuts the whole sequence at its occurrences; the most
-    frequent piece must be that period long, cover MIN_COVER, come ``min_repeats`` times in a
-    row somewhere, and be a step: it launches optimizer kernels and others, or, where the
-    sequence has no optimizer kernel (a hand-written update), launches from two threads
-    (Python's forward, autograd's backward). A layer repeated in a forward, or a micro-batch
-    repeated before one optimizer step, repeats without being a step; an epoch of steps is a
-    longer period than its step."""
+    of its kernels (``_periods``), shortest first among those that match nearly as well as the
+    best. For each, a kernel (or a pair of kernels in a row) that occurs once in one period cuts
+    the whole sequence at its occurrences; the most frequent piece must cover MIN_COVER, come
+    ``min_repeats`` times in a row somewhere, and be a step (``_is_step``). A layer repeated in
+    a forward, or a micro-batch repeated before one optimizer step, repeats without being a
+    step; an epoch of steps is a longer period than its step."""
     n = len(names)
     if n < 2 * min_repeats:
         return None
@@ -209,8 +207,8 @@ def _longest_run(mask: np.ndarray) -> int:
 
 
 def holds_several_steps(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarray) -> bool:
-    """One range's kernels in launch order: do they repeat one training step MIN_REPEATS times
-    or more (``repeated_step``)?"""
+    """One range's kernels in launch order: do they repeat one training step back to back,
+    MIN_REPEATS times between the kernels that begin three of them (``repeated_step``)?"""
     return repeated_step(names, tids, optimizer, MIN_REPEATS) is not None
 
 
