@@ -93,8 +93,9 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
                 return IterationRanges(f"injected range {name!r}", [name], outermost(chosen))
     considered = []
     top = top_level_mask(rows)
+    labels = masked_labels(trace)
     for level, label in ((rows[top], "top-level"), (rows[~top], "nested")):
-        for chosen, group in _repeated_groups(trace, level):
+        for chosen, group in _repeated_groups(labels, level):
             share = gpu_share(chosen) if gpu_share is not None else 1.0
             considered.append({"range": group, "gpu_share": float(share)})
             if share < MIN_GPU_SHARE:
@@ -111,12 +112,12 @@ def find_iterations(trace: Trace, global_pid: int, pattern: str | None,
     return IterationRanges("", [], rows[:0], considered) if considered else None
 
 
-def _repeated_groups(trace: Trace, rows: np.ndarray):
+def _repeated_groups(masked: np.ndarray, rows: np.ndarray):
     """(ranges, masked name) of each name that repeats, by the time its ranges cover, most first
-    (MAX_CANDIDATES at most); the ranges outermost, sorted."""
+    (MAX_CANDIDATES at most); the ranges outermost, sorted. ``masked``: masked_labels."""
     if len(rows) == 0:
         return
-    labels = masked_labels(trace)[rows["name"]]
+    labels = masked[rows["name"]]
     unique, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
     totals = np.bincount(inverse, weights=rows["end"] - rows["start"], minlength=len(unique))
     for group in np.argsort(-totals, kind="stable")[:MAX_CANDIDATES]:

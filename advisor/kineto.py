@@ -177,10 +177,15 @@ def _read(path: Path, data: dict, events: list) -> KinetoTrace:
         spans={pid << 24: span for pid, span in spans.items()},
         details=details,
         graph_nodes=graph_nodes,
-        fusible_names=np.array(sorted(i for name, i in kernel_names.items() if is_fusible_kernel(name)), np.int32),
-        optimizer_names=np.array(sorted(i for name, i in kernel_names.items() if is_optimizer_kernel(name)), np.int32),
-        scaler_names=np.array(sorted(i for name, i in kernel_names.items() if is_scaler_kernel(name)), np.int32),
+        fusible_names=_name_ids(kernel_names, is_fusible_kernel),
+        optimizer_names=_name_ids(kernel_names, is_optimizer_kernel),
+        scaler_names=_name_ids(kernel_names, is_scaler_kernel),
     )
+
+
+def _name_ids(kernel_names: dict, rule) -> np.ndarray:
+    """The ids of the kernel names ``rule`` accepts, sorted (as advisor.trace's for an export)."""
+    return np.array(sorted(i for name, i in kernel_names.items() if rule(name)), np.int32)
 
 
 def _metadata(event: dict, labels: dict, names: dict) -> None:

@@ -93,10 +93,6 @@ def features_of(summary, record: dict | None = None) -> dict:
         phases = {}
     phase = (lambda k: phases.get(k, math.nan)) if isinstance(phases, dict) else (lambda k: getattr(phases, k))
     record = record or {}
-
-    def get_flag(key: str) -> bool:
-        value = summary.get(key) if isinstance(summary, dict) else getattr(summary, key, None)
-        return value is True
     untraced = record.get("untraced") or {}
     calibration = record.get("calibration") or {}
     full = ((record.get("applied") or {}).get("scopes") or {}).get("full_iteration") or {}
@@ -130,7 +126,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "helper_overhead_us": calibration.get("helper_overhead_us", math.nan),
         # as patch applies full_iteration (the run record); without one, a GradScaler seen in
         # the kernels keeps the step eager as patch would
-        "optimizer_eager": 1.0 if full.get("optimizer_eager") or (not full and get_flag("grad_scaler")) else 0.0,
+        "optimizer_eager": 1.0 if full.get("optimizer_eager") or (not full and get("grad_scaler") is True) else 0.0,
         "param_tensors": float(params) if isinstance(params, (int, float)) and params > 0 else math.nan,
         "fusible_share": get("fusible_kernel_share"),   # nan in a summary from before it was measured
         "zero_grad_ms": phase("zero_grad_between_ms"),   # None in a trace that marks no zero_grad

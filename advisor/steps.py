@@ -151,12 +151,17 @@ def _periods(codes: np.ndarray, min_repeats: int):
             yield int(lag), offset + run
 
 
+def _runs(mask: np.ndarray) -> tuple:
+    """(starts, ends) of each stretch of True values in a boolean array, ends exclusive."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
 def _longest_run_start(mask: np.ndarray, length: int) -> int | None:
     """Where the longest stretch of True values starts, if it is ``length`` long or more; else
     None. The longest: the steps, not a run's set-up that repeats one kernel (a data set drawn
     with randn, batch by batch, before the loop)."""
-    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    starts, ends = _runs(mask)
     if not len(starts):
         return None
     longest = int(np.argmax(ends - starts))
@@ -200,9 +205,8 @@ def _is_step(span: slice, optimizer: np.ndarray, graph: np.ndarray, tids: np.nda
 
 
 def _longest_run(mask: np.ndarray) -> int:
-    """The longest stretch of True in a boolean array."""
-    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    """The length of the longest stretch of True in a boolean array."""
+    starts, ends = _runs(mask)
     return int((ends - starts).max()) if len(starts) else 0
 
 
@@ -213,12 +217,12 @@ def holds_several_steps(names: np.ndarray, tids: np.ndarray, optimizer: np.ndarr
 
 
 def range_shape(starts: np.ndarray, ends: np.ndarray, launch_at: np.ndarray, names: np.ndarray,
-                tids: np.ndarray, optimizer: np.ndarray, graphs_at: np.ndarray) -> str | None:
+                tids: np.ndarray, optimizer: np.ndarray) -> str | None:
     """Why ranges (``starts``/``ends``, sorted, not overlapping) are not one training step each,
-    or None. The kernels are given by their launch time (sorted), name id, thread and whether
-    each is an optimizer kernel; a kernel belongs to a range when it was launched within it,
-    from any thread (autograd launches the backward from its own). ``graphs_at``: the graph
-    launches' times, sorted."""
+    or None. The kernels (graph launches among them, named GRAPH_LAUNCH) are given by their
+    launch time (sorted), name id, thread and whether each is an optimizer kernel; a kernel
+    belongs to a range when it was launched within it, from any thread (autograd launches the
+    backward from its own)."""
     if len(starts) < 2 or len(launch_at) == 0:
         return None
     sampled = np.unique(np.linspace(0, len(starts) - 1, min(SAMPLED_RANGES, len(starts))).astype(int))
@@ -231,6 +235,7 @@ def range_shape(starts: np.ndarray, ends: np.ndarray, launch_at: np.ndarray, nam
     stepped = launch_at[optimizer]
     inside = stepped[(stepped >= starts[0]) & (stepped < starts[-1])]
     if len(inside):
+        graphs_at = launch_at[names == GRAPH_LAUNCH]
         inside = np.concatenate([inside, graphs_at[(graphs_at >= starts[0]) & (graphs_at < starts[-1])]])
         window = np.searchsorted(starts, inside, side="right") - 1
         share = len(np.unique(window)) / (len(starts) - 1)
@@ -258,19 +263,18 @@ class KernelSequence:
         launched = launched[np.argsort(launches.api_start[launched], kind="stable")]
         names = np.where(graph[launched], GRAPH_LAUNCH, ops["name"][launched].astype(np.int64))
         return {"at": launches.api_start[launched], "end": launches.api_end[launched], "names": names,
-                "tids": launches.api_tid[launched], "optimizer": np.isin(names, self._optimizer_names),
-                "graphs": np.sort(launches.api_start[graph & found])}
+                "tids": launches.api_tid[launched], "optimizer": np.isin(names, self._optimizer_names)}
 
     def not_a_step(self, rows: np.ndarray) -> str | None:
         k = self._arrays
-        return range_shape(rows["start"], rows["end"], k["at"], k["names"], k["tids"], k["optimizer"], k["graphs"])
+        return range_shape(rows["start"], rows["end"], k["at"], k["names"], k["tids"], k["optimizer"])
 
     def repeated_steps(self) -> FoundSteps | None:
         """The shortest training step the kernels repeat MIN_FOUND_STEPS times or more, as
         ranges (NVTX_DTYPE; start/end: any thread's launches count) from its first launch to
-        the end of its last, each step begun where the host waits longest between two of its
-        launches (``_boundary``: the next batch, the loop), so that the host work between
-        steps falls between the ranges as it does between the bootstrap's iteration ranges;
+        the end of its last, each step begun where one iteration ends (``_boundary``: after
+        its optimizer's last kernel), so that the host work between steps (the next batch, the
+        loop) falls between the ranges as it does between the bootstrap's iteration ranges;
         and its optimizer's launches, first to last, as a phase of its own. None where no such
         step repeats (an inference loop, a run of one or two steps, a loop whose every step
         differs)."""

@@ -86,22 +86,25 @@ SCALER_KERNEL_MARKS = ("amp_update_scale",)
 OPTIMIZER_KERNEL_MARKS = ("multi_tensor_apply",) + SCALER_KERNEL_MARKS
 
 
-def is_optimizer_kernel(name: str) -> bool:
+def _marked(name: str, marks: tuple) -> bool:
+    """Whether the kernel name holds one of the marks, case aside."""
     lowered = name.lower()
-    return any(mark in lowered for mark in OPTIMIZER_KERNEL_MARKS)
+    return any(mark in lowered for mark in marks)
+
+
+def is_optimizer_kernel(name: str) -> bool:
+    return _marked(name, OPTIMIZER_KERNEL_MARKS)
 
 
 def is_scaler_kernel(name: str) -> bool:
     """torch.amp.GradScaler.update's kernel: the loop steps its optimizer through a scaler."""
-    return any(mark in name.lower() for mark in SCALER_KERNEL_MARKS)
+    return _marked(name, SCALER_KERNEL_MARKS)
 
 
 def is_fusible_kernel(name: str) -> bool:
     """Whether a kernel of this name is one a compiler fuses or generates (FUSIBLE_KERNEL_MARKS and
     none of LIBRARY_KERNEL_MARKS)."""
-    lowered = name.lower()
-    return any(mark in lowered for mark in FUSIBLE_KERNEL_MARKS) and \
-        not any(mark in lowered for mark in LIBRARY_KERNEL_MARKS)
+    return _marked(name, FUSIBLE_KERNEL_MARKS) and not _marked(name, LIBRARY_KERNEL_MARKS)
 
 
 def strip_version(name: str) -> str:

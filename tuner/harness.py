@@ -181,8 +181,8 @@ class StepTimer:
 
     def _switch(self, graphed, eager):
         """A callable that runs ``eager`` in the eager windows and ``graphed`` in the others. In a
-        loop counted by backward() calls, the step a backward ended is counted at the next
-        call, before it picks its mode (``_loop_backward``)."""
+        loop counted by backward() calls, the steps due are counted at the next call that records
+        gradients, before it picks its mode (``_loop_backward``)."""
         self.switched = True
 
         @functools.wraps(graphed)
