@@ -128,3 +128,23 @@ def test_a_loop_that_trains_through_a_closure_is_named_not_replaced(tmp_path):
     with pytest.raises(DiscoveryError) as error:
         discover(script)
     assert "the loop at line 7 trains through a closure (line 8" in str(error.value)
+
+
+@pytest.mark.parametrize("losses, backwards", [
+    ("    loss.backward()\n", 1),
+    ("    loss.backward()\n    model(x).abs().mean().backward()\n", 2),
+    ("    for _ in range(3):\n        model(x).sum().backward()\n", 3),
+    ("    for _ in range(1, 3):\n        model(x).sum().backward()\n", 2),
+    ("    loss.backward()\n    if x.sum() > 0:\n        model(x).sum().backward()\n", 0),
+    ("    for _ in range(n):\n        model(x).sum().backward()\n", 0),
+])
+def test_the_backward_calls_an_iteration_makes_are_counted_where_the_source_fixes_them(tmp_path, losses, backwards):
+    """A loop without an optimizer is timed by its backward() calls: an iteration that backs
+    two losses is one step, as a full-iteration graph's replay is. Under a condition, or in a
+    loop whose length the source does not fix, the count varies: 0."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\nn = 2\ndata = [(torch.randn(2, 4), torch.randn(2, 1))]\n"
+        "for x, y in data:\n    model.zero_grad()\n    loss = nn.functional.mse_loss(model(x), y)\n" + losses +
+        "    with torch.no_grad():\n        for p in model.parameters():\n            p.add_(p.grad, alpha=-0.1)\n")
+    assert discover(script).backwards == backwards

@@ -281,6 +281,52 @@ def test_an_iteration_that_backs_two_losses_pairs_whole_iterations(tmp_path):
     assert timer.m.paired_speedup == pytest.approx(2.6)
 
 
+def test_an_iteration_of_two_forwards_and_backwards_is_one_step_where_discovery_counted_two(tmp_path):
+    """Two losses an iteration, each through the graphed model and backed before the next
+    forward (a Siamese pair updated by hand): with ``backward_calls=2`` the second forward, after
+    the first backward, counts no step, so no window edge falls inside an iteration and the
+    steps are iterations, as a full-iteration graph's replays are: 2 ms an iteration graphed,
+    6 ms eager, 3.0x. Counted one a backward (the count before), half of the windows' steps
+    would be iterations cut in two."""
+    clock, calls = _Clock(), []
+    stand_in = _stand_in_torch(clock, _switchable_graphs(calls))
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, count="backward", backward_calls=2)
+    timer = StepTimer(settings, str(tmp_path / "result.json"), stand_in)
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer._wrap_backward()
+    timer._toggle_graphed_callables()
+    model = stand_in.cuda.make_graphed_callables(_Recorder(calls), (torch.ones(1),))
+    modes = []
+    for _ in range(2 + 40 + 2):
+        for _ in range(2):
+            model(torch.ones(1))
+            cost = 0.5 if calls[-1] == "graphed" else 1.5
+            clock.now += cost                    # the forward
+            stand_in.autograd.backward()
+            clock.now += cost                    # its backward
+        modes.append(calls[-2:])
+    assert all(a == b for a, b in modes)         # both forwards of an iteration in one mode
+    assert timer.m.paired and timer.m.complete
+    assert timer.m.window_ms == [2.0, 2.0] and timer.m.eager_window_ms == [6.0, 6.0]
+    assert timer.m.paired_speedup == pytest.approx(3.0)
+
+
+def test_a_loop_counted_by_backward_calls_steps_once_an_iteration_unpaired(tmp_path):
+    """The eager process (unpaired): with two backward() calls an iteration, iteration n is
+    complete when iteration n + 1's first backward starts; its second ends nothing."""
+    stand_in = _stand_in_torch(_Clock())
+    settings = Settings(warmup=100, count="backward", backward_calls=2)
+    timer = StepTimer(settings, str(tmp_path / "result.json"), stand_in)
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer._wrap_backward()
+    counted = []
+    for _ in range(5):
+        for _ in range(2):
+            stand_in.autograd.backward()
+            counted.append(timer.m.steps)
+    assert counted == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+
 def test_steps_are_counted_at_the_next_graphed_call_that_records_gradients(tmp_path):
     """Backward() calls with no call of the graphed model between them (two losses backed, a
     model called elsewhere) leave their steps due; a no_grad call (a metric before the update)

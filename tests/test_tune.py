@@ -290,3 +290,26 @@ def test_a_candidate_that_fails_after_the_loop_is_that_candidates_failure(tmp_pa
     assert failed.status == "failed" and failed.failure["kind"] == "after-the-loop"
     assert failed.failure["message"] == (f"the patched script failed after the loop: NameError: name 'loss' is not "
                                          f"defined at {script}:{len(broken.read_text().splitlines())} of the full_iteration rewrite")
+
+
+def test_a_full_iteration_of_a_hand_update_loop_with_varying_backward_calls_is_skipped_with_why(tmp_path):
+    """No optimizer: tune counts a loop's steps by its backward() calls, so many an iteration as
+    discovery counts. One under a condition makes that count vary; a full-iteration graph's
+    replays could not be set against eager's steps, so that scope is skipped, with why, and the
+    others run."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\ntorch.manual_seed(0)\nmodel = nn.Linear(4, 1)\n"
+        "data = [(torch.randn(2, 4), torch.randn(2, 1)) for _ in range(4)]\n"
+        "for step in range(12):\n    x, y = data[step % 4]\n    model.zero_grad()\n"
+        "    loss = nn.functional.mse_loss(model(x), y)\n    loss.backward()\n"
+        "    if step % 3 == 0:\n        model(x).abs().mean().backward()\n"
+        "    with torch.no_grad():\n        for p in model.parameters():\n            p.add_(p.grad, alpha=-0.1)\n")
+    code, out, err = run("--scopes", "full_iteration,fwd_bwd", "--warmup", "2", "--iterations", "4",
+                         "--check-steps", "2", "--json", script, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    assert code == 0, err
+    rows = {r["scope"]: r for r in json.loads(out)["rows"]}
+    assert rows["full_iteration"]["status"] == "skipped"
+    assert rows["full_iteration"]["failure"]["kind"] == "uncounted-steps"
+    assert "full_iteration: skipped (the loop has no optimizer and its iterations make a varying number" in err
+    assert rows["fwd_bwd"]["status"] == "failed"   # run, on a CPU its eager fallback: no graph replayed

@@ -6,6 +6,7 @@ there is none, an inference loop that calls a model under ``torch.no_grad()`` or
 from __future__ import annotations
 
 import builtins
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -58,6 +59,7 @@ class StepSpec:
     optimizers: list = field(default_factory=list)  # every optimizer the iteration steps, in order (a GAN: two)
     models: list = field(default_factory=list)      # modules called with grad in the iteration, in call order
     calls: dict = field(default_factory=dict)       # model -> how often the loop body calls it (a loop inside: 2)
+    backwards: int = 1            # backward() calls an iteration makes; 0: they vary (inside a condition, a loop of unknown length)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -213,6 +215,8 @@ class _LoopBody(cst.CSTVisitor):
         self.bound = set()        # names the body binds: a callback of `for callback in ...` is no model
         self.manual_updates = []  # (line, model) of `for p in model.parameters(): p.data.add_(p.grad, ...)`
         self.closures = []        # lines of functions defined in the body that call backward()
+        self.backward_times = []  # how often each backward() call runs an iteration: None where it varies
+        self._times = []          # each enclosing loop or condition inside the body: its fixed count, or None
 
     # a call inside a loop in the body runs several times per iteration; a micro-step loop that
     # also runs backward consumes each call's activations before the next call, so it counts once
@@ -220,9 +224,18 @@ class _LoopBody(cst.CSTVisitor):
         repeats = not calls_backward(node.body)
         self._repeats.append(repeats)
         self._loops += repeats
+        self._times.append(_fixed_count(node))
 
     def _leave_loop(self, node) -> None:
         self._loops -= self._repeats.pop()
+        self._times.pop()
+
+    # a backward() under a condition runs a varying number of times an iteration
+    def visit_If(self, node) -> None:
+        self._times.append(None)
+
+    def leave_If(self, node) -> None:
+        self._times.pop()
 
     def visit_For(self, node) -> None:
         self.bound.update(target_names(node.target))
@@ -299,6 +312,7 @@ class _LoopBody(cst.CSTVisitor):
             if method == "backward":
                 # `loss.backward()`, or an unnamed loss: `criterion(model(x), y).backward()`
                 self.backward.append((receiver or cst.Module([]).code_for_node(func.value), line))
+                self.backward_times.append(None if None in self._times else math.prod(self._times))
             elif method == "step":
                 if node.args and receiver:
                     self.scaler_steps.append((receiver, dotted(node.args[0].value), line))
@@ -522,7 +536,20 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     spec.step_name, spec.optimizers, spec.models, spec.calls = step, optimizers, models, calls
     spec.lr_set = body.lr_set[0] if body.lr_set else None
     spec.manual_update = body.manual_updates[0][0] if body.manual_updates and not optimizers else None
+    spec.backwards = 0 if None in body.backward_times else sum(body.backward_times)
     return spec
+
+
+def _fixed_count(loop) -> Optional[int]:
+    """How often a loop inside the step runs an iteration, where the source fixes it (``for _ in
+    range(4)``), else None (a while loop, a loop over data)."""
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"):
+        return None
+    bounds = [arg.value for arg in loop.iter.args]
+    if not bounds or len(bounds) > 2 or not all(isinstance(b, cst.Integer) for b in bounds):
+        return None
+    values = [int(b.value, 0) for b in bounds]
+    return max(0, values[-1] - (values[0] if len(values) == 2 else 0))
 
 
 def _assigned_before_step(loop, models: list) -> list:

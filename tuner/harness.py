@@ -39,7 +39,8 @@ TIMING_DONE = "cg-advise harness: timing done, running the script to its end"
 @dataclass
 class Settings:
     kind: str = "train"         # or "inference": steps are calls of the model
-    count: str = "optimizer"    # "backward": a hand-written update, no optimizer; a step is a backward() call
+    count: str = "optimizer"    # "backward": a hand-written update, no optimizer; a step is backward_calls backward() calls
+    backward_calls: int = 1     # count "backward": the backward() calls one iteration makes (StepSpec.backwards)
     warmup: int = 10
     iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median
     repeats: int = 5
@@ -189,7 +190,7 @@ class StepTimer:
         def forward(*args, **kwargs):
             if self.step_due and not self._capturing() and self.torch.is_grad_enabled():
                 self.step_due = False
-                while self.m.steps < self.backwards:
+                while self.m.steps < self.backwards // self._per_step():
                     self._step()
             return (eager if self.eager_window else graphed)(*args, **kwargs)
         return forward
@@ -339,14 +340,15 @@ class StepTimer:
         self._step()
 
     def _wrap_backward(self) -> None:
-        """A loop without an optimizer (``p.data.add_(p.grad, alpha=-lr)``): each backward() after
-        the first ends a step; the snapshot holds the parameters of the modules called before."""
+        """A loop without an optimizer (``p.data.add_(p.grad, alpha=-lr)``): the first backward()
+        of each iteration after the first ends a step (an iteration makes ``backward_calls``); the
+        snapshot holds the parameters of the modules called before."""
         autograd = self.torch.autograd
         original = autograd.backward
 
         def backward(*args, **kwargs):
-            # the update of step n follows its backward: step n is complete when backward n + 1
-            # starts (the first one completes nothing), as a replay completes its step
+            # the update of step n follows its backward: step n is complete when step n + 1's
+            # first backward starts (the first step's completes nothing), as a replay completes its step
             if self._capturing() or self._on_side_stream():
                 self._after_update()
             elif not self.in_eager_call:
@@ -356,7 +358,8 @@ class StepTimer:
         autograd.backward = backward
 
     def _loop_backward(self) -> None:
-        """Backward n of a loop without an optimizer. Plainly counted, it ends step n - 1, whose
+        """Backward n of a loop without an optimizer (one an iteration, say; an iteration that
+        backs k losses counts a step every k). Plainly counted, it ends step n - 1, whose
         update ran since backward n - 1. Timed paired with graphed callables (or a compiled
         model), forward n has already run in the mode of the window that would end here;
         instead, steps are due, and the next switched call that records gradients (forward
@@ -366,12 +369,17 @@ class StepTimer:
         passes are the steps counted here."""
         self.backwards += 1
         if not (self.pairing and self.switched):
-            if self.backwards > 1:
+            if self.backwards > 1 and (self.backwards - 1) % self._per_step() == 0:
                 self._step()
             return
-        while self.m.steps < self.backwards - PENDING_BACKWARDS:
+        while self.m.steps < (self.backwards - PENDING_BACKWARDS) // self._per_step():
             self._step()
         self.step_due = True
+
+    def _per_step(self) -> int:
+        """backward() calls a step makes: an iteration that backs two losses is one step, as
+        a full-iteration graph's replay is."""
+        return max(1, self.settings.backward_calls)
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if self.m.steps < self.settings.check_steps:  # only the snapshot needs them: not in the timed steps

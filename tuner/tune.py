@@ -105,11 +105,24 @@ def tune(script, args: list, options: TuneOptions, progress: Callable[[str], Non
     return save(saved, False)
 
 
+def uncounted_steps(spec, scope: str) -> str:
+    """Why ``scope`` cannot be timed against eager, or "": a loop without an optimizer is counted
+    by its backward() calls, and where an iteration makes a varying number of them (a backward
+    under a condition), a full-iteration graph's replays and eager's steps would not be the same
+    iterations, at the correctness check or in the timing."""
+    if scope != "full_iteration" or spec.kind != "train" or spec.optimizer or spec.backwards:
+        return ""
+    return ("the loop has no optimizer and its iterations make a varying number of backward() calls "
+            "(one under a condition or in a loop of unknown length): its iterations cannot be counted "
+            "to compare a full-iteration graph with eager")
+
+
 def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdir: Path, save_partial) -> dict:
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
     kind_scopes = scopes_for(spec.kind, uses_ddp(script, spec))
-    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict())})
+    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict()),
+                           "backward_calls": spec.backwards or 1})
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None, timing: Optional[Settings] = None):
@@ -193,6 +206,11 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     candidates = []
     for candidate in planned:
         candidates.append(candidate)
+        uncounted = uncounted_steps(spec, candidate.scope)
+        if uncounted:
+            candidate.status, candidate.failure = "skipped", {"kind": "uncounted-steps", "message": uncounted}
+            progress(f"{candidate.scope}: skipped ({uncounted})")
+            continue
         if candidate.status == "skipped":
             progress(f"{candidate.scope}: skipped (predicted {candidate.predicted:.2f}x; --exhaustive tries it)")
             continue

@@ -1,0 +1,76 @@
+"""A hand-updated loop (no optimizer object) that backs two losses an iteration, each after its
+own forward: a reconstruction loss through the whole autoencoder, then a sparsity penalty on
+the encoder's code for a second batch; the gradients add up, then every parameter is moved by
+hand, as the word-language-model example moves them."""
+import os
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+encoder = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 16)).to(device)
+decoder = nn.Sequential(nn.Linear(16, 128), nn.ReLU(), nn.Linear(128, 64)).to(device)
+lr = 0.05
+batches = [torch.randn(32, 64, device=device) for _ in range(8)]
+
+for _cg_child in decoder.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child, accumulate=True)
+
+for step in range(steps):
+    x, other = batches[step % 8], batches[(step + 3) % 8]
+    encoder.zero_grad()
+    decoder.zero_grad()
+    reconstruction = nn.functional.mse_loss(decoder(encoder(x)), x)
+    reconstruction.backward()
+    sparsity = 1e-3 * encoder(other).abs().mean()
+    sparsity.backward()
+    with torch.no_grad():
+        for p in [*encoder.parameters(), *decoder.parameters()]:
+            p.add_(p.grad, alpha=-lr)
+    if step % 50 == 49:
+        print(f"step {step + 1} reconstruction {reconstruction.item():.5f} sparsity {sparsity.item():.6f}")
+print(f"final {nn.functional.mse_loss(decoder(encoder(batches[0])), batches[0]).item():.6f}")
