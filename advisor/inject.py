@@ -239,6 +239,11 @@ class Injector:
     _zeroed_since_backward: bool = False           # a zero_grad() (of a module or an optimizer) since the last backward
     _children: "weakref.WeakKeyDictionary" = field(default_factory=weakref.WeakKeyDictionary)
     _root: object = None
+    _roots: list = field(default_factory=list)     # each top-level module seen before adoption: a weak reference
+    _root_index: dict = field(default_factory=dict)   # id -> its index in _roots
+    root_names: list = field(default_factory=list)   # each one's names in the script's frames (``model``, ``self.net``)
+    _root_calls: dict = field(default_factory=dict)   # id -> top-level calls seen before adoption
+    _children_pushed: list = field(default_factory=list)   # after adoption: whether each open child call pushed
     _handles: list = field(default_factory=list)
     _optimizers_seen: dict = field(default_factory=dict)   # id -> a callable giving the optimizer back:
                                                            # by identity (an optimizer may not hash)
@@ -381,13 +386,11 @@ class Injector:
         name = None
         if depth == 0 and self._has_parameters(module):
             self._root = module
-            if self._is_training_call(module):
-                self._count_trained_parameters(module)
-                self._training_call_begins(module)
-            name = ranges.FORWARD
-            if self._timing:
-                self._phase_start("forward")
-        elif depth == 1 and self._root is not None:
+            self._register_root(module)
+            self._root_calls[id(module)] = self._root_calls.get(id(module), 0) + 1
+            if self._top_level_call_begins(module):
+                name = ranges.FORWARD
+        elif depth == 1 and self._root is not None and self._pushed and self._pushed[-1]:   # in a marked call
             child = self._child_names(self._root).get(id(module))
             if child is not None:
                 name = ranges.MODULE + child
@@ -400,32 +403,76 @@ class Injector:
         if not self._pushed:  # a forward that began before install()
             return
         self._depth -= 1
-        if self._pushed.pop():
+        pushed = self._pushed.pop()
+        if pushed:
             self.sink.pop()
         if self._depth == 0 and module is self._root:
-            if self._timing:
-                self._phase_end("forward")
-            self._end_top_level_call(module)
-            self._adopt(module)
+            if pushed:
+                self._top_level_call_ends(module)
+            if self._root_calls.get(id(module), 0) > 1:   # called again: the step's models have all been seen
+                self._adopt()
 
-    def _end_top_level_call(self, module) -> None:
+    def _marks_call(self, module) -> bool:
+        """Whether a top-level call is marked: every call of the first top-level module (an
+        inference loop's iterations are its calls), the others' training calls only (a
+        teacher's no_grad forward in a distillation step is not the step's forward)."""
+        return self._root_index.get(id(module)) == 0 or self._is_training_call(module)
+
+    def _top_level_call_begins(self, module) -> bool:
+        """A call of a top-level module: the iteration it may open, and its host time, as the
+        forward phase and as that module's own (``forward:<index>``); False where it is not
+        marked (``_marks_call``)."""
+        if not self._marks_call(module):
+            return False
+        training = self._is_training_call(module)
+        if training:
+            self._count_trained_parameters(module)
+            self._training_call_begins(module)
+        if self._timing:
+            index = self._root_index.get(id(module))
+            self._phase_start("forward")
+            self._phase_start(f"forward:{index}")
+            if training:   # calls that record gradients: what a graphed forward replays
+                self._phase_seconds[f"calls:{index}"] = self._phase_seconds.get(f"calls:{index}", 0) + 1
+        return True
+
+    def _top_level_call_ends(self, module) -> None:
+        if self._timing:
+            self._phase_end("forward")
+            self._phase_end(f"forward:{self._root_index.get(id(module))}")
         if not self._is_training_call(module):
             self.inference_calls += 1
             self._count_iteration()
 
-    # -- after the first top-level call: hooks on that module and its children only ----------
-    def _adopt(self, root) -> None:
-        """Global module hooks slow down every module call; once the top-level module is
-        known, trade them for thin wrappers of its and its children's forward (hooks on
-        those would still take PyTorch's slow call path; the overhead budget is 2 %)."""
+    def _register_root(self, module) -> None:
+        """A top-level module's first call: its index, and the names it has in the script, so
+        that a prediction can tell the modules a scope graphs (patch names them as the loop
+        does) from the others: a GAN's discriminator, called twice a step, stays eager under
+        fwd_bwd while its generator is graphed."""
+        if id(module) in self._root_index:
+            return
+        self._root_index[id(module)] = len(self._roots)
+        self._roots.append(weakref.ref(module))
+        self.root_names.append(names_in_script(module, sys._getframe(1)))
+
+    # -- once a top-level module is called again: hooks on the modules seen and their children --
+    def _adopt(self) -> None:
+        """Global module hooks slow down every module call; once a top-level module is called
+        a second time, every top-level module of the step has been seen (the encoder and the
+        decoder, a GAN's generator and discriminator): the global hooks are traded for thin
+        wrappers of their and their children's forward (hooks on those would still take
+        PyTorch's slow call path; the overhead budget is 2 %)."""
         for handle in self._handles[:2]:
             handle.remove()
         self._handles = self._handles[2:]
-        self._wrap_forward(root, self._before_root, self._after_root)
-        for name, child in root.named_children():
-            label = ranges.MODULE + name
-            self._wrap_forward(child, lambda m, a, label=label: self._push_child(label),
-                               lambda m, a, o: self.sink.pop())
+        for reference in self._roots:
+            root = reference()
+            if root is None:
+                continue
+            self._wrap_forward(root, self._before_root, self._after_root)
+            for name, child in root.named_children():
+                label = ranges.MODULE + name
+                self._wrap_forward(child, lambda m, a, label=label: self._push_child(label), self._pop_child)
 
     def _wrap_forward(self, module, before, after) -> None:
         had_own = "forward" in module.__dict__
@@ -448,24 +495,32 @@ class Injector:
         self._unwraps.append(unwrap)
 
     def _push_child(self, label: str) -> None:
-        self.module_ranges += 1
-        self.sink.push(label)
+        """A child's call inside a marked call of its top-level module (the last entry of
+        ``_pushed``, its root's own: children of children are not wrapped)."""
+        marked = bool(self._pushed) and self._pushed[-1]
+        self._children_pushed.append(marked)
+        if marked:
+            self.module_ranges += 1
+            self.sink.push(label)
+
+    def _pop_child(self, module, args, output) -> None:
+        if self._children_pushed.pop():
+            self.sink.pop()
 
     def _before_root(self, module, args) -> None:
         self._depth += 1
-        if self._is_training_call(module):
-            self._count_trained_parameters(module)
-            self._training_call_begins(module)
-        self.sink.push(ranges.FORWARD)
-        if self._timing:
-            self._phase_start("forward")
+        marked = self._top_level_call_begins(module)
+        self._pushed.append(marked)
+        if marked:
+            self.sink.push(ranges.FORWARD)
 
     def _after_root(self, module, args, output) -> None:
-        if self._timing:
-            self._phase_end("forward")
-        self.sink.pop()
+        marked = self._pushed.pop()
+        if marked:
+            self.sink.pop()
         self._depth -= 1
-        self._end_top_level_call(module)
+        if marked:
+            self._top_level_call_ends(module)
 
     def _training_call_begins(self, module) -> None:
         """A top-level training forward opens the iteration; in a loop that updates its
@@ -678,6 +733,7 @@ class Injector:
             "optimizers": self.optimizers,
             "optimizers_stepped": self.optimizers_stepped,
             "made_capturable": {"tensors": len(self.made_capturable), "elements": sum(self.made_capturable.values())},
+            "models": self.root_names,
             "untraced": self.untraced,
         }
 
@@ -701,6 +757,15 @@ def _untraced_figures(chunks: list) -> dict:
     for phase in PHASES_TIMED:
         if any(phase in seconds for seconds in phases):
             out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3 for seconds in phases)
+    # each top-level module's own host time and training calls per iteration, by its index in
+    # the summary's ``models``: the share of the forward a scope that graphs some of them takes
+    indices = sorted({key.split(":", 1)[1] for seconds in phases for key in seconds if key.startswith("forward:")},
+                     key=int)
+    if indices:
+        out["forward_ms_by_model"] = {i: statistics.median(s.get(f"forward:{i}", 0.0) * 1e3 for s in phases)
+                                      for i in indices}
+        out["forward_calls_by_model"] = {i: statistics.median(s.get(f"calls:{i}", 0) for s in phases)
+                                         for i in indices}
     out["host_ms_by_chunk"] = [statistics.median(chunk["host_ms"]) for chunk in chunks]
     timed = [chunk for chunk in chunks if chunk.get("gpu_ms")]   # a device error leaves a chunk host-timed only
     if timed:
@@ -708,6 +773,34 @@ def _untraced_figures(chunks: list) -> dict:
         out.update(gpu_ms_per_iteration=statistics.median(gpu), gpu_ms=gpu,
                    gpu_ms_by_chunk=[statistics.median(chunk["gpu_ms"]) for chunk in timed])
     return out
+
+
+SCRIPT_FRAMES = 6   # frames outside torch and cg-advise read for a top-level module's names
+
+
+def names_in_script(module, frame) -> list:
+    """The names ``module`` has where the script calls it, as patch names models: a local or
+    global variable (``model``), an attribute of ``self`` (``self.net``), in the first
+    SCRIPT_FRAMES frames outward that are not torch's or cg-advise's own (a helper that takes
+    the model as ``m`` adds ``m``, its caller ``model``). Never raises."""
+    names = []
+    try:
+        import torch
+
+        own = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, sys.modules[__name__]))
+        seen = 0
+        while frame is not None and seen < SCRIPT_FRAMES:
+            if not os.path.abspath(frame.f_code.co_filename).startswith(own):
+                seen += 1
+                names += [n for n, v in frame.f_locals.items() if v is module and n != "self"]
+                owner = frame.f_locals.get("self")
+                attributes = {**getattr(owner, "__dict__", {}), **(getattr(owner, "_modules", None) or {})}
+                names += [f"self.{n}" for n, v in attributes.items() if v is module]
+                names += [n for n, v in frame.f_globals.items() if v is module]
+            frame = frame.f_back
+    except Exception:  # noqa: BLE001 - an unusual frame or mapping: the names found so far
+        pass
+    return list(dict.fromkeys(names))
 
 
 def count_trained_parameters(module) -> int:

@@ -76,7 +76,8 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "graph_launch_us", "eager_launch_us", "optimizer_eager", "param_tensors", "fusible_share",
                    "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
                    "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step",
-                   "syncs_in_model", "syncs_after_backward")
+                   "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
+                   "submodule_share", "submodule_calls")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -141,7 +142,36 @@ def features_of(summary, record: dict | None = None) -> dict:
         # step's end (nan: a summary from before they were counted)
         "syncs_in_model": phase("syncs_in_model"),
         "syncs_after_backward": phase("syncs_after_backward"),
+        **{f"{scope}_{key}": value for scope in PARTIAL_SCOPES for key, value in graphed_part(record, scope).items()},
     }
+
+
+PARTIAL_SCOPES = ("fwd_bwd", "submodule")   # graph some of the step's models: one called twice stays eager
+
+
+def graphed_part(record: dict, scope: str) -> dict:
+    """What of the step's top-level forward ``scope`` graphs as patch applies it: ``share``, the
+    host time of the models it graphs over that of all of them (the backward taken to split
+    alike), and ``calls``, their training calls an iteration (each pays the graphed callables'
+    cost). Matched by name: patch's models (as the loop names them) against the names the
+    bootstrap found each top-level module under. nan where the record cannot tell (a record
+    from before, a model under no name patch uses): every call graphed, as before. A GAN's
+    discriminator, called twice a step, stays eager under fwd_bwd: predicted 1.46x from the
+    whole forward, measured 1.00x (bench/results/paired_timing/h100_scripts/)."""
+    unknown = {"share": math.nan, "calls": math.nan}
+    applied = ((record.get("applied") or {}).get("scopes") or {}).get(scope) or {}
+    graphed_names = set(applied.get("models") or [])
+    names = (record.get("bootstrap") or {}).get("models")
+    untraced = record.get("untraced") or {}
+    host, calls = untraced.get("forward_ms_by_model"), untraced.get("forward_calls_by_model")
+    if not (graphed_names and isinstance(names, list) and isinstance(host, dict) and isinstance(calls, dict)):
+        return unknown
+    graphed = [str(i) for i, found in enumerate(names) if isinstance(found, list) and graphed_names & set(found)]
+    total = sum(v for v in host.values() if isinstance(v, (int, float)))
+    if not graphed or total <= 0:
+        return unknown
+    return {"share": min(1.0, sum(_number(host.get(i)) for i in graphed if i in host) / total),
+            "calls": float(sum(_number(calls.get(i)) for i in graphed if i in calls))}
 
 
 def _summed(descriptions: list, key: str) -> float:
@@ -216,12 +246,14 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         launch_ms += helper_ms(f)
     elif scope == "submodule":
         share = min(1.0, _value(f, "submodules_ms", 0.0) / forward) if forward > 0 else 1.0
-        outside = period - _value(f, "submodules_ms", 0.0) - backward * share if marked else between + optimizer_ms
+        graphed = _graphed_share(f, scope)   # the children of the models patch graphs
+        outside = (period - graphed * (_value(f, "submodules_ms", 0.0) + backward * share) if marked
+                   else between + optimizer_ms)
         eager_ops, replays = optimizer_ops, 2
     else:   # fwd_bwd, compile: the model's forward and backward; loss, zero_grad and optimizer eager
         # unmarked (a trace not taken by cg-advise): what runs between iterations and the
         # optimizer's own ranges where the trace has them, a lower bound (the loss is not seen)
-        outside = period - forward - backward if marked else between + optimizer_ms
+        outside = period - _graphed_share(f, scope) * (forward + backward) if marked else between + optimizer_ms
         eager_ops, replays = optimizer_ops, 2
     callables = scope in ("fwd_bwd", "submodule", "compile")   # compile: cudagraph trees wrap its forward and backward
     # each call replays its graphs and pays its own cost: graphed callables at each top-level
@@ -229,6 +261,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     # three), a full-iteration graph of one micro-step (gradient accumulation) at each micro-step
     per_call = callables or micro_step_graph
     calls = max(1.0, _value(f, "forward_calls", 1.0)) if per_call and marked else 1.0
+    if per_call and marked and _value(f, f"{scope}_calls") > 0:   # the graphed models' calls alone
+        calls = _value(f, f"{scope}_calls")
     replays *= calls
     host = scale * max(outside, floor) + replays * launch_ms
     if callables:
@@ -240,6 +274,13 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu -= busy * FUSION_SHARE * _fusible(f)
     ms = graphed_ms(f, gpu, host, model, scope)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def _graphed_share(f: dict, scope: str) -> float:
+    """The share of the top-level forward (and backward) that ``scope`` graphs: 1 but where the
+    run record tells of models patch leaves eager (``graphed_part``)."""
+    share = _value(f, f"{scope}_share") if scope in PARTIAL_SCOPES else math.nan
+    return share if 0.0 <= share <= 1.0 else 1.0
 
 
 def optimizer_left_out(f: dict) -> bool:

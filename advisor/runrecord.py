@@ -58,7 +58,8 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
             scopes[scope] = {"applies": False, "why": str(error) or type(error).__name__}
             continue
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
-                         "zero_grad_in_graph": patch.zero_grad_in_graph, "per_micro_step": patch.per_micro_step}
+                         "zero_grad_in_graph": patch.zero_grad_in_graph, "per_micro_step": patch.per_micro_step,
+                         "models": patch.models}
     return {"kind": spec.kind, "step": spec.describe(), "counts": step_counter(spec.to_dict()), "scopes": scopes}
 
 

@@ -84,7 +84,7 @@ def test_training_iterations_and_submodules(capsys):
                                   "optimizers": [{"class": "SGD", "parameters": 6, "made_capturable": 0,
                                                   "made_capturable_elements": 0}],
                                   "optimizers_stepped": 1, "made_capturable": {"tensors": 0, "elements": 0},
-                                  "untraced": {}}
+                                  "models": [["model"]], "untraced": {}}
     # the script saw its own argv
     assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
 
@@ -342,6 +342,77 @@ def test_the_phases_host_time_is_timed_in_the_untraced_warm_up(tmp_path):
     # the sums by a little (CI read 47.5030 against 47.5035 ms): 1 ms of slack
     phases = forward + backward + after + between
     assert untraced["host_ms_per_iteration"] >= phases - 1.0 and phases >= 42
+
+
+TWO_MODELS = """
+import time
+import torch
+from torch import nn
+
+
+class Slow(nn.Module):
+    def __init__(self, seconds):
+        super().__init__()
+        self.layer, self.seconds = nn.Linear(4, 4), seconds
+
+    def forward(self, x):
+        time.sleep(self.seconds)
+        return self.layer(x)
+
+
+def train(net, steps):
+    opt = torch.optim.SGD([*net.parameters(), *head.parameters()], lr=0.01)
+    x = torch.randn(2, 4)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = head(net(x)).sum() + 0.1 * net(x + 1).sum()   # net called twice, head once
+        loss.backward()
+        opt.step()
+
+
+head = Slow(0.004)
+encoder = Slow(0.002)
+train(encoder, 10)
+"""
+
+
+def test_every_top_level_module_of_the_step_is_marked_with_its_names_and_own_time(tmp_path):
+    """An encoder called twice a step and a head called once: both are top-level modules,
+    marked as forward ranges in every iteration (before, only the first one called was, once
+    the global hooks were traded for wrappers of it), and each has its names in the script
+    (``net`` in the function that calls it, ``encoder`` where it is built) and its own host
+    time and training calls per iteration: 2 x 2 ms and 4 ms slept."""
+    script = tmp_path / "two.py"
+    script.write_text(TWO_MODELS)
+    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
+    summary = injector.summary()
+    assert summary["models"] == [["net", "encoder"], ["head"]]
+    assert sink.count("push", ranges.FORWARD) == 3 * 10
+    untraced = summary["untraced"]
+    assert untraced["forward_calls_by_model"] == {"0": 2, "1": 1}
+    by_model = untraced["forward_ms_by_model"]
+    assert 4 <= by_model["0"] < 20 and 4 <= by_model["1"] < 20
+    assert by_model["0"] + by_model["1"] <= untraced["forward_ms_per_iteration"] + 1.0
+
+
+def test_a_second_models_no_grad_calls_are_not_the_steps_forward(tmp_path):
+    """Distillation: the student trains, a teacher (a module with children) runs under
+    no_grad after it. The teacher's calls are no forward of the step and no inference
+    iteration: ten steps are ten iterations, ten forward ranges, the student's children's
+    ranges only; the teacher has its names, and no host time or calls of a training forward."""
+    script = tmp_path / "distill.py"
+    script.write_text(TWO_MODELS.replace(
+        "        loss = head(net(x)).sum() + 0.1 * net(x + 1).sum()   # net called twice, head once\n",
+        "        out = net(x)\n        with torch.no_grad():\n            target = teacher(x)\n"
+        "        loss = (out - target).pow(2).sum()\n").replace(
+        "head = Slow(0.004)\n", "head = Slow(0.004)\nteacher = nn.Sequential(Slow(0.001), Slow(0.001))\n"))
+    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
+    summary = injector.summary()
+    assert summary["models"] == [["net", "encoder"], ["teacher"]]
+    assert summary["iterations"] == summary["training_steps"] == 10 and summary["inference_calls"] == 0
+    assert sink.count("push", ranges.FORWARD) == 10
+    assert sink.count("push", ranges.MODULE + "layer") == 10 and sink.count("push", ranges.MODULE + "0") == 0
+    assert list(summary["untraced"]["forward_calls_by_model"]) == ["0"]
 
 
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):

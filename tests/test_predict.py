@@ -869,3 +869,35 @@ def test_a_loop_without_an_optimizer_says_how_its_full_iteration_was_read():
     assert pr.HAND_UPDATE_NOTE not in plain["full_iteration"].get("as_applied", "")
     assert by_hand["full_iteration"]["as_applied"] == pr.HAND_UPDATE_NOTE
     assert by_hand["full_iteration"]["speedup"] == pytest.approx(plain["full_iteration"]["speedup"])
+
+
+def test_fwd_bwd_graphs_the_models_patch_graphs_and_leaves_the_others_host_work_eager(rows, shipped):
+    """A decoder graphed, an encoder called twice a step left eager (patch's ``models``): the
+    record's names and per-model host times give the graphed share of the forward (and the
+    backward, split alike), 1 ms of 4 here, and the graphed calls, 1 of 3. The host side keeps
+    the other 3/4 of the model's time: fwd_bwd is predicted slower than with every call
+    graphed, compile (every called model) is not moved, and a record that cannot tell
+    (no names, a name patch does not use) predicts as before."""
+    record = {"applied": {"scopes": {"fwd_bwd": {"applies": True, "models": ["decoder"]},
+                                     "submodule": {"applies": True, "models": ["decoder"]},
+                                     "compile": {"applies": True, "models": ["decoder", "encoder"]}}},
+              "bootstrap": {"models": [["encoder"], ["decoder", "m"]]},
+              "untraced": {"forward_ms_by_model": {"0": 3.0, "1": 1.0}, "forward_calls_by_model": {"0": 2, "1": 1}}}
+    assert pr.graphed_part(record, "fwd_bwd") == {"share": 0.25, "calls": 1.0}
+    row = {**rows[0], "syncs": "0", "between_ms": "0", "phases_marked": "1", "forward_calls": "3",
+           "forward_ms": "1.2", "backward_ms": "1.6", "period_ms": "4.0"}
+    part = {**row, "fwd_bwd_share": "0.25", "fwd_bwd_calls": "1", "submodule_share": "0.25", "submodule_calls": "1"}
+    assert pr.physical(part, "compile", shipped) == pr.physical(row, "compile", shipped)
+    # the host side keeps 3/4 of the forward and backward (on the untraced clock), and pays
+    # the graphed callables' cost for the one graphed call, not for all three
+    eager, _ = pr.eager_ms(row, shipped)
+    scale = min(1.0, eager / 4.0)
+    kept = pr.physical(part, "fwd_bwd", shipped)["host_ms"] - pr.physical({**row, "forward_calls": "1"}, "fwd_bwd", shipped)["host_ms"]
+    assert kept == pytest.approx(scale * 0.75 * (1.2 + 1.6), rel=1e-9)
+    speed = pr._host_speed(row, shipped["calibration"])
+    launch_ms = pr._value(row, "graph_launch_us", shipped["calibration"]["graph_launch_us"]) / 1e3
+    every_call = pr.physical({**part, "fwd_bwd_calls": ""}, "fwd_bwd", shipped)["host_ms"]
+    assert every_call - pr.physical(part, "fwd_bwd", shipped)["host_ms"] == pytest.approx(
+        2 * (pr.callable_ms(row, shipped) * speed + 2 * launch_ms), rel=1e-9)
+    for unknown in ({**record, "bootstrap": {}}, {**record, "bootstrap": {"models": [["enc"], ["dec"]]}}):
+        assert all(math.isnan(v) for v in pr.graphed_part(unknown, "fwd_bwd").values())

@@ -18,9 +18,10 @@ def test_applied_scopes_follow_what_patch_does():
     plain = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_plain.py")
     assert amp["kind"] == plain["kind"] == "train"
     assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_in_graph": True,
-                                               "per_micro_step": False}
+                                               "per_micro_step": False, "models": []}
     assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_in_graph": True,
-                                                 "per_micro_step": False}
+                                                 "per_micro_step": False, "models": []}
+    assert plain["scopes"]["fwd_bwd"]["models"] == ["model"]
     assert set(plain["scopes"]) == {"full_iteration", "fwd_bwd", "submodule", "compile"}
 
 

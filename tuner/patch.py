@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -69,6 +69,8 @@ class Patch:
                                           # loop (the graph's backward writes the gradients afresh)
     per_micro_step: bool = False          # full_iteration of gradient accumulation: a graph of one micro-step,
                                           # replayed at each, the optimizer step eager after them
+    models: list = field(default_factory=list)   # fwd_bwd, submodule, compile: the models it graphs (named as
+                                                 # the loop names them); a model called twice stays eager
 
     @property
     def steps_optimizer_in_graph(self) -> bool:
@@ -112,7 +114,7 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     check(path, original, patched)
     # a graph of one micro-step leaves the optimizer step out too: it steps after the micro-steps
     return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside or rewriter.per_micro_step,
-                 rewriter.zero_grad_dropped, rewriter.per_micro_step)
+                 rewriter.zero_grad_dropped, rewriter.per_micro_step, rewriter.models)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
@@ -166,6 +168,7 @@ class _Rewriter:
         self.optimizer_outside = False
         self.zero_grad_dropped = False   # a zero_grad statement of the loop went (not with micro-steps)
         self.per_micro_step = False      # full_iteration captured one micro-step of gradient accumulation
+        self.models = []                 # the models a module scope applies to
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -320,7 +323,7 @@ class _Rewriter:
 
     def _module_scope(self, loop) -> tuple:
         """(setup before the loop, the loop) for compile, forward, fwd_bwd and submodule."""
-        models = self._models(loop)
+        models = self.models = self._models(loop)
         # gradient accumulation (a step only every k iterations, micro-steps in a loop inside the
         # iteration, several backward passes): the graphed backward's gradients live in static buffers that the
         # next replay overwrites, so .grad must get a copy (found as a mismatch on the GPU); so
