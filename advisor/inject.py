@@ -440,7 +440,10 @@ class Injector:
         if self._timing:
             self._phase_end("forward")
             self._phase_end(f"forward:{self._root_index.get(id(module))}")
-        if not self._is_training_call(module):
+        # an inference loop's iterations are its calls; once the script trains, a call without
+        # grad (a distillation teacher's, an evaluation's) is no iteration: counted as one, a
+        # teacher called first made two of every training step
+        if not self._is_training_call(module) and self.trained_parameters is None:
             self.inference_calls += 1
             self._count_iteration()
 
@@ -787,7 +790,9 @@ def names_in_script(module, frame) -> list:
     try:
         import torch
 
-        own = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, sys.modules[__name__]))
+        # this file's folder by its own __file__: run as ``python -m advisor.inject`` this module
+        # is __main__, and sys.modules["__main__"] is the user's script once it runs
+        own = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (torch.__file__, __file__))
         seen = 0
         while frame is not None and seen < SCRIPT_FRAMES:
             if not os.path.abspath(frame.f_code.co_filename).startswith(own):

@@ -415,6 +415,29 @@ def test_a_second_models_no_grad_calls_are_not_the_steps_forward(tmp_path):
     assert list(summary["untraced"]["forward_calls_by_model"]) == ["0"]
 
 
+def test_a_teacher_called_first_without_grad_makes_no_iterations_of_its_own(tmp_path):
+    """The distillation tutorial calls its teacher first, under no_grad: the first top-level
+    module, so its calls are marked (forward ranges, host time: the step's host work), but
+    once the student trains they are no inference iterations (before, each step counted
+    twice, and the untraced baseline timed half-steps). Only the first call, before any
+    training, counts one."""
+    script = tmp_path / "teacher_first.py"
+    script.write_text(TWO_MODELS.replace(
+        "        loss = head(net(x)).sum() + 0.1 * net(x + 1).sum()   # net called twice, head once\n",
+        "        with torch.no_grad():\n            target = teacher(x)\n"
+        "        loss = (net(x) - target).pow(2).sum()\n").replace(
+        "head = Slow(0.004)\n", "head = Slow(0.004)\nteacher = nn.Sequential(Slow(0.003), Slow(0.001))\n"))
+    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
+    summary = injector.summary()
+    assert summary["models"] == [["teacher"], ["net", "encoder"]]
+    assert summary["training_steps"] == 10 and summary["inference_calls"] == 1 and summary["iterations"] == 11
+    assert sink.count("push", ranges.FORWARD) == 20
+    untraced = summary["untraced"]
+    assert untraced["forward_calls_by_model"] == {"0": 0, "1": 1}
+    assert untraced["forward_ms_by_model"]["0"] >= 4 and untraced["forward_ms_by_model"]["1"] >= 2
+    assert untraced["host_ms_per_iteration"] >= 6   # a whole step: the teacher's 4 ms and the student's 2
+
+
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):
     """A custom Function whose backward runs backward() on a graph of its own, then works on
     (10 ms): the whole outer backward is the backward phase, and what follows it starts at its
@@ -496,6 +519,20 @@ def test_bootstrap_process_passes_argv_and_writes_summary(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["argv ['--steps', '4']", "done"]
     assert json.loads(summary.read_text())["iterations"] == 4
+
+
+def test_the_bootstrap_process_names_each_top_level_module_as_the_script_does(tmp_path):
+    """Run as ``python -m advisor.inject``, as profile runs it (the bootstrap is then
+    __main__, and so is the script once it runs): the names come from the script's frames,
+    never from the bootstrap's own (on the GPU, a first version read ``module`` and
+    ``self._root`` there, and so matched no model patch names)."""
+    script, summary = tmp_path / "two.py", tmp_path / "summary.json"
+    script.write_text(TWO_MODELS)
+    env = {**os.environ, "CG_ADVISE_SUMMARY": str(summary), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "advisor.inject", str(script)],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(summary.read_text())["models"] == [["net", "encoder"], ["head"]]
 
 
 def test_bootstrap_runs_a_module(tmp_path):

@@ -1,0 +1,81 @@
+"""The PyTorch knowledge-distillation tutorial's loop: a trained teacher run under no_grad on
+each batch, a smaller student trained on a mix of the soft targets (KL divergence at a
+temperature) and the true labels; Adam, cross-entropy."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+teacher = nn.Sequential(nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)).to(device)
+student = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+teacher.eval()
+optimizer = optim.Adam(student.parameters(), lr=1e-3)
+ce_loss = nn.CrossEntropyLoss()
+T, soft_target_loss_weight, ce_loss_weight = 2.0, 0.25, 0.75
+train_loader = [(torch.randn(64, 128), torch.randint(0, 10, (64,))) for _ in range(16)]
+
+student.train()
+_cg_graph_forward(student)  # cg-advise: forward and backward as CUDA graphs
+
+for step in range(steps):
+    inputs, labels = train_loader[step % len(train_loader)]
+    inputs, labels = inputs.to(device), labels.to(device)
+    optimizer.zero_grad()
+    with torch.no_grad():
+        teacher_logits = teacher(inputs)
+    student_logits = student(inputs)
+    soft_targets = F.softmax(teacher_logits / T, dim=-1)
+    soft_prob = F.log_softmax(student_logits / T, dim=-1)
+    soft_targets_loss = torch.sum(soft_targets * (soft_targets.log() - soft_prob)) / soft_prob.size()[0] * (T ** 2)
+    label_loss = ce_loss(student_logits, labels)
+    loss = soft_target_loss_weight * soft_targets_loss + ce_loss_weight * label_loss
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 49:
+        print(f"step {step + 1} loss {loss.item():.5f}")
+print(f"final {loss.item():.6f}")
