@@ -77,7 +77,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
                    "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step",
                    "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
-                   "submodule_share", "submodule_calls")
+                   "submodule_share", "submodule_calls", "compile_share", "compile_calls")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -146,7 +146,9 @@ def features_of(summary, record: dict | None = None) -> dict:
     }
 
 
-PARTIAL_SCOPES = ("fwd_bwd", "submodule")   # graph some of the step's models: one called twice stays eager
+# scopes that apply to some of the step's models: one called twice stays eager under fwd_bwd and
+# submodule, and compile takes only those called with grad (not a distillation teacher)
+PARTIAL_SCOPES = ("fwd_bwd", "submodule", "compile")
 
 
 def graphed_part(record: dict, scope: str) -> dict:

@@ -436,6 +436,22 @@ def test_a_teacher_called_first_without_grad_makes_no_iterations_of_its_own(tmp_
     assert untraced["forward_calls_by_model"] == {"0": 0, "1": 1}
     assert untraced["forward_ms_by_model"]["0"] >= 4 and untraced["forward_ms_by_model"]["1"] >= 2
     assert untraced["host_ms_per_iteration"] >= 6   # a whole step: the teacher's 4 ms and the student's 2
+    # each step's range opens at the teacher's call (the step a full-iteration graph captures):
+    # every forward range but the very first lies inside an iteration range
+    assert _forwards_outside_iterations(sink) == 1
+
+
+def _forwards_outside_iterations(sink) -> int:
+    """Forward ranges pushed while no iteration range is open (a start's handle is its index)."""
+    open_iterations, outside = set(), 0
+    for position, event in enumerate(sink.events):
+        if event[0] == "start" and event[1] == ranges.ITERATION:
+            open_iterations.add(position)
+        elif event[0] == "end":
+            open_iterations.discard(event[1])
+        elif event[0] == "push" and event[1] == ranges.FORWARD and not open_iterations:
+            outside += 1
+    return outside
 
 
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):

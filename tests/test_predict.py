@@ -875,9 +875,9 @@ def test_fwd_bwd_graphs_the_models_patch_graphs_and_leaves_the_others_host_work_
     """A decoder graphed, an encoder called twice a step left eager (patch's ``models``): the
     record's names and per-model host times give the graphed share of the forward (and the
     backward, split alike), 1 ms of 4 here, and the graphed calls, 1 of 3. The host side keeps
-    the other 3/4 of the model's time: fwd_bwd is predicted slower than with every call
-    graphed, compile (every called model) is not moved, and a record that cannot tell
-    (no names, a name patch does not use) predicts as before."""
+    the other 3/4 of the model's time and pays the callables' cost once; compile, which takes
+    both, is not moved, and a record that cannot tell (no names, a name patch does not use)
+    predicts as before."""
     record = {"applied": {"scopes": {"fwd_bwd": {"applies": True, "models": ["decoder"]},
                                      "submodule": {"applies": True, "models": ["decoder"]},
                                      "compile": {"applies": True, "models": ["decoder", "encoder"]}}},
@@ -886,7 +886,9 @@ def test_fwd_bwd_graphs_the_models_patch_graphs_and_leaves_the_others_host_work_
     assert pr.graphed_part(record, "fwd_bwd") == {"share": 0.25, "calls": 1.0}
     row = {**rows[0], "syncs": "0", "between_ms": "0", "phases_marked": "1", "forward_calls": "3",
            "forward_ms": "1.2", "backward_ms": "1.6", "period_ms": "4.0"}
-    part = {**row, "fwd_bwd_share": "0.25", "fwd_bwd_calls": "1", "submodule_share": "0.25", "submodule_calls": "1"}
+    part = {**row, "fwd_bwd_share": "0.25", "fwd_bwd_calls": "1", "submodule_share": "0.25", "submodule_calls": "1",
+            "compile_share": "1.0", "compile_calls": "3"}
+    assert pr.graphed_part(record, "compile") == {"share": 1.0, "calls": 3.0}
     assert pr.physical(part, "compile", shipped) == pr.physical(row, "compile", shipped)
     # the host side keeps 3/4 of the forward and backward (on the untraced clock), and pays
     # the graphed callables' cost for the one graphed call, not for all three

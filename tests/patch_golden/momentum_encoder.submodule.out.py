@@ -1,0 +1,91 @@
+"""A BYOL-style self-supervised loop: an online encoder and predictor trained on one view, a
+target encoder (an exponential moving average of the online one, never trained) run without
+grad on the other view; the target's weights move after each optimizer step."""
+import copy
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+online = nn.Sequential(nn.Linear(64, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 32)).to(device)
+predictor = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32)).to(device)
+target = copy.deepcopy(online)
+for p in target.parameters():
+    p.requires_grad_(False)
+optimizer = torch.optim.SGD([*online.parameters(), *predictor.parameters()], lr=0.05, momentum=0.9)
+tau = 0.99
+views = [(torch.randn(128, 64), torch.randn(128, 64)) for _ in range(8)]
+
+
+def regression_loss(x, y):
+    return 2 - 2 * F.cosine_similarity(x, y, dim=-1).mean()
+
+
+for _cg_child in online.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child)
+for _cg_child in predictor.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child)
+
+for step in range(steps):
+    view_1, view_2 = views[step % len(views)]
+    view_1, view_2 = view_1.to(device), view_2.to(device)
+    prediction = predictor(online(view_1))
+    with torch.no_grad():
+        projection = target(view_2)
+    loss = regression_loss(prediction, projection)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        for p_target, p_online in zip(target.parameters(), online.parameters()):
+            p_target.mul_(tau).add_(p_online, alpha=1 - tau)
+    if step % 50 == 49:
+        print(f"step {step + 1} loss {loss.item():.5f}")
+print(f"final {loss.item():.6f}")
