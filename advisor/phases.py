@@ -46,6 +46,10 @@ class Phases:
                                    # iteration's end (a GradScaler's inf check, a loss read
                                    # before the step): where the host waits for a graph of the
                                    # forward and backward before it launches the eager step
+    syncs_between: float = 0.0     # host syncs from an iteration's end to the next one's start
+    before_sync_ms: float | None = None   # host time from an iteration's end to the first sync
+                                   # there (None: no iteration has one): what a full-iteration
+                                   # graph's GPU work overlaps before that sync waits for it
 
 
 def _median(values) -> float:
@@ -98,6 +102,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
     blocked = (count_within(syncs["start"], iteration_ends, cpu_b, syncs["end"] - syncs["start"]).astype(float)
                if len(syncs) and len(cpu_a) else np.zeros(len(cpu_a)))
     between = np.maximum(gap - blocked, 0.0)[:-1] if len(gap) > 1 else np.zeros(0)
+    syncs_between, before_sync = _syncs_between(syncs, iteration_ends, cpu_b)
     zero_grad_between = _zero_grad_between(trace, rows, iteration_ends, cpu_b)
 
     backward = phase_rows["backward"]
@@ -141,7 +146,24 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         forward_calls=_median(forward_calls),
         syncs_in_model=_median(syncs_in_model),
         syncs_after_backward=_median(syncs_after_backward),
+        syncs_between=_median(syncs_between),
+        before_sync_ms=_median(before_sync) / 1e6 if len(before_sync) else None,
     )
+
+
+def _syncs_between(syncs, iteration_ends, next_starts) -> tuple:
+    """Per iteration but the last, the host syncs between its end and the next one's start,
+    and, for those that have one, the host time up to the first: the EMA update, the logging
+    and the next batch's Python before a pageable batch's copy waits for the GPU. Under a
+    full-iteration graph that host work overlaps the replay's GPU work; the sync then waits
+    only for what is left of it."""
+    ends, starts = iteration_ends[:-1], next_starts[:-1]
+    if not len(syncs) or not len(ends):
+        return np.zeros(len(ends)), np.zeros(0)
+    counts = count_within(syncs["start"], ends, starts)
+    first = np.searchsorted(syncs["start"], ends, side="left")
+    has = counts > 0
+    return counts.astype(float), (syncs["start"][first[has]] - ends[has]).astype(float)
 
 
 def _zero_grad_between(trace, rows, iteration_ends, next_starts):

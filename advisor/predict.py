@@ -77,7 +77,8 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "zero_grad_ms", "zero_grad_in_graph", "bare_baseline_ms", "capturable_params",
                    "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step",
                    "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
-                   "submodule_share", "submodule_calls", "compile_share", "compile_calls")
+                   "submodule_share", "submodule_calls", "compile_share", "compile_calls", "syncs_between",
+                   "before_sync_ms")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -142,6 +143,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         # step's end (nan: a summary from before they were counted)
         "syncs_in_model": phase("syncs_in_model"),
         "syncs_after_backward": phase("syncs_after_backward"),
+        # syncs between iterations and the host time before the first (nan: a summary from before)
+        "syncs_between": phase("syncs_between"), "before_sync_ms": phase("before_sync_ms"),
         **{f"{scope}_{key}": value for scope in PARTIAL_SCOPES for key, value in graphed_part(record, scope).items()},
     }
 
@@ -274,8 +277,20 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         gpu += capturable_ms(f, model)
     if scope == "compile":
         gpu -= busy * FUSION_SHARE * _fusible(f)
-    ms = graphed_ms(f, gpu, host, model, scope)
+    before = before_sync_ms(f) if scope == "full_iteration" and not leaves_eager else None
+    covered = scale * before if before is not None else None
+    ms = graphed_ms(f, gpu, host, model, scope, covered)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def before_sync_ms(f: dict):
+    """The traced host time between a step's end and the first sync after it, where every sync
+    of the iteration lies between steps (else None: a sync inside the step, which patch moves
+    right after the replay, finds no host work to hide the graph behind)."""
+    before, between, syncs = _value(f, "before_sync_ms"), _value(f, "syncs_between"), _value(f, "syncs", 0.0)
+    if not (before >= 0 and between >= 1 and between >= syncs - 0.5):
+        return None
+    return before
 
 
 def _graphed_share(f: dict, scope: str) -> float:
@@ -308,7 +323,7 @@ def in_step_host_ms(f: dict, after: float) -> float:
     return max(_value(f, "period_ms", 0.0) - phases, 0.0)
 
 
-def graphed_ms(f: dict, gpu: float, host: float, model: dict, scope: str) -> float:
+def graphed_ms(f: dict, gpu: float, host: float, model: dict, scope: str, covered: float | None = None) -> float:
     """A scope's ms/iteration from its two sides. They overlap, but a host sync makes the host
     wait for the graph: then part of the shorter side adds to the longer. Every scope leaves the
     trace's syncs eager: none can be captured, so a full_iteration graph keeps a GradScaler's
@@ -317,7 +332,16 @@ def graphed_ms(f: dict, gpu: float, host: float, model: dict, scope: str) -> flo
     7 with it). The share is fitted apart by where the sync falls (``sync_share_key``)."""
     key = sync_share_key(f, scope)
     serial = model.get(key, model.get("sync_serial_share", 1.0)) if syncs_left_eager(f, scope) >= 1 else 0.0
-    return max(max(gpu, host) + serial * min(gpu, host), 1e-9)
+    waited = min(gpu, host)
+    if covered is not None:
+        # a whole-step graph with its syncs between steps: the host work before the first sync
+        # (``covered``: an EMA update, logging, the next batch's Python) runs beside the replay,
+        # and the sync waits for what is left of the GPU work: max(gpu, covered) + the host work
+        # after it, in place of gpu + host. BYOL's momentum encoder on the H200: predicted 4.23x
+        # fully serial, measured 6.88x
+        covered = min(max(covered, 0.0), host)
+        waited = max(gpu, covered) + host - covered - max(gpu, host)
+    return max(max(gpu, host) + serial * waited, 1e-9)
 
 
 def syncs_left_eager(f: dict, scope: str) -> float:

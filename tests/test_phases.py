@@ -8,7 +8,7 @@ from advisor.analysis import analyse
 from advisor.trace import open_trace
 from conftest import sample, sql
 
-PROFILED = ["zoo_mlp_profiled", "zoo_cnn_amp_profiled", "zoo_hf_bert_profiled"]
+PROFILED = ["zoo_mlp_profiled", "zoo_cnn_amp_profiled", "zoo_hf_bert_profiled", "corpus_momentum_encoder_profiled"]
 
 # each iteration range with the next one's start (the CPU window), in the order they ran
 ITERATIONS = """
@@ -76,6 +76,25 @@ def test_time_between_iterations_leaves_out_syncs(traced):
     gaps = [following - end - sum(e - s for s, e in syncs if end <= s < following)
             for _, end, following in wins[:-1]]
     assert phases.between_iterations_ms == pytest.approx(statistics.median(max(g, 0) for g in gaps) / 1e6, rel=1e-9)
+
+
+def test_syncs_between_iterations_and_the_host_time_before_the_first(traced):
+    """Per iteration but the last: the syncs from its end to the next one's start, and where
+    there is one, the time to the first (the momentum encoder's EMA update, then its pageable
+    batch copies); the traces without any read 0 and None."""
+    path, phases = traced
+    wins = windows(path)
+    syncs = sorted(s for s, _ in sql(path, SYNCS))
+    counts = [sum(1 for s in syncs if end <= s < following) for _, end, following in wins[:-1]]
+    before = [min(s for s in syncs if end <= s < following) - end
+              for (_, end, following), n in zip(wins[:-1], counts) if n]
+    assert phases.syncs_between == statistics.median(counts)
+    if before:
+        assert phases.before_sync_ms == pytest.approx(statistics.median(before) / 1e6, rel=1e-9)
+    else:
+        assert phases.before_sync_ms is None
+    if "momentum" in str(path):
+        assert phases.syncs_between == 2 and phases.before_sync_ms > 0.05
 
 
 def test_after_backward_is_iteration_end_minus_last_backward_end(traced):
