@@ -22,6 +22,7 @@ from advisor import predict as pr  # noqa: E402
 from paired_vs_predicted import compare  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+MULTI = "paired_timing/multi_model_2026-11-26"
 # (what was measured, the profiles' dataset rows, the tune results, the scope, the tolerance:
 # the issue's 20 % for the graph scopes, 25 % for compile)
 SETS = (
@@ -62,6 +63,15 @@ SETS = (
      "paired_timing/h100_hand_update_2026-11-26/tune_fwd_bwd_compile", "fwd_bwd", 0.2),
     ("H100, 3 hand-update loops x 2 (2026-11-26) ", "paired_timing/h100_hand_update_2026-11-26/unseen_rows.csv",
      "paired_timing/h100_hand_update_2026-11-26/tune_fwd_bwd_compile", "compile", 0.25),
+    # steps of several top-level models (two losses by hand, a GAN, distillation, a momentum
+    # encoder), profiled once the bootstrap marked every model and patch named the ones it
+    # graphs; the H200 sets after a teacher's call opened the step
+    ("H100, 2 multi-model loops x 2 (2026-11-26)", f"{MULTI}/h100/unseen_rows.csv", f"{MULTI}/h100/tune",
+     "fwd_bwd", 0.2),
+    *((f"H200, {label} (2026-11-26){' ' * n}", f"{MULTI}/{folder}/unseen_rows.csv", f"{MULTI}/{folder}/tune", scope,
+       0.25 if scope == "compile" else 0.2)
+      for folder, label in (("h200", "2 multi-model loops x 1"), ("h200_next_process", "3 multi-model loops x 1, next"))
+      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
 )
 
 
