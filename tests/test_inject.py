@@ -395,19 +395,26 @@ def test_every_top_level_module_of_the_step_is_marked_with_its_names_and_own_tim
     assert by_model["0"] + by_model["1"] <= untraced["forward_ms_per_iteration"] + 1.0
 
 
+def _distillation(tmp_path, teacher_first: bool):
+    """(sink, summary) of TWO_MODELS made a distillation step: a teacher of two children (4 ms)
+    run under no_grad before or after the student, ``net`` (2 ms), trains on its output."""
+    step = ("        with torch.no_grad():\n            target = teacher(x)\n        out = net(x)\n" if teacher_first
+            else "        out = net(x)\n        with torch.no_grad():\n            target = teacher(x)\n")
+    script = tmp_path / "distill.py"
+    script.write_text(TWO_MODELS.replace(
+        "        loss = head(net(x)).sum() + 0.1 * net(x + 1).sum()   # net called twice, head once\n",
+        step + "        loss = (out - target).pow(2).sum()\n").replace(
+        "head = Slow(0.004)\n", "head = Slow(0.004)\nteacher = nn.Sequential(Slow(0.003), Slow(0.001))\n"))
+    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
+    return sink, injector.summary()
+
+
 def test_a_second_models_no_grad_calls_are_not_the_steps_forward(tmp_path):
     """Distillation: the student trains, a teacher (a module with children) runs under
     no_grad after it. The teacher's calls are no forward of the step and no inference
     iteration: ten steps are ten iterations, ten forward ranges, the student's children's
     ranges only; the teacher has its names, and no host time or calls of a training forward."""
-    script = tmp_path / "distill.py"
-    script.write_text(TWO_MODELS.replace(
-        "        loss = head(net(x)).sum() + 0.1 * net(x + 1).sum()   # net called twice, head once\n",
-        "        out = net(x)\n        with torch.no_grad():\n            target = teacher(x)\n"
-        "        loss = (out - target).pow(2).sum()\n").replace(
-        "head = Slow(0.004)\n", "head = Slow(0.004)\nteacher = nn.Sequential(Slow(0.001), Slow(0.001))\n"))
-    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
-    summary = injector.summary()
+    sink, summary = _distillation(tmp_path, teacher_first=False)
     assert summary["models"] == [["net", "encoder"], ["teacher"]]
     assert summary["iterations"] == summary["training_steps"] == 10 and summary["inference_calls"] == 0
     assert sink.count("push", ranges.FORWARD) == 10
@@ -421,14 +428,7 @@ def test_a_teacher_called_first_without_grad_makes_no_iterations_of_its_own(tmp_
     once the student trains they are no inference iterations (before, each step counted
     twice, and the untraced baseline timed half-steps). Only the first call, before any
     training, counts one."""
-    script = tmp_path / "teacher_first.py"
-    script.write_text(TWO_MODELS.replace(
-        "        loss = head(net(x)).sum() + 0.1 * net(x + 1).sum()   # net called twice, head once\n",
-        "        with torch.no_grad():\n            target = teacher(x)\n"
-        "        loss = (net(x) - target).pow(2).sum()\n").replace(
-        "head = Slow(0.004)\n", "head = Slow(0.004)\nteacher = nn.Sequential(Slow(0.003), Slow(0.001))\n"))
-    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
-    summary = injector.summary()
+    sink, summary = _distillation(tmp_path, teacher_first=True)
     assert summary["models"] == [["teacher"], ["net", "encoder"]]
     assert summary["training_steps"] == 10 and summary["inference_calls"] == 1 and summary["iterations"] == 11
     assert sink.count("push", ranges.FORWARD) == 20
