@@ -566,7 +566,7 @@ def _assigned_before_step(loop, models: list) -> list:
         for assign in statement.body:
             for target in assign.targets:
                 names += target_names(target.target)
-    return names
+    return list(dict.fromkeys(names))   # `x, y = ...` then `x, y = x.to(device), y.to(device)`: named once
 
 
 def _span(positions, node) -> int:
