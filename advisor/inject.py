@@ -245,8 +245,6 @@ class Injector:
     _root_calls: dict = field(default_factory=dict)   # id -> top-level calls seen before adoption
     _children_pushed: list = field(default_factory=list)   # after adoption: whether each open child call pushed
     _trained_roots: set = field(default_factory=set)   # ids of the top-level modules called with grad in train mode
-    _ending: object = None                         # a weak reference to the optimizer whose step ends iterations
-    _other_steps: int = 0                          # other optimizers' steps since it last stepped
     _handles: list = field(default_factory=list)
     _optimizers_seen: dict = field(default_factory=dict)   # id -> a callable giving the optimizer back:
                                                            # by identity (an optimizer may not hash)
@@ -573,12 +571,8 @@ class Injector:
     def finish(self) -> None:
         """At the script's end: the last step of a loop that updates its parameters by hand,
         which no next forward ends, is counted and its range closed (the window stops if it
-        ends there, but the ending process is not cut short). Another open iteration (a GAN's
-        last generator step, which ends none) has its range closed and is not counted."""
+        ends there, but the ending process is not cut short)."""
         if not self._ends_at_next_forward():
-            if self._iteration is not None:
-                self.sink.end(self._iteration[0])
-                self._iteration = None
             return
         on_exit, self.window.on_exit = self.window.on_exit, lambda: None
         try:
@@ -643,34 +637,11 @@ class Injector:
         if self._timing:
             self._phase_end("optimizer")
         self.sink.pop()   # the optimizer range
-        ends = self._ends_step(optimizer)
         if self._iteration is None:  # a second optimizer in the same iteration
             if self._timing and "between" in self._phase_open:
                 self._phase_start("between")   # between begins after the iteration's last step
             return
-        if ends:
-            self._end_iteration()
-
-    def _ends_step(self, optimizer) -> bool:
-        """Whether this optimizer's step ends the iteration: the first one to step does, as tune
-        counts steps. A GAN's generator steps after the discriminator, behind a forward of its
-        own; had its step ended an iteration too, each loop iteration was two, and the profile's
-        eager iteration half of tune's (DCGAN: 1.93 ms against 3.88 ms). Another optimizer
-        takes over once the first one is gone or has not stepped for SWITCH_AFTER steps (an
-        optimizer built anew, a second training phase)."""
-        current = self._ending() if self._ending is not None else None
-        if current is optimizer:
-            self._other_steps = 0
-            return True
-        if current is None or self._other_steps + 1 >= SWITCH_AFTER:
-            try:
-                self._ending = weakref.ref(optimizer)
-            except TypeError:   # not weakly referable: kept alive, as the script keeps it anyway
-                self._ending = lambda: optimizer
-            self._other_steps = 0
-            return True
-        self._other_steps += 1
-        return False
+        self._end_iteration()
 
     def _end_iteration(self) -> None:
         """The training step's end: at its (last) optimizer step, or, without an optimizer, at
@@ -858,7 +829,6 @@ def count_trained_parameters(module) -> int:
     return sum(1 for p in module.parameters() if p.requires_grad)
 
 
-SWITCH_AFTER = 8    # other optimizers' steps in a row after which one of them ends the iterations
 MAX_DESCRIBED = 8   # optimizers described in the run record; a script that builds one per epoch
                     # still counts every distinct parameter it steps (made_capturable)
 

@@ -454,45 +454,6 @@ def _forwards_outside_iterations(sink) -> int:
     return outside
 
 
-GAN = """
-import time
-import torch
-from torch import nn
-
-netD, netG = nn.Linear(4, 1), nn.Linear(2, 4)
-optD = torch.optim.SGD(netD.parameters(), lr=0.01)
-optG = torch.optim.SGD(netG.parameters(), lr=0.01)
-for _ in range(12):
-    netD.zero_grad()
-    netD(torch.randn(8, 4)).mean().backward()
-    fake = netG(torch.randn(8, 2))
-    netD(fake.detach()).mean().backward()
-    time.sleep(0.003)
-    optD.step()
-    netG.zero_grad()
-    netD(fake).mean().backward()   # the generator's step: a forward of its own after optD's
-    time.sleep(0.005)
-    optG.step()
-"""
-
-
-def test_a_gan_loop_iteration_is_one_iteration_ended_by_its_first_optimizer(tmp_path):
-    """DCGAN's loop: the discriminator steps, then the generator's loss runs a forward of its
-    own and its optimizer steps. The first optimizer to step ends the iterations (as tune
-    counts them): 12 loop iterations are 12, each timed whole (3 + 5 ms slept), where ending
-    one at every step made 24 of half a loop iteration each (the profile's eager time half
-    of tune's)."""
-    script = tmp_path / "gan.py"
-    script.write_text(GAN)
-    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
-    summary = injector.summary()
-    # the last generator step opens a 13th range, which no step ends: closed at the end, not counted
-    assert summary["training_steps"] == 12 and sink.count("start", ranges.ITERATION) == 13
-    assert not sink.open_ranges
-    assert summary["models"] == [["netD"], ["netG"]]
-    assert summary["untraced"]["host_ms_per_iteration"] >= 8
-
-
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):
     """A custom Function whose backward runs backward() on a graph of its own, then works on
     (10 ms): the whole outer backward is the backward phase, and what follows it starts at its
