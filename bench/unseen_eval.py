@@ -72,6 +72,9 @@ SETS = (
        0.25 if scope == "compile" else 0.2)
       for folder, label in (("h200", "2 multi-model loops x 1"), ("h200_next_process", "3 multi-model loops x 1, next"))
       for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
+    *((f"H100, 2 multi-model loops x 1 (2026-11-26){' ' * n}", f"{MULTI}/h100_final/unseen_rows.csv",
+       f"{MULTI}/h100_final/tune", scope, 0.25 if scope == "compile" else 0.2)
+      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
 )
 
 
