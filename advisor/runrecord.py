@@ -60,7 +60,8 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
                          "zero_grad_in_graph": patch.zero_grad_in_graph, "per_micro_step": patch.per_micro_step,
                          "models": patch.models}
-    return {"kind": spec.kind, "step": spec.describe(), "counts": step_counter(spec.to_dict()), "scopes": scopes}
+    return {"kind": spec.kind, "step": spec.describe(), "counts": step_counter(spec.to_dict()),
+            "backward_calls": spec.backwards or 1, "scopes": scopes}
 
 
 BARE_WARMUP, BARE_ITERATIONS = 10, 100   # as tune times eager: steps before timing, timed steps (5 windows)
@@ -90,8 +91,9 @@ def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float =
         from tuner.runner import new_workdir, run_repeated
         from tuner.tune import time_eager
 
+        # a loop without an optimizer is counted by its backward() calls, so many a step as tune counts
         settings = Settings(kind=applied["kind"], count=applied.get("counts", "optimizer"), warmup=BARE_WARMUP,
-                            iterations=BARE_ITERATIONS, to_end=False)
+                            iterations=BARE_ITERATIONS, to_end=False, backward_calls=applied.get("backward_calls", 1))
         workdir = new_workdir()
         script, args = Path(target.script), list(target.argv[1:])
         measured, _, settings = time_eager(   # a script of fewer steps: timed over what it has, as tune does

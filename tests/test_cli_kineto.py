@@ -229,3 +229,22 @@ def test_baseline_runs_says_why_it_was_not_taken():
     assert bare == {"error": "not taken for -m module (the harness runs a script file)"}
     bare = runrecord.bare_baseline(Target(sys.executable, [], ["train.py"]), {"error": "no loop in train.py"}, 2)
     assert bare == {"error": "no training or inference loop to time: no loop in train.py"}
+
+
+def test_the_bare_baseline_times_a_step_of_two_backward_calls_whole(tmp_path):
+    """A loop without an optimizer that backs two losses an iteration (3 ms slept after each
+    backward): the bare baseline counts the backward() calls discovery counts for a step, as
+    tune does, so it times whole iterations (about 6 ms), not halves."""
+    from advisor import runrecord
+    from advisor.profile import Target
+
+    script = tmp_path / "two.py"
+    script.write_text(
+        "import time\nimport torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
+        "for step in range(200):\n    model.zero_grad()\n    model(x).sum().backward()\n    time.sleep(0.003)\n"
+        "    model(x + 1).sum().backward()\n    time.sleep(0.003)\n"
+        "    with torch.no_grad():\n        for p in model.parameters():\n            p.add_(p.grad, alpha=-0.01)\n")
+    applied = runrecord.applied_scopes(script)
+    assert applied["counts"] == "backward" and applied["backward_calls"] == 2
+    bare = runrecord.bare_baseline(Target(sys.executable, [], [str(script)]), applied, 1)
+    assert 6.0 <= bare["ms_per_iteration"] < 12.0, bare
