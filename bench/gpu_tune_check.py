@@ -74,7 +74,7 @@ def check_patched(script, wargs, tuned, winner_ms, out, name, runs=1, cpus=()) -
         row["patch_error"] = applied.stderr.strip().splitlines()[-1:]
         return row
     settings = Settings(kind=tuned["step"]["kind"], count=step_counter(tuned["step"]), cpus=list(cpus),
-                        **tuned["timing"])   # as tune timed it
+                        backward_calls=tuned["step"].get("backwards") or 1, **tuned["timing"])   # as tune timed it
     measured, snapshot = run_repeated(patched, wargs, "patched", settings, new_workdir(), 600, runs, target=patched)
     eager_snapshot = Path(tuned["workdir"]) / "eager.params.pt"   # tune's own eager run
     row.update(patched_ms=measured.ms_per_iter, patched_run_ms=measured.run_ms, patched_status=measured.status,
