@@ -257,7 +257,7 @@ class Injector:
 
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._before_forward),
-            nn_module.register_module_forward_hook(self._after_forward),
+            _forward_hook_always_called(nn_module, self._after_forward),
             optim.register_optimizer_step_pre_hook(self._before_step),
             optim.register_optimizer_step_post_hook(self._after_step),
         ]
@@ -385,6 +385,9 @@ class Injector:
         depth = self._depth
         self._depth += 1
         name = None
+        if depth == 0 and self._in_backward():   # a checkpoint's recomputation: no call of the step's
+            self._pushed.append(False)
+            return
         if depth == 0 and self._has_parameters(module):
             self._root = module
             self._register_root(module)
@@ -412,6 +415,14 @@ class Injector:
                 self._top_level_call_ends(module)
             if self._root_calls.get(id(module), 0) > 1:   # called again: the step's models have all been seen
                 self._adopt()
+
+    def _in_backward(self) -> bool:
+        """Whether autograd runs a backward on this thread: a module called then is recomputed
+        by activation checkpointing, not called by the step."""
+        try:
+            return self._torch._C._current_graph_task_id() != -1
+        except Exception:  # noqa: BLE001 - a torch without it: as before
+            return False
 
     def _marks_call(self, module) -> bool:
         """Whether a top-level call is marked: every call of the first top-level module (an
@@ -497,9 +508,12 @@ class Injector:
 
         def forward(*args, **kwargs):
             before(module, args)
-            output = original(*args, **kwargs)
-            after(module, args, output)
-            return output
+            output = None
+            try:   # a call that raises (caught by the script) still closes its range
+                output = original(*args, **kwargs)
+                return output
+            finally:
+                after(module, args, output)
 
         module.forward = forward
 
@@ -526,6 +540,9 @@ class Injector:
 
     def _before_root(self, module, args) -> None:
         self._depth += 1
+        if self._depth > 1 or self._in_backward():   # inside another top-level call, or recomputed in a backward
+            self._pushed.append(False)
+            return
         marked = self._top_level_call_begins(module)
         self._pushed.append(marked)
         if marked:
@@ -571,8 +588,13 @@ class Injector:
     def finish(self) -> None:
         """At the script's end: the last step of a loop that updates its parameters by hand,
         which no next forward ends, is counted and its range closed (the window stops if it
-        ends there, but the ending process is not cut short)."""
+        ends there, but the ending process is not cut short). An iteration a frozen model's
+        call opened after the last step (an evaluation with a perceptual network) has its
+        range closed and is not counted."""
         if not self._ends_at_next_forward():
+            if self._iteration is not None:   # opened by a frozen model's call after the last step
+                self.sink.end(self._iteration[0])
+                self._iteration = None
             return
         on_exit, self.window.on_exit = self.window.on_exit, lambda: None
         try:
@@ -793,6 +815,15 @@ def _untraced_figures(chunks: list) -> dict:
 
 
 SCRIPT_FRAMES = 6   # frames outside torch and cg-advise read for a top-level module's names
+
+
+def _forward_hook_always_called(nn_module, hook):
+    """The global forward hook, called also when a forward raises (torch >= 2.0), so that the
+    depth it keeps comes back to 0 after a checkpoint's recomputation that ends in an exception."""
+    try:
+        return nn_module.register_module_forward_hook(hook, always_call=True)
+    except TypeError:   # an older torch
+        return nn_module.register_module_forward_hook(hook)
 
 
 def names_in_script(module, frame) -> list:

@@ -137,6 +137,7 @@ def test_a_loop_that_trains_through_a_closure_is_named_not_replaced(tmp_path):
     ("    for _ in range(1, 3):\n        model(x).sum().backward()\n", 2),
     ("    loss.backward()\n    if x.sum() > 0:\n        model(x).sum().backward()\n", 0),
     ("    for _ in range(n):\n        model(x).sum().backward()\n", 0),
+    ("    loss.backward() if x.sum() > 0 else model(x).sum().backward()\n", 0),
 ])
 def test_the_backward_calls_an_iteration_makes_are_counted_where_the_source_fixes_them(tmp_path, losses, backwards):
     """A loop without an optimizer is timed by its backward() calls: an iteration that backs

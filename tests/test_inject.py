@@ -454,6 +454,81 @@ def _forwards_outside_iterations(sink) -> int:
     return outside
 
 
+CHECKPOINTED = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=REENTRANT)
+        return self.head(x)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(6):
+    loss = model(torch.randn(4, 8, requires_grad=True)).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_checkpoints_recomputation_in_the_backward_is_no_call_of_the_step(tmp_path, reentrant):
+    """Activation checkpointing runs blocks again inside the backward, outside any module call:
+    not top-level calls of the step. Found by a review: the blocks were taken for top-level
+    modules, a recomputation that ends in an exception left the depth above 0, and the
+    profile counted 1 iteration of 6, with a range left open (non-reentrant), or 24 forward
+    ranges for 6 (reentrant)."""
+    script = tmp_path / "ckpt.py"
+    script.write_text(CHECKPOINTED.replace("REENTRANT", str(reentrant)))
+    sink, injector = run_file(script)
+    summary = injector.summary()
+    assert summary["training_steps"] == summary["iterations"] == 6
+    assert sink.count("push", ranges.FORWARD) == 6 and summary["models"] == [["model"]]
+    assert sink.depth == 0 and not sink.open_ranges and injector._depth == 0
+
+
+def test_a_caught_exception_in_the_model_leaves_the_ranges_balanced(tmp_path):
+    """A forward that raises, caught by the script (a batch skipped), after the bootstrap's
+    wrappers took over: its ranges close, and the steps after it are counted."""
+    script = tmp_path / "raises.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.layer = nn.Linear(4, 1)\n\n    def forward(self, x):\n"
+        "        if x.shape[0] == 3:\n            raise ValueError('odd batch')\n        return self.layer(x)\n\n\n"
+        "model = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for n in (2, 2, 3, 2, 2):\n    try:\n        model(torch.randn(n, 4)).sum().backward()\n"
+        "    except ValueError:\n        continue\n    opt.step()\n    opt.zero_grad()\n")
+    sink, injector = run_file(script)
+    assert injector.summary()["training_steps"] == 4
+    assert sink.depth == 0 and injector._depth == 0 and not injector._pushed
+
+
+def test_a_frozen_models_call_after_the_last_step_leaves_no_range_open(tmp_path):
+    """A perceptual network (never trained) scores the model after training: its call opens
+    an iteration, as a distillation teacher's does, that no step ends; at the script's end
+    its range is closed, not counted."""
+    script = tmp_path / "percept.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\nfeatures = nn.Linear(8, 8).eval()\nmodel = nn.Linear(8, 8)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\nfor _ in range(4):\n"
+        "    loss = (features(model(torch.randn(4, 8))) ** 2).mean()\n    loss.backward()\n"
+        "    opt.step()\n    opt.zero_grad()\nwith torch.no_grad():\n"
+        "    score = features(model(torch.randn(4, 8))).mean()\n")
+    sink, injector = run_file(script)
+    assert injector.summary()["training_steps"] == 4 and not sink.open_ranges and sink.depth == 0
+
+
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):
     """A custom Function whose backward runs backward() on a graph of its own, then works on
     (10 ms): the whole outer backward is the backward phase, and what follows it starts at its

@@ -237,6 +237,12 @@ class _LoopBody(cst.CSTVisitor):
     def leave_If(self, node) -> None:
         self._times.pop()
 
+    def visit_IfExp(self, node) -> None:   # `a.backward() if c else b.backward()`: one or the other
+        self._times.append(None)
+
+    def leave_IfExp(self, node) -> None:
+        self._times.pop()
+
     def visit_For(self, node) -> None:
         self.bound.update(target_names(node.target))
         self._enter_loop(node)
