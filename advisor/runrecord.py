@@ -41,7 +41,7 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
     """Each scope of the script's loop as `patch` would apply it: refused (and why), or
     applied, with the optimizer step kept eager or not. Static: nothing runs."""
     from tuner.discover import discover
-    from tuner.harness import step_counter
+    from tuner.harness import step_counting
     from tuner.patch import make_patch
     from tuner.search import scopes_for
 
@@ -60,8 +60,9 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
                          "zero_grad_in_graph": patch.zero_grad_in_graph, "per_micro_step": patch.per_micro_step,
                          "models": patch.models}
-    return {"kind": spec.kind, "step": spec.describe(), "counts": step_counter(spec.to_dict()),
-            "backward_calls": spec.backwards or 1, "scopes": scopes}
+    counting = step_counting(spec.to_dict())
+    return {"kind": spec.kind, "step": spec.describe(), "counts": counting["count"],
+            "backward_calls": counting["backward_calls"], "scopes": scopes}
 
 
 BARE_WARMUP, BARE_ITERATIONS = 10, 100   # as tune times eager: steps before timing, timed steps (5 windows)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.patching import file_digest  # noqa: E402
-from tuner.harness import Settings, parse_cpus, step_counter  # noqa: E402
+from tuner.harness import Settings, parse_cpus, step_counting  # noqa: E402
 from tuner.runner import max_relative_difference, new_workdir, run_repeated  # noqa: E402
 
 PLAIN = ROOT / "bench" / "workloads" / "plain_train.py"
@@ -73,8 +73,8 @@ def check_patched(script, wargs, tuned, winner_ms, out, name, runs=1, cpus=()) -
     if applied.returncode != 0:
         row["patch_error"] = applied.stderr.strip().splitlines()[-1:]
         return row
-    settings = Settings(kind=tuned["step"]["kind"], count=step_counter(tuned["step"]), cpus=list(cpus),
-                        backward_calls=tuned["step"].get("backwards") or 1, **tuned["timing"])   # as tune timed it
+    settings = Settings(kind=tuned["step"]["kind"], **step_counting(tuned["step"]), cpus=list(cpus),
+                        **tuned["timing"])   # as tune timed it
     measured, snapshot = run_repeated(patched, wargs, "patched", settings, new_workdir(), 600, runs, target=patched)
     eager_snapshot = Path(tuned["workdir"]) / "eager.params.pt"   # tune's own eager run
     row.update(patched_ms=measured.ms_per_iter, patched_run_ms=measured.run_ms, patched_status=measured.status,

@@ -55,10 +55,12 @@ class Settings:
     capturable: bool = False    # torch.optim's optimizers built capturable (eager as a full-iteration graph steps them)
 
 
-def step_counter(step: dict) -> str:
-    """What counts a training step for the StepSpec ``step`` (as a dict): its optimizer's steps,
-    or backward() calls where a hand-written update has no optimizer."""
-    return "backward" if step.get("kind", "train") == "train" and not step.get("optimizer") else "optimizer"
+def step_counting(step: dict) -> dict:
+    """How tune counts a training step of the StepSpec ``step`` (as a dict), as Settings'
+    ``count`` and ``backward_calls``: its optimizer's steps, or, where a hand-written update has
+    no optimizer, the backward() calls an iteration makes (1 where that number varies)."""
+    by_backward = step.get("kind", "train") == "train" and not step.get("optimizer")
+    return {"count": "backward" if by_backward else "optimizer", "backward_calls": step.get("backwards") or 1}
 
 
 @dataclass

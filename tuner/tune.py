@@ -17,7 +17,7 @@ from advisor.patching import file_digest, tune_result_path
 from advisor.sourcefile import write_text
 
 from .discover import discover
-from .harness import Settings, step_counter
+from .harness import Settings, step_counting
 from .runner import (DEFAULT_TOLERANCE, check_against_eager, matches_capturable, max_relative_difference, new_workdir,
                      run_repeated, steps_optimizer_in_graph)
 from .ddp import uses_ddp
@@ -121,8 +121,7 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     inference = spec.kind == "inference"
     progress(f"{'inference' if inference else 'training'} step: {spec.describe()}")
     kind_scopes = scopes_for(spec.kind, uses_ddp(script, spec))
-    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, "count": step_counter(spec.to_dict()),
-                           "backward_calls": spec.backwards or 1})
+    settings = Settings(**{**asdict(options.settings), "kind": spec.kind, **step_counting(spec.to_dict())})
     deadline = time.monotonic() + options.budget_s
 
     def measure(scope: str, step=None, timing: Optional[Settings] = None):
