@@ -20,13 +20,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor.analysis import analyse  # noqa: E402
 from advisor.predict import load_model, predictions_for  # noqa: E402
 from advisor.trace import open_trace  # noqa: E402
+from paired_vs_predicted import TOLERANCE, close  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
-
-TOLERANCE = 0.2
 
 
 def predicted(export: Path, record: Path | None) -> dict:
@@ -77,7 +77,7 @@ def _compare(folder: Path, scopes: list) -> list:
             for side, p in sides.items():
                 value = (p.get(scope) or {}).get("speedup")
                 row[side] = value
-                row[f"{side}_within"] = (abs(value / truth - 1) <= TOLERANCE) if value and truth else None
+                row[f"{side}_within"] = close(value, truth) if value and truth else None
             out.append(row)
     return out
 
