@@ -4,7 +4,8 @@ Run as ``python -m advisor.inject script.py [args...]`` (or ``-m package [args..
 script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hooks mark
 
 - one ``cg-advise:iteration`` range per training step, from the first top-level forward
-  after the previous optimizer step to the end of this step (a start/end range, so it
+  after the previous step to the end of this step, its (last) optimizer step (with several
+  optimizers, the last of the order they step in: ``advisor.step_cycle``; a start/end range, so it
   also covers the backward kernels launched from autograd's own thread); in a loop that
   updates its parameters by hand, without an optimizer, up to the next step's first forward;
 - one ``cg-advise:forward`` range per call of a top-level module (a module with
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from . import ranges
+from .step_cycle import StepCycle
 
 
 class NvtxSink:
@@ -245,6 +247,7 @@ class Injector:
     _root_calls: dict = field(default_factory=dict)   # id -> top-level calls seen before adoption
     _children_pushed: list = field(default_factory=list)   # after adoption: whether each open child call pushed
     _trained_roots: set = field(default_factory=set)   # ids of the top-level modules called with grad in train mode
+    _step_cycle: StepCycle = field(default_factory=StepCycle)   # which optimizer's step ends the training step
     _handles: list = field(default_factory=list)
     _optimizers_seen: dict = field(default_factory=dict)   # id -> a callable giving the optimizer back:
                                                            # by identity (an optimizer may not hash)
@@ -659,11 +662,13 @@ class Injector:
         if self._timing:
             self._phase_end("optimizer")
         self.sink.pop()   # the optimizer range
+        ends = self._step_cycle.ends(id(optimizer), self._optimizers_built)   # a GAN's generator step ends it
         if self._iteration is None:  # a second optimizer in the same iteration
             if self._timing and "between" in self._phase_open:
                 self._phase_start("between")   # between begins after the iteration's last step
             return
-        self._end_iteration()
+        if ends:
+            self._end_iteration()
 
     def _end_iteration(self) -> None:
         """The training step's end: at its (last) optimizer step, or, without an optimizer, at

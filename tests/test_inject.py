@@ -529,6 +529,50 @@ def test_a_frozen_models_call_after_the_last_step_leaves_no_range_open(tmp_path)
     assert injector.summary()["training_steps"] == 4 and not sink.open_ranges and sink.depth == 0
 
 
+GAN = """
+import time
+import torch
+from torch import nn
+
+netD, netG = nn.Linear(4, 1), nn.Linear(2, 4)
+optD = torch.optim.SGD(netD.parameters(), lr=0.01)
+optG = torch.optim.SGD(netG.parameters(), lr=0.01)
+for _ in range(14):
+    time.sleep(0.004)   # the loop's own host work: the next batch
+    netD.zero_grad()
+    netD(torch.randn(8, 4)).mean().backward()
+    fake = netG(torch.randn(8, 2))
+    netD(fake.detach()).mean().backward()
+    time.sleep(0.003)
+    optD.step()
+    netG.zero_grad()
+    netD(fake).mean().backward()   # the generator's step: a forward of its own after optD's
+    time.sleep(0.005)
+    optG.step()
+"""
+
+
+def test_a_gan_loop_iteration_is_one_iteration_ended_by_its_last_optimizer(tmp_path):
+    """DCGAN's loop: the discriminator steps, then the generator's loss runs a forward of its
+    own and its optimizer steps. Once the second loop iteration shows the order, the
+    generator's step ends the iteration: 14 loop iterations are 15 iterations (the first one,
+    before the order is known, two), each timed whole (3 + 5 ms slept in it), where ending one
+    at every step made 28 of half a loop iteration each (the profile's eager time half of
+    tune's), and the loop's own host work (4 ms) is between iterations, not inside them (ended
+    at the first optimizer, it fell inside, read as captured)."""
+    script = tmp_path / "gan.py"
+    script.write_text(GAN)
+    sink, injector = run_file(script, window=Window(warmup=8, iterations=1, run_to_end=True))
+    summary = injector.summary()
+    assert summary["training_steps"] == 15 == sink.count("start", ranges.ITERATION)
+    assert not sink.open_ranges
+    assert summary["models"] == [["netD"], ["netG"]]
+    untraced = summary["untraced"]
+    assert untraced["host_ms_per_iteration"] >= 12
+    assert 4 <= untraced["between_ms_per_iteration"] < 7
+    assert untraced["after_backward_ms_per_iteration"] >= 5
+
+
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):
     """A custom Function whose backward runs backward() on a graph of its own, then works on
     (10 ms): the whole outer backward is the backward phase, and what follows it starts at its
