@@ -248,6 +248,7 @@ class Injector:
     _children_pushed: list = field(default_factory=list)   # after adoption: whether each open child call pushed
     _trained_roots: set = field(default_factory=set)   # ids of the top-level modules called with grad in train mode
     _step_cycle: StepCycle = field(default_factory=StepCycle)   # which optimizer's step ends the training step
+    input_layouts: dict = field(default_factory=dict)   # root index -> its training calls' input layouts (_count_layout)
     _handles: list = field(default_factory=list)
     _optimizers_seen: dict = field(default_factory=dict)   # id -> a callable giving the optimizer back:
                                                            # by identity (an optimizer may not hash)
@@ -503,14 +504,14 @@ class Injector:
             self._wrap_forward(root, self._before_root, self._after_root)
             for name, child in root.named_children():
                 label = ranges.MODULE + name
-                self._wrap_forward(child, lambda m, a, label=label: self._push_child(label), self._pop_child)
+                self._wrap_forward(child, lambda m, a, k, label=label: self._push_child(label), self._pop_child)
 
     def _wrap_forward(self, module, before, after) -> None:
         had_own = "forward" in module.__dict__
         original = module.forward
 
         def forward(*args, **kwargs):
-            before(module, args)
+            before(module, args, kwargs)
             output = None
             try:   # a call that raises (caught by the script) still closes its range
                 output = original(*args, **kwargs)
@@ -541,7 +542,7 @@ class Injector:
         if self._children_pushed.pop():
             self.sink.pop()
 
-    def _before_root(self, module, args) -> None:
+    def _before_root(self, module, args, kwargs) -> None:
         self._depth += 1
         if self._depth > 1 or self._in_backward():   # inside another top-level call, or recomputed in a backward
             self._pushed.append(False)
@@ -550,6 +551,25 @@ class Injector:
         self._pushed.append(marked)
         if marked:
             self.sink.push(ranges.FORWARD)
+            if self._is_training_call(module):
+                self._count_layout(module, args, kwargs)
+
+    def _count_layout(self, module, args, kwargs) -> None:
+        """A training call's inputs, as patch's graphs compare them: each graph is captured for
+        the shapes of its first call and replays only for those (another shape runs eagerly),
+        so a loop whose batches change shape (padded to their longest sequence) gains on few
+        steps. Counted from the first call after adoption, the third (the wrappers see keyword
+        arguments; PyTorch's global hooks do not)."""
+        try:
+            layout = input_layout((args, kwargs), self._torch.is_tensor)
+            counts = self.input_layouts.setdefault(self._root_index.get(id(module), -1),
+                                                   {"first": layout, "calls": 0, "same": 0, "seen": set()})
+            counts["calls"] += 1
+            counts["same"] += layout == counts["first"]
+            if len(counts["seen"]) < MAX_LAYOUTS:
+                counts["seen"].add(hash(layout))
+        except Exception:  # noqa: BLE001 - an input that cannot be read: not counted
+            pass
 
     def _after_root(self, module, args, output) -> None:
         marked = self._pushed.pop()
@@ -778,6 +798,9 @@ class Injector:
             "optimizers_stepped": self.optimizers_stepped,
             "made_capturable": {"tensors": len(self.made_capturable), "elements": sum(self.made_capturable.values())},
             "models": self.root_names,
+            "input_layouts": {str(index): {"calls": c["calls"], "first_share": c["same"] / c["calls"],
+                                           "distinct": len(c["seen"])}
+                              for index, c in self.input_layouts.items() if c["calls"]},
             "untraced": self.untraced,
         }
 
@@ -820,6 +843,20 @@ def _untraced_figures(chunks: list) -> dict:
 
 
 SCRIPT_FRAMES = 6   # frames outside torch and cg-advise read for a top-level module's names
+MAX_LAYOUTS = 64    # distinct input layouts told apart per top-level module (more read as this many)
+
+
+def input_layout(value, is_tensor, depth: int = 0):
+    """The shapes and dtypes of the tensors in a call's arguments (nested in tuples, lists and
+    dicts, three levels deep), the other values by type alone: what tells one batch's shape
+    from another's."""
+    if is_tensor(value):
+        return tuple(value.shape), str(value.dtype)
+    if depth < 3 and isinstance(value, (tuple, list)):
+        return tuple(input_layout(item, is_tensor, depth + 1) for item in value)
+    if depth < 3 and isinstance(value, dict):
+        return tuple((key, input_layout(item, is_tensor, depth + 1)) for key, item in value.items())
+    return type(value).__name__
 
 
 def _forward_hook_always_called(nn_module, hook):

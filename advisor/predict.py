@@ -78,7 +78,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step",
                    "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
                    "submodule_share", "submodule_calls", "compile_share", "compile_calls", "syncs_between",
-                   "before_sync_ms")
+                   "before_sync_ms", "same_layout_share")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -146,7 +146,20 @@ def features_of(summary, record: dict | None = None) -> dict:
         # syncs between iterations and the host time before the first (nan: a summary from before)
         "syncs_between": phase("syncs_between"), "before_sync_ms": phase("before_sync_ms"),
         **{f"{scope}_{key}": value for scope in PARTIAL_SCOPES for key, value in graphed_part(record, scope).items()},
+        "same_layout_share": same_layout_share(bootstrap),
     }
+
+
+def same_layout_share(bootstrap: dict) -> float:
+    """The share of the step's training calls whose inputs have the shapes of the first call,
+    the least over the top-level modules (the bootstrap's ``input_layouts``): patch's graphs
+    are captured for those shapes and replay for them alone. nan where the bootstrap did not
+    count them (a record from before, a trace without one)."""
+    layouts = bootstrap.get("input_layouts")
+    shares = [_number(c.get("first_share")) for c in layouts.values() if isinstance(c, dict)] \
+        if isinstance(layouts, dict) else []
+    shares = [v for v in shares if 0.0 <= v <= 1.0]
+    return min(shares) if shares else math.nan
 
 
 # scopes that apply to some of the step's models: one called twice stays eager under fwd_bwd and
@@ -775,19 +788,39 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
             out[scope] = {"refused": refused[scope]}
             continue
         speedup = min(predict_scope(model, f, scope), ceiling[scope])
-        out[scope] = {"speedup": speedup, "low": None, "high": None, "ms": eager / speedup}
+        share = replayed_share(f) if scope in GRAPH_SCOPES else 1.0
+        out[scope] = {"speedup": with_eager_steps(speedup, share), "low": None, "high": None}
+        out[scope]["ms"] = eager / out[scope]["speedup"]
         interval = (model.get("log_interval") or {}).get(scope)
         if interval:
             low, high = (speedup * math.exp(q) for q in interval)
-            out[scope].update(low=min(low, speedup), high=max(min(high, ceiling[scope]), speedup))
+            out[scope].update(low=with_eager_steps(min(low, speedup), share),
+                              high=with_eager_steps(max(min(high, ceiling[scope]), speedup), share))
         else:
             out[scope]["unvalidated"] = "no measurements of this scope in the model's dataset: physics alone"
-        if scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0:
+        if share < 1.0:
+            out[scope]["as_applied"] = (f"the batches change shape: the graph replays on the {share:.0%} of steps "
+                                        "with the first batch's shapes, the others run eagerly")
+        elif scope == "full_iteration" and _value(f, "per_micro_step", 0.0) > 0:
             out[scope]["as_applied"] = ("a graph of one micro-step, replayed at each; the work between them (the next batch) "
                                        "and the optimizer step eager")
         elif scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
     return _advice(out, model, GRAPH_SCOPES)
+
+
+def replayed_share(f: dict) -> float:
+    """The share of steps a graph scope replays on (``same_layout_share``; 1 where not counted)."""
+    share = _value(f, "same_layout_share")
+    return share if 0.0 <= share <= 1.0 else 1.0
+
+
+def with_eager_steps(speedup: float, share: float) -> float:
+    """The speedup over all steps when the graph's speedup holds on ``share`` of them and the
+    others run eagerly (as fast as before): 1 / (share / speedup + 1 - share). A loop whose
+    batches are padded to their longest sequence replays on few steps: a no-go, however
+    launch-bound each step is."""
+    return 1.0 / (share / speedup + (1.0 - share)) if share < 1.0 else speedup
 
 
 def _advice(out: dict, model: dict, scopes) -> dict:

@@ -84,7 +84,10 @@ def test_training_iterations_and_submodules(capsys):
                                   "optimizers": [{"class": "SGD", "parameters": 6, "made_capturable": 0,
                                                   "made_capturable_elements": 0}],
                                   "optimizers_stepped": 1, "made_capturable": {"tensors": 0, "elements": 0},
-                                  "models": [["model"]], "untraced": {}}
+                                  "models": [["model"]],
+                                  # counted from the third call on (the second one adopts the model)
+                                  "input_layouts": {"0": {"calls": 4, "first_share": 1.0, "distinct": 1}},
+                                  "untraced": {}}
     # the script saw its own argv
     assert capsys.readouterr().out.splitlines() == ["argv ['--steps', '6']", "done"]
 
@@ -571,6 +574,50 @@ def test_a_gan_loop_iteration_is_one_iteration_ended_by_its_last_optimizer(tmp_p
     assert untraced["host_ms_per_iteration"] >= 12
     assert 4 <= untraced["between_ms_per_iteration"] < 7
     assert untraced["after_backward_ms_per_iteration"] >= 5
+
+
+DYNAMIC_SHAPES = """
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(13):
+    rows = 8 if step % 4 else 6 + step   # mostly 8 rows; every fourth batch another size
+    loss = model(torch.randn(rows, 4), scale=torch.ones(1)).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_input_shapes_of_the_training_calls_are_counted_against_the_first(tmp_path):
+    """patch captures a graph for the first call's shapes and runs other shapes eagerly: the
+    bootstrap counts, per top-level module, the training calls with the first counted call's
+    layout (positional and keyword tensors) and the distinct layouts. Calls 3..13 (the second
+    adopts the module): 8 of 11 with 8 rows, 3 of other sizes (10, 14, 18 rows)."""
+    script = tmp_path / "shapes.py"
+    script.write_text(DYNAMIC_SHAPES.replace("model(torch.randn(rows, 4), scale=torch.ones(1))",
+                                             "model(torch.randn(rows, 4))"))
+    _, injector = run_file(script)
+    assert injector.summary()["input_layouts"] == {"0": {"calls": 11, "first_share": 8 / 11, "distinct": 4}}
+
+
+def test_keyword_tensors_count_in_the_layout(tmp_path):
+    """A keyword argument's shape is part of the layout (Hugging Face models take every input by
+    keyword): a module taking one counts it beside the positional ones."""
+    script = tmp_path / "kw.py"
+    script.write_text("import torch\nfrom torch import nn\n\n"
+                      "class Scaled(nn.Linear):\n"
+                      "    def forward(self, x, scale=None):\n"
+                      "        return super().forward(x) * scale.sum()\n\n"
+                      "model = Scaled(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+                      "for step in range(7):\n"
+                      "    model(torch.randn(8, 4), scale=torch.ones(1 + step % 2)).mean().backward()\n"
+                      "    opt.step()\n    opt.zero_grad()\n")
+    _, injector = run_file(script)
+    # calls 3..7: scale of 1, 2, 1, 2, 1 elements; the first counted one had 1
+    assert injector.summary()["input_layouts"] == {"0": {"calls": 5, "first_share": 0.6, "distinct": 2}}
 
 
 def test_a_backward_run_inside_a_backward_is_timed_as_part_of_it(tmp_path):

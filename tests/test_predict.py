@@ -951,3 +951,31 @@ def test_compile_pays_its_own_host_cost_per_call_fitted_on_host_bound_rows(rows,
     row = {**rows[0], "syncs": "0", "phases_marked": "1", "param_tensors": "10", "forward_calls": "1"}
     gap = pr.physical(row, "compile", shipped)["host_ms"] - pr.physical(row, "fwd_bwd", shipped)["host_ms"]
     assert gap == pytest.approx(shipped["compile_call_ms"] * pr._host_speed(row, shipped["calibration"]), rel=1e-9)
+
+
+def test_a_graph_replayed_on_some_steps_gains_on_those_alone(rows, shipped):
+    """Batches of changing shape (padded to their longest sequence): patch's graphs replay only
+    for the first batch's shapes and run the other steps eagerly, so over all steps the time is
+    share x graphed + (1 - share) x eager. A launch-bound row predicted well above the go line
+    with every step replayed falls under it at a share of 0.1; compile (cudagraph trees record
+    a graph per shape) keeps its own prediction."""
+    row = max(rows, key=lambda r: pr.predict(shipped, r)["full_iteration"]["speedup"])
+    whole = pr.predict(shipped, row)
+    some = pr.predict(shipped, {**row, "same_layout_share": "0.1"})
+    for scope in pr.GRAPH_SCOPES:
+        s = whole[scope]["speedup"]
+        assert some[scope]["speedup"] == pytest.approx(1 / (0.1 / s + 0.9), rel=1e-12)
+        if some[scope]["low"] is not None:   # submodule: no measurements, no interval
+            assert some[scope]["low"] <= some[scope]["speedup"] <= some[scope]["high"]
+        assert "change shape" in some[scope]["as_applied"]
+    assert whole["full_iteration"]["speedup"] > 5 and whole["graphs_help"]
+    assert some["full_iteration"]["speedup"] < 1.12 and not some["graphs_help"]
+    assert some["compile"] == whole["compile"]
+    assert pr.predict(shipped, {**row, "same_layout_share": "1.0"}) == whole
+
+
+def test_the_share_of_steps_replayed_is_the_least_over_the_models():
+    bootstrap = {"input_layouts": {"0": {"calls": 40, "first_share": 0.9, "distinct": 2},
+                                   "1": {"calls": 40, "first_share": 0.25, "distinct": 4}}}
+    assert pr.same_layout_share(bootstrap) == 0.25
+    assert math.isnan(pr.same_layout_share({})) and math.isnan(pr.same_layout_share({"input_layouts": "x"}))

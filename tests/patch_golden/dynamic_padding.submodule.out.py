@@ -1,0 +1,96 @@
+"""A text classifier trained on batches padded to their longest sequence (a DataCollator's
+dynamic padding, torchtext's bucket iterators): the batch's length changes from one step to
+the next, so a CUDA graph captured for one shape replays for few steps."""
+import os
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+vocab, width, pad = 1000, 64, 0
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width, padding_idx=pad)
+        layer = nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.head = nn.Linear(width, 2)
+
+    def forward(self, tokens, padding):
+        hidden = self.encoder(self.embed(tokens), src_key_padding_mask=padding)
+        kept = (~padding).unsqueeze(-1).float()
+        return self.head((hidden * kept).sum(1) / kept.sum(1))
+
+
+def batches(count, size=16):
+    for _ in range(count):
+        lengths = torch.randint(4, 48, (size,))
+        tokens = torch.full((size, int(lengths.max())), pad, dtype=torch.long)
+        for row, length in enumerate(lengths.tolist()):
+            tokens[row, :length] = torch.randint(1, vocab, (length,))
+        yield tokens, tokens == pad, torch.randint(0, 2, (size,))
+
+
+model = Classifier().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+data = list(batches(steps))
+
+for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child)
+
+for step, (tokens, padding, labels) in enumerate(data):
+    tokens, padding, labels = tokens.to(device), padding.to(device), labels.to(device)
+    loss = nn.functional.cross_entropy(model(tokens, padding), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 0:
+        print(f"step {step} loss {loss.item():.4f}")
+
+print(f"final loss {loss.item():.6f}")
