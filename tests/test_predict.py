@@ -979,3 +979,21 @@ def test_the_share_of_steps_replayed_is_the_least_over_the_models():
                                    "1": {"calls": 40, "first_share": 0.25, "distinct": 4}}}
     assert pr.same_layout_share(bootstrap) == 0.25
     assert math.isnan(pr.same_layout_share({})) and math.isnan(pr.same_layout_share({"input_layouts": "x"}))
+
+
+def test_a_loop_padded_to_its_longest_sequence_is_called_a_no_go():
+    """A real profile (H100) of tests/corpus/dynamic_padding.py: its run record counts the
+    share of training calls with the first counted call's shapes (5 of 93), and the graph
+    scopes are predicted over all steps from it, under the go line; tune measured them
+    ran-eagerly (full_iteration replayed on 1 of 150 steps, 0.87x paired; fwd_bwd on 2, 0.99x).
+    Without the share, full_iteration read 7.29x, a go. The share here is taken from the record
+    by hand, not by the code under test."""
+    record = json.loads((ROOT / "sample_traces" / "corpus_dynamic_padding_profiled.cg-advise-run.json").read_text())
+    share = record["bootstrap"]["input_layouts"]["0"]["first_share"]
+    assert share == pytest.approx(5 / 93)
+    code, out, _ = run("analyze", sample("corpus_dynamic_padding_profiled"), "--json")
+    p = json.loads(out)["predictions"]
+    assert code in (0, 1) and p["graphs_help"] is False
+    for scope in ("fwd_bwd", "full_iteration"):
+        assert p[scope]["speedup"] < 1.1 and "change shape" in p[scope]["as_applied"]
+    assert "change shape" not in (p["compile"].get("as_applied") or "")
