@@ -24,6 +24,7 @@ from paired_vs_predicted import compare  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 MULTI = "paired_timing/multi_model_2026-11-26"
 CYCLE = "paired_timing/step_cycle_compile_2026-11-26"
+EXAMPLES = "paired_timing/public_examples_2026-11-26"
 # (what was measured, the profiles' dataset rows, the tune results, the scope, the tolerance:
 # the issue's 20 % for the graph scopes, 25 % for compile)
 SETS = (
@@ -83,6 +84,11 @@ SETS = (
       for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
     # batches padded to their longest sequence: the graph scopes ran eagerly (no measurement; the
     # profile called them a no-go), compile measured
+    # two more of PyTorch's example loops (fast neural style's perceptual loss, the actor-critic),
+    # profiled and tuned once; the graph scopes of the actor-critic and all of L-BFGS are refused
+    *((f"H100, 2 public example loops x 1 (2026-11-26){' ' * n}", f"{EXAMPLES}/unseen_rows.csv",
+       f"{EXAMPLES}/tune", scope, 0.25 if scope == "compile" else 0.2)
+      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
     ("H100, dynamic padding x 1 (2026-11-26)", "paired_timing/dynamic_shapes_2026-11-26/unseen_rows.csv",
      "paired_timing/dynamic_shapes_2026-11-26/tune", "compile", 0.25),
 )

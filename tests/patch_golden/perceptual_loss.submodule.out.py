@@ -1,0 +1,94 @@
+"""The fast-neural-style example's loop, small: an image transformation network trained with
+a perceptual loss from a frozen feature network (its parameters do not require grad, but it
+is left in train mode and called with grad enabled on both the output and the input)."""
+import os
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+def conv(i, o, stride=1):
+    return nn.Sequential(nn.Conv2d(i, o, 3, stride, 1), nn.InstanceNorm2d(o, affine=True), nn.ReLU())
+
+
+transformer = nn.Sequential(conv(3, 16), conv(16, 32, 2), conv(32, 32), nn.Upsample(scale_factor=2),
+                            nn.Conv2d(32, 3, 3, 1, 1)).to(device)
+features = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU()).to(device)
+for p in features.parameters():
+    p.requires_grad = False
+optimizer = torch.optim.Adam(transformer.parameters(), lr=1e-3)
+style = torch.rand(1, 3, 32, 32, device=device)
+
+
+def gram(y):
+    b, c, h, w = y.shape
+    f = y.view(b, c, h * w)
+    return f.bmm(f.transpose(1, 2)) / (c * h * w)
+
+
+style_gram = gram(features(style))
+images = [torch.rand(4, 3, 32, 32) for _ in range(steps)]
+
+for _cg_child in transformer.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child)
+
+for step, x in enumerate(images):
+    x = x.to(device)
+    optimizer.zero_grad()
+    y = transformer(x)
+    features_y, features_x = features(y), features(x)
+    content_loss = nn.functional.mse_loss(features_y, features_x)
+    style_loss = nn.functional.mse_loss(gram(features_y), style_gram.expand(x.size(0), -1, -1))
+    loss = content_loss + 1e3 * style_loss
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 0:
+        print(f"step {step} content {content_loss.item():.6f} style {style_loss.item():.6f}")
+
+print(f"final loss {loss.item():.6f}")
