@@ -301,7 +301,8 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         grad_scaler=bool(len(trace.scaler_names) and count_within(
             starts, a, b, is_kernel & np.isin(ops["name"], trace.scaler_names)).sum()),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
-                       launches.api_tid, found.optimizer_rows if found is not None else None),
+                       launches.api_tid, found.optimizer_rows if found is not None else None,
+                       is_kernel & ~ops["in_graph"]),
         verdict=verdict(utilization, sync_share, graphed_share, delay_median >= QUEUE_AHEAD_US),
     )
     summary.reasons = _reasons(summary, sync_share)

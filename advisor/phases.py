@@ -50,6 +50,10 @@ class Phases:
     before_sync_ms: float | None = None   # host time from an iteration's end to the first sync
                                    # there (None: no iteration has one): what a full-iteration
                                    # graph's GPU work overlaps before that sync waits for it
+    forward_ops: float = 0.0       # kernels launched inside the top-level forward calls
+    loss_ops: float = 0.0          # kernels the forward's thread launches outside them, from the
+                                   # first forward to the first backward (the loss): their backward
+                                   # runs eagerly around a graphed forward and backward
 
 
 def _median(values) -> float:
@@ -70,11 +74,12 @@ def _time_in(rows, cpu_a, cpu_b) -> np.ndarray:
 
 
 def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_starts, launch_tids,
-            optimizer_rows=None) -> Phases:
+            optimizer_rows=None, kernel=None) -> Phases:
     """Per-iteration phase times; ``iteration_ends`` is where each iteration's range ends
     (the window's end for a whole run), ``launch_*`` the launching calls of the GPU ops;
     ``optimizer_rows``: the optimizer's launches of each step, where the steps were found in
-    the kernels (advisor/steps.py) of a trace that marks no phase."""
+    the kernels (advisor/steps.py) of a trace that marks no phase; ``kernel``: which of the
+    launched operations are kernels (not copies or memsets)."""
     cpu_a, cpu_b = cpu_windows
     rows = process_rows(trace, global_pid)
     names = trace.nvtx_names
@@ -133,6 +138,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         optimizer_ops = count_within(np.sort(launch_starts[inside]), cpu_a, optimizer_until).astype(float)
     else:
         optimizer_ops = np.zeros(len(cpu_a))
+    forward_ops, loss_ops = _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, cpu_a, cpu_b)
     return Phases(
         between_iterations_ms=_median(between) / 1e6,
         forward_ms=_median(per_iteration["forward"]) / 1e6,
@@ -148,7 +154,42 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         syncs_after_backward=_median(syncs_after_backward),
         syncs_between=_median(syncs_between),
         before_sync_ms=_median(before_sync) / 1e6 if len(before_sync) else None,
+        forward_ops=_median(forward_ops),
+        loss_ops=_median(loss_ops),
     )
+
+
+def _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, cpu_a, cpu_b) -> tuple:
+    """Per iteration, the kernels launched inside the top-level forward calls, and those the
+    forward's thread launches outside them from the iteration's first forward to its first
+    backward: the loss (a VAE's reconstruction and KL terms, a perceptual loss's Gram matrices).
+    Graphed callables and compile take in the model's forward and backward; the loss and its
+    backward stay eager, autograd launching the latter around the graphed backward."""
+    zeros = np.zeros(len(cpu_a))
+    if kernel is None or not len(forward) or not len(cpu_a):
+        return zeros, zeros
+    starts, tids = launch_starts[kernel], launch_tids[kernel]
+    inside = project(forward, starts, tids) >= 0
+    forward_ops = count_within(np.sort(starts[inside]), cpu_a, cpu_b).astype(float)
+    if not len(backward):
+        return forward_ops, zeros
+    values, counts = np.unique(forward["tid"], return_counts=True)
+    main = values[np.argmax(counts)]   # the thread that calls the model
+    outside = np.sort(starts[~inside & (tids == main)])
+    first_forward = _first_start(forward, cpu_a, cpu_b)
+    first_backward = _first_start(backward, cpu_a, cpu_b)
+    valid = first_forward < first_backward   # both found (else inf), the forward first
+    loss_ops = np.where(valid, count_within(outside, np.where(valid, first_forward, 0),
+                                            np.where(valid, first_backward, 0)), 0).astype(float)
+    return forward_ops, loss_ops
+
+
+def _first_start(rows, cpu_a, cpu_b) -> np.ndarray:
+    """The start of the first of ``rows`` (sorted) starting in each window, inf where none does."""
+    index = np.searchsorted(rows["start"], cpu_a, side="left")
+    clipped = np.minimum(index, len(rows) - 1)
+    found = (index < len(rows)) & (rows["start"][clipped] < cpu_b)
+    return np.where(found, rows["start"][clipped], np.inf)
 
 
 def _syncs_between(syncs, iteration_ends, next_starts) -> tuple:

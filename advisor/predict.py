@@ -78,7 +78,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "capturable_elements", "forward_calls", "helper_overhead_us", "per_micro_step",
                    "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
                    "submodule_share", "submodule_calls", "compile_share", "compile_calls", "syncs_between",
-                   "before_sync_ms", "same_layout_share")
+                   "before_sync_ms", "same_layout_share", "forward_ops", "loss_ops")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -145,6 +145,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         "syncs_after_backward": phase("syncs_after_backward"),
         # syncs between iterations and the host time before the first (nan: a summary from before)
         "syncs_between": phase("syncs_between"), "before_sync_ms": phase("before_sync_ms"),
+        # kernels of the model's forward and of the loss beside it (nan: a summary from before)
+        "forward_ops": phase("forward_ops"), "loss_ops": phase("loss_ops"),
         **{f"{scope}_{key}": value for scope in PARTIAL_SCOPES for key, value in graphed_part(record, scope).items()},
         "same_layout_share": same_layout_share(bootstrap),
     }
@@ -271,7 +273,8 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     else:   # fwd_bwd, compile: the model's forward and backward; loss, zero_grad and optimizer eager
         # unmarked (a trace not taken by cg-advise): what runs between iterations and the
         # optimizer's own ranges where the trace has them, a lower bound (the loss is not seen)
-        outside = period - _graphed_share(f, scope) * (forward + backward) if marked else between + optimizer_ms
+        outside = (period - _graphed_share(f, scope) * (forward + backward * (1.0 - loss_share(f))) if marked
+                   else between + optimizer_ms)
         eager_ops, replays = optimizer_ops, 2
     callables = scope in ("fwd_bwd", "submodule", "compile")   # compile: cudagraph trees wrap its forward and backward
     # each call replays its graphs and pays its own cost: graphed callables at each top-level
@@ -295,6 +298,18 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     covered = scale * before if before is not None else None
     ms = graphed_ms(f, gpu, host, model, scope, covered)
     return {"ms": ms, "speedup": eager / ms, "gpu_ms": gpu, "host_ms": host}
+
+
+def loss_share(f: dict) -> float:
+    """The share of the backward's host time that stays eager around graphed callables: the
+    loss's backward. A layer's backward launches about twice its forward's kernels (the input's
+    and the weight's gradients), a loss's elementwise ops about one each: ``loss_ops`` /
+    (2 ``forward_ops`` + ``loss_ops``); 0 where the trace did not count them."""
+    model_ops, loss_ops = _value(f, "forward_ops", 0.0), _value(f, "loss_ops", 0.0)
+    return loss_ops / (LAYER_BACKWARD_KERNELS * model_ops + loss_ops) if model_ops > 0 and loss_ops > 0 else 0.0
+
+
+LAYER_BACKWARD_KERNELS = 2.0   # a layer's backward kernels per forward kernel (input and weight gradients)
 
 
 def before_sync_ms(f: dict):

@@ -130,6 +130,46 @@ def test_names_picked_inside_a_counted_loop_are_step_inputs():
     assert "    x, y = inputs[step % 4], targets[step % 4]\n    _cg_step_graph(x, y)\n" in out
 
 
+NUMBER_LOOP = """
+import torch
+from torch import nn
+
+model = nn.Linear(8, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8).cuda()
+{before}
+for step in range(100):
+{body}
+    loss = model(x).pow(2).mean() * {factor}
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("before, body, factor, refused", [
+    ("", "    weight = min(1.0, step / 50)", "weight", "'weight'"),          # ramped from the counter
+    ("", "    pass", "(1 + step)", "'step'"),                                  # the counter itself
+    ("warmup = 10", "    beta = max(0.0, 1 - step / warmup) ** 2", "beta", "'beta'"),   # through a constant
+    ("", "    weight = 0.5", "weight", None),                                  # a constant bound in the loop
+    ("scale = torch.ones(1).cuda()", "    weight = scale * step", "weight", None),   # a tensor: copied in
+])
+def test_a_python_number_the_loop_changes_and_the_step_reads_refuses_full_iteration(before, body, factor, refused,
+                                                                                      tmp_path):
+    """The helper compares a step's Python values with the captured ones and runs a step with
+    another value eagerly: a number that changes every iteration would make a rewrite that
+    never replays (tune: ran-eagerly, the profile: a gain). Refused, naming the number; a
+    constant, or a tensor computed from the counter (an input copied into the graph), is not."""
+    script = tmp_path / "numbers.py"
+    script.write_text(NUMBER_LOOP.format(before=before, body=body, factor=factor))
+    if refused is None:
+        assert "_cg_step_graph(" in make_patch(script, "full_iteration").diff()
+        return
+    with pytest.raises(PatchRefused, match=f"{refused} is a Python number the loop changes and the step reads"):
+        make_patch(script, "full_iteration")
+    assert make_patch(script, "fwd_bwd").diff()   # the graphed model does not read it
+
+
 def test_python_bookkeeping_stays_out_of_the_captured_step():
     out = (GOLDEN / "counter_in_step.full_iteration.out.py").read_text()
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]

@@ -179,3 +179,41 @@ def test_a_gan_iteration_is_its_whole_loop_iteration():
         assert sum(start <= t <= end for t in forward) == 4
     phases = analyse(open_trace(path)).main.summary.phases
     assert phases.between_iterations_ms < phases.forward_ms
+
+
+KERNEL_LAUNCHES = """
+SELECT r.start, r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+  ON r.correlationId = k.correlationId AND (r.globalTid & -16777216) = k.globalPid
+ORDER BY r.start
+"""
+
+
+def test_the_models_and_the_losss_kernels_per_iteration_match_sql(traced):
+    """Kernels launched inside a top-level forward range of the launching thread, and those the
+    forward's thread launches outside them from each iteration's first forward to its first
+    backward (the loss, whose backward stays eager around graphed callables), by SQL over the
+    runtime calls, medians over the iterations. The momentum encoder's loss (a normalised
+    cosine between predictor and target, the target encoder's no-grad call unmarked) launches
+    more kernels than its online forward; the MLP's cross-entropy a few."""
+    path, phases = traced
+    forward = sql(path, RANGES, "cg-advise:forward")
+    backward = sql(path, RANGES, "cg-advise:backward")
+    launches = sql(path, KERNEL_LAUNCHES)
+    main = statistics.mode(tid for _, _, tid in forward)
+    inside = [any(s <= t <= e and tid == ftid for s, e, ftid in forward) for t, tid in launches]
+    model, loss = [], []
+    for a, _, b in windows(path):
+        model.append(sum(a <= t < b for (t, _), hit in zip(launches, inside) if hit))
+        first_forward = min((s for s, _, _ in forward if a <= s < b), default=None)
+        first_backward = min((s for s, _, _ in backward if a <= s < b), default=None)
+        if first_forward is None or first_backward is None or first_forward >= first_backward:
+            loss.append(0)
+        else:
+            loss.append(sum(first_forward <= t < first_backward and tid == main and not hit
+                            for (t, tid), hit in zip(launches, inside)))
+    assert phases.forward_ops == statistics.median(model) > 0
+    assert phases.loss_ops == statistics.median(loss)
+    if "momentum" in path.name:
+        assert phases.loss_ops > phases.forward_ops
+    if "mlp" in path.name:
+        assert 0 < phases.loss_ops < 5

@@ -997,3 +997,21 @@ def test_a_loop_padded_to_its_longest_sequence_is_called_a_no_go():
     for scope in ("fwd_bwd", "full_iteration"):
         assert p[scope]["speedup"] < 1.1 and "change shape" in p[scope]["as_applied"]
     assert "change shape" not in (p["compile"].get("as_applied") or "")
+
+
+def test_the_losss_backward_stays_on_the_host_under_graphed_callables(rows, shipped):
+    """fwd_bwd and compile graph the model's forward and backward; the loss and its backward
+    run eagerly, autograd launching the latter around the graphed backward. The backward's
+    share left eager is the loss's kernels against twice the model's (a layer's backward
+    launches about two per forward kernel): with 10 and 5, 5 / 25 of the traced backward, on
+    the untraced clock. full_iteration captures it all and does not change."""
+    row = {**rows[0], "phases_marked": "1", "syncs": "0", "forward_ops": "10"}
+    eager, _ = pr.eager_ms(row, shipped)
+    scale = min(1.0, eager / float(row["period_ms"]))
+    backward = float(row["backward_ms"])
+    for scope in ("fwd_bwd", "compile"):
+        grown = (pr.physical({**row, "loss_ops": "5"}, scope, shipped)["host_ms"]
+                 - pr.physical({**row, "loss_ops": "0"}, scope, shipped)["host_ms"])
+        assert grown == pytest.approx(scale * backward * 5 / 25, rel=1e-9) and grown > 0
+    assert (pr.physical({**row, "loss_ops": "5"}, "full_iteration", shipped)
+            == pr.physical({**row, "loss_ops": "0"}, "full_iteration", shipped))

@@ -397,3 +397,87 @@ def paths_read(statement) -> set:
 
     statement.visit(Reader())
     return paths
+
+
+NUMBER_CALLS = ("min", "max", "abs", "float", "int", "round", "pow", "len")
+
+
+def varying_numbers(node, skip=(), module=None) -> dict:
+    """Names that hold a plain Python number changing from one iteration of the loops in
+    ``node`` to the next, each with the node that binds it: the counter of ``for i in
+    range(...)``, the index of ``for i, batch in enumerate(...)``, and names assigned (outside
+    ``skip``) from arithmetic on those, number literals, constants (names ``module`` binds to
+    numbers only) and attributes (``args.warmup``): ``beta = min(1.0, step / warmup_steps)``.
+    A graph captures such a value as a constant; read by the step, it changes the step's
+    inputs at every iteration."""
+    numbers = {}
+    assignments = []
+    skipped = {id(n) for n in skip}
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            return id(node) not in skipped and super().on_visit(node)
+
+        def visit_For(self, loop: cst.For) -> None:
+            func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
+            if func == "range" and isinstance(loop.target, cst.Name):
+                numbers[loop.target.value] = loop
+            elif (func == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)) and loop.target.elements
+                  and isinstance(loop.target.elements[0].value, cst.Name)):
+                numbers[loop.target.elements[0].value.value] = loop
+
+        def visit_Assign(self, assign: cst.Assign) -> None:
+            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+                assignments.append((assign.targets[0].target.value, assign))
+
+    node.visit(Finder())
+    constants = number_constants(module) if module is not None else set()
+    changed = True
+    while changed:   # a number computed from a number computed from the counter
+        changed = False
+        for name, assign in assignments:
+            if name not in numbers and _is_number(assign.value, set(numbers) | constants, varying=set(numbers)):
+                numbers[name] = assign
+                changed = True
+    return numbers
+
+
+def number_constants(module) -> set:
+    """Names every assignment of ``module`` binds to a number (a literal, ``int(...)``,
+    arithmetic on those and on attributes): ``warmup_steps = 100``."""
+    bound = {}
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, assign: cst.Assign) -> None:
+            for target in assign.targets:
+                for name in plain_target_names(target.target):
+                    ok = isinstance(target.target, cst.Name) and _is_number(assign.value, set())
+                    bound[name] = bound.get(name, True) and ok
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                bound[node.target.value] = False
+
+    module.visit(Finder())
+    return {name for name, ok in bound.items() if ok}
+
+
+def _is_number(expr, known: set, varying: set = frozenset()) -> bool:
+    """Arithmetic on number literals, attributes and ``known`` names; with ``varying``, one of
+    those must be read."""
+    def number(e) -> bool:
+        if isinstance(e, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(e, cst.Name):
+            return e.value in known
+        if isinstance(e, cst.Attribute):
+            return not isinstance(e.value, cst.Call)   # `args.warmup`, not `x.sum().item`
+        if isinstance(e, cst.BinaryOperation):
+            return number(e.left) and number(e.right)
+        if isinstance(e, cst.UnaryOperation):
+            return number(e.expression)
+        if isinstance(e, cst.Call) and (dotted(e.func) in NUMBER_CALLS or dotted(e.func).startswith("math.")):
+            return bool(e.args) and all(number(a.value) for a in e.args)
+        return False
+
+    return number(expr) and (not varying or bool(names_read(expr) & varying))

@@ -32,7 +32,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (backward_passes, has_sync, host_data_call, host_value_binding, is_bookkeeping,
+from .dataflow import (backward_passes, has_sync, host_data_call, host_value_binding, is_bookkeeping, varying_numbers,
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
                        zeroes_grads)
@@ -532,6 +532,7 @@ class _Rewriter:
         variant = list(dict.fromkeys([*spec.batch, *plain_target_names(loop.target)] if isinstance(loop, cst.For) else
                                      spec.batch)) + sorted(rebound)
         inputs = list(dict.fromkeys(name for name in variant if name in read))
+        self._refuse_varying_numbers(inputs, outer, core, positions)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
@@ -567,6 +568,20 @@ class _Rewriter:
             f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _refuse_varying_numbers(self, inputs, outer, core, positions) -> None:
+        """A plain Python number that changes every iteration (a loop counter, a loss weight
+        ramped from it) read by the step: the graph holds its first value, so the helper runs
+        every step with another value eagerly, a rewrite that replays nothing (tune measured
+        `ran-eagerly`, the profile a gain). Refused, saying how to keep it in a graph."""
+        numbers = varying_numbers(outer, skip=core, module=self.module)
+        found = [name for name in inputs if name in numbers]
+        if found:
+            name = found[0]
+            line = positions[numbers[name]].start.line
+            raise self.refuse(f"line {line}: {name!r} is a Python number the loop changes and the step reads; a graph "
+                              "captures one value, so every step after it changes would run eagerly (keep it in a "
+                              f"tensor updated in place, e.g. {name}_t.fill_({name}), and use that in the step)")
 
     def _bound_on_every_path_to(self, node) -> set:
         """Names bound before ``node`` runs whatever path is taken: simple statements before it in
