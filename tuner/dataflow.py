@@ -13,6 +13,18 @@ import libcst as cst
 from .discover import calls_backward, calls_in, dotted, host_call, target_names
 
 
+class SkippingVisitor(cst.CSTVisitor):
+    """A visitor that does not descend into the nodes it is given (the captured step's
+    statements, when what is asked is what lies around them)."""
+
+    def __init__(self, skip=()) -> None:
+        super().__init__()
+        self.skipped = {id(n) for n in skip}
+
+    def on_visit(self, node) -> bool:
+        return id(node) not in self.skipped and super().on_visit(node)
+
+
 def is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
     func = call.func
     return (isinstance(func, cst.Attribute) and func.attr.value == method
@@ -26,12 +38,8 @@ def has_sync(node) -> bool:
 def names_read(node, skip=()) -> set:
     """Names in ``node`` (targets included), not descending into the nodes in ``skip``."""
     names = set()
-    skipped = {id(n) for n in skip}
 
-    class Reader(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
+    class Reader(SkippingVisitor):
         def visit_Name(self, name: cst.Name) -> None:
             names.add(name.value)
 
@@ -43,7 +51,7 @@ def names_read(node, skip=()) -> set:
             node.value.visit(self)  # `f(lr=x)`: `lr` is a keyword, not a name read
             return False
 
-    node.visit(Reader())
+    node.visit(Reader(skip))
     return names
 
 
@@ -93,12 +101,8 @@ def names_rebound(node, skip=()) -> set:
     """Names bound anywhere inside ``node`` (assignments, loop targets, ``with ... as``),
     not descending into the nodes in ``skip``."""
     names = set()
-    skipped = {id(n) for n in skip}
 
-    class Binder(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
+    class Binder(SkippingVisitor):
         def visit_SimpleStatementLine(self, line) -> bool:
             names.update(names_assigned(line))
             return False
@@ -109,7 +113,7 @@ def names_rebound(node, skip=()) -> set:
         def visit_AsName(self, node: cst.AsName) -> None:
             names.update(plain_target_names(node.name))
 
-    node.visit(Binder())
+    node.visit(Binder(skip))
     return names
 
 
@@ -137,12 +141,8 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
         return False
 
     found = []
-    skipped = {id(n) for n in skip}
 
-    class Keeper(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
+    class Keeper(SkippingVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
             found.append(aliased(node.value))
 
@@ -157,7 +157,7 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
             found.append(aliased(node.value))
 
     for statement in statements:
-        statement.visit(Keeper())
+        statement.visit(Keeper(skip))
     return any(found)
 
 
@@ -412,12 +412,8 @@ def varying_numbers(node, skip=(), module=None) -> dict:
     inputs at every iteration."""
     numbers = {}
     assignments = []
-    skipped = {id(n) for n in skip}
 
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            return id(node) not in skipped and super().on_visit(node)
-
+    class Finder(SkippingVisitor):
         def visit_For(self, loop: cst.For) -> None:
             func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
             if func == "range" and isinstance(loop.target, cst.Name):
@@ -430,7 +426,7 @@ def varying_numbers(node, skip=(), module=None) -> dict:
             if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
                 assignments.append((assign.targets[0].target.value, assign))
 
-    node.visit(Finder())
+    node.visit(Finder(skip))
     constants = number_constants(module) if module is not None else set()
     changed = True
     while changed:   # a number computed from a number computed from the counter
