@@ -26,6 +26,7 @@ MULTI = "paired_timing/multi_model_2026-11-26"
 CYCLE = "paired_timing/step_cycle_compile_2026-11-26"
 EXAMPLES = "paired_timing/public_examples_2026-11-26"
 NUMBERS = "paired_timing/python_number_input_2026-11-26"
+FRESH = "paired_timing/fresh_loops_2026-11-26"
 # (what was measured, the profiles' dataset rows, the tune results, the scope, the tolerance:
 # the issue's 20 % for the graph scopes, 25 % for compile)
 SETS = (
@@ -93,6 +94,9 @@ SETS = (
     # a loss weight ramped in the loop (full_iteration refused now; fwd_bwd and compile measured)
     *((f"H100, KL annealing x 1 (2026-11-26){' ' * n}", f"{NUMBERS}/after/unseen_rows.csv", f"{NUMBERS}/after",
        scope, 0.25 if scope == "compile" else 0.2) for n, scope in enumerate(("fwd_bwd", "compile"))),
+    # four loops no model choice had seen, profiled after every change of the session
+    *((f"H100, 4 fresh loops x 1, last (2026-11-26){' ' * n}", f"{FRESH}/unseen_rows.csv", f"{FRESH}/tune",
+       scope, 0.25 if scope == "compile" else 0.2) for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
     ("H100, dynamic padding x 1 (2026-11-26)", "paired_timing/dynamic_shapes_2026-11-26/unseen_rows.csv",
      "paired_timing/dynamic_shapes_2026-11-26/tune", "compile", 0.25),
 )

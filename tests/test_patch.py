@@ -170,6 +170,43 @@ def test_a_python_number_the_loop_changes_and_the_step_reads_refuses_full_iterat
     assert make_patch(script, "fwd_bwd").diff()   # the graphed model does not read it
 
 
+COPY_LOOP = """
+import torch
+from torch import nn
+
+model = nn.Linear(8, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8).cuda()
+for step in range(100):
+    out = model(x)
+{targets}
+    loss = nn.functional.cross_entropy(out, targets)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("targets, refused", [
+    ("    targets = torch.arange(16).remainder(4).to(out.device)", True),     # made on the host, then moved
+    ("    targets = torch.zeros(16, dtype=torch.long)\n    targets = targets.cuda()", True),   # through a name
+    ("    targets = torch.tensor([0, 1, 2, 3] * 4, device=out.device)", True),   # host data copied
+    ("    targets = torch.arange(16, device=out.device).remainder(4)", False),   # made on the GPU
+])
+def test_a_tensor_made_on_the_host_and_copied_to_the_gpu_in_the_step_refuses_full_iteration(targets, refused, tmp_path):
+    """A capture cannot copy from pageable host memory: the copy's sync fails it (a SimCLR loss
+    building its targets with torch.arange(...).to(device) failed with sync-during-capture on
+    the H100, a rewrite patch had printed). Refused, naming the expression; a tensor made on
+    the GPU is not."""
+    script = tmp_path / "copy.py"
+    script.write_text(COPY_LOOP.format(targets=targets))
+    if not refused:
+        assert "_cg_step_graph(" in make_patch(script, "full_iteration").diff()
+        return
+    with pytest.raises(PatchRefused, match="copies a tensor made on the host to the GPU inside the step"):
+        make_patch(script, "full_iteration")
+
+
 def test_python_bookkeeping_stays_out_of_the_captured_step():
     out = (GOLDEN / "counter_in_step.full_iteration.out.py").read_text()
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]

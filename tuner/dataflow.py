@@ -247,6 +247,72 @@ def host_data_call(statements, functions: dict):
     return None
 
 
+HOST_FACTORIES = ("torch.arange", "torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.eye",
+                  "torch.linspace", "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.tensor",
+                  "torch.as_tensor", "torch.from_numpy")
+COPIED_FROM_HOST = ("torch.tensor", "torch.as_tensor")   # with a device, still a copy of host data
+MOVE_METHODS = ("to", "cuda")
+
+
+def host_tensor_copy(statements, functions: dict, outside=()):
+    """(call, what) for the first copy of a tensor made on the host to the GPU in
+    ``statements`` or the script's functions they call: ``torch.arange(n).to(z.device)``, a name
+    bound to ``torch.arange(n)`` (there, or in the ``outside`` statements before them: it
+    comes in as the step's input) then moved, ``torch.tensor(values, device=...)``. Inside a
+    capture such a copy from pageable host memory fails on its sync (a SimCLR loss's targets,
+    built this way, made full_iteration fail with sync-during-capture); None without one."""
+    def on_host(call) -> bool:
+        return dotted(call.func) in HOST_FACTORIES and not any(
+            a.keyword is not None and a.keyword.value == "device" for a in call.args)
+
+    def copied(call) -> bool:
+        return dotted(call.func) in COPIED_FROM_HOST and not on_host(call)
+
+    def moved(call, host_names) -> bool:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in MOVE_METHODS):
+            return False
+        receiver = func.value
+        return (bool(calls_in(receiver, on_host)) or isinstance(receiver, cst.Name) and receiver.value in host_names)
+
+    def bound_on_host(nodes) -> set:
+        return {name for node in nodes for n in _assignments(node) if isinstance(n.value, cst.Call) and on_host(n.value)
+                for name in plain_target_names(n.targets[0].target)}
+
+    def first(nodes, host_names=()):
+        host_names = set(host_names)
+        for node in nodes:
+            for call in calls_in(node, lambda c: True):
+                if copied(call) or moved(call, host_names):
+                    return call
+            host_names |= bound_on_host([node])
+        return None
+
+    host_names = bound_on_host(outside)
+    for i, statement in enumerate(statements):
+        found = first([statement], host_names | bound_on_host(statements[:i]))
+        if found is not None:
+            return found, cst.Module([]).code_for_node(found)
+        for call in calls_in(statement, lambda c: True):
+            name = dotted(call.func)
+            inner = first([functions[name]]) if name in functions else None   # the script's function it calls
+            if inner is not None:
+                return call, f"{name}() ({cst.Module([]).code_for_node(inner)})"
+    return None
+
+
+def _assignments(node) -> list:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, assign: cst.Assign) -> None:
+            if len(assign.targets) == 1:
+                found.append(assign)
+
+    node.visit(Finder())
+    return found
+
+
 def calls_through(node, functions: dict, depth: int = 2) -> list:
     """The calls inside ``node``, and inside the script's functions it calls, ``depth`` deep."""
     found = []

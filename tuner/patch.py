@@ -32,10 +32,10 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (backward_passes, has_sync, host_data_call, host_value_binding, is_bookkeeping, varying_numbers,
+from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_binding, is_bookkeeping,
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
-                       zeroes_grads)
+                       varying_numbers, zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
@@ -515,6 +515,12 @@ class _Rewriter:
             raise self.refuse(f"line {positions[call].start.line}: {what} reads host data inside the step; a graph "
                               "would run it once, at capture, and replay its first value on every iteration "
                               "(fetch the batch before the step)")
+        copy = host_tensor_copy(core, functions, outside=body[:start] + hoisted)
+        if copy:
+            call, what = copy
+            raise self.refuse(f"line {positions[call].start.line}: {what} copies a tensor made on the host to the GPU "
+                              "inside the step; a capture cannot copy from pageable host memory (it fails on the "
+                              "sync): build it on the GPU (device=...) or once before the loop")
         before = [s for s in body[:start] if not is_zero_grad(s)]
         post = [s for s in body[end + 1:] if not is_zero_grad(s)]
         if not accumulate and any(is_zero_grad(s) for s in body):

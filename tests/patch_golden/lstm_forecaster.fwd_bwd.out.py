@@ -1,0 +1,88 @@
+"""A time-series forecaster: an nn.LSTM over windows of a noisy signal, gradient clipping, Adam
+and a step-decay learning-rate schedule stepped every epoch."""
+import os
+
+import torch
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+batches_per_epoch = 20
+
+
+class Forecaster(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(1, 64, num_layers=2, batch_first=True)
+        self.head = nn.Linear(64, 1)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+t = torch.arange(0, 4000, dtype=torch.float32)
+signal = torch.sin(t / 20) + 0.1 * torch.randn_like(t)
+windows = signal.unfold(0, 33, 1)
+model = Forecaster().to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
+criterion = nn.MSELoss()
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for epoch in range(steps // batches_per_epoch):
+    for i in range(batches_per_epoch):
+        batch = windows[(epoch * batches_per_epoch + i) * 16:(epoch * batches_per_epoch + i + 1) * 16]
+        x, y = batch[:, :32].unsqueeze(-1).to(device), batch[:, 32:].to(device)
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    scheduler.step()
+    print(f"epoch {epoch} loss {loss.item():.6f} lr {scheduler.get_last_lr()[0]:.5f}")
+
+print(f"final loss {loss.item():.6f}")

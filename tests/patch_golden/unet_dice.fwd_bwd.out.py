@@ -1,0 +1,99 @@
+"""A small U-Net trained for segmentation with binary cross-entropy plus a Dice loss."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+def block(i, o):
+    return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True),
+                         nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down1, self.down2, self.bottom = block(1, 8), block(8, 16), block(16, 32)
+        self.up2, self.dec2 = nn.ConvTranspose2d(32, 16, 2, stride=2), block(32, 16)
+        self.up1, self.dec1 = nn.ConvTranspose2d(16, 8, 2, stride=2), block(16, 8)
+        self.head = nn.Conv2d(8, 1, 1)
+
+    def forward(self, x):
+        d1 = self.down1(x)
+        d2 = self.down2(F.max_pool2d(d1, 2))
+        b = self.bottom(F.max_pool2d(d2, 2))
+        u2 = self.dec2(torch.cat([self.up2(b), d2], dim=1))
+        u1 = self.dec1(torch.cat([self.up1(u2), d1], dim=1))
+        return self.head(u1)
+
+
+def dice_loss(logits, mask, eps=1.0):
+    probs = torch.sigmoid(logits)
+    intersection = (probs * mask).sum(dim=(1, 2, 3))
+    union = probs.sum(dim=(1, 2, 3)) + mask.sum(dim=(1, 2, 3))
+    return (1 - (2 * intersection + eps) / (union + eps)).mean()
+
+
+model = UNet().to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+data = [(torch.rand(8, 1, 32, 32), (torch.rand(8, 1, 32, 32) > 0.7).float()) for _ in range(steps)]
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step, (image, mask) in enumerate(data):
+    image, mask = image.to(device), mask.to(device)
+    logits = model(image)
+    loss = F.binary_cross_entropy_with_logits(logits, mask) + dice_loss(logits, mask)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 0:
+        print(f"step {step} loss {loss.item():.4f}")
+
+print(f"final loss {loss.item():.6f}")
