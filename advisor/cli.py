@@ -223,6 +223,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
 
     targets = _visual_targets(html_path, None, force)
     model = load_model(model_path)
+    warmup_given, iterations_given = warmup, iterations
     warmup, iterations = prof.window(warmup, iterations, run_to_end, whole_run)
     target = prof.parse_target(list(command))
     name = output or f"cg-advise-{Path(target.script).stem if target.script.endswith('.py') else target.script}"
@@ -245,7 +246,18 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
     else:
         _note(f"torch.profiler: CG_ADVISE_KINETO_TRACE={run.report} {' '.join(run.command)}")
     with _progress(f"profiling {target.label} under {run.tool}") as echo:
-        run = prof.run(run, nsys, echo)
+        try:
+            run = prof.run(run, nsys, echo)
+        except prof.WindowNeverOpened as error:
+            # a script shorter than the default window: profiled again with a window that fits
+            # it; a window the user chose is theirs to change
+            shrunk = prof.shrunk_window(error.iterations) if warmup_given is None and iterations_given is None else None
+            if shrunk is None:
+                raise
+            echo(f"cg-advise: {target.label} ran {error.iterations} iterations, fewer than the default warm-up "
+                 f"({options.warmup}): profiling it again with --warmup {shrunk[0]} --iterations {shrunk[1]}")
+            options.warmup, options.iterations = shrunk
+            run = prof.run(prof.prepare(nsys, options, target), nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
         calibrated = runrecord.calibration(target.python)
     if "error" in calibrated:

@@ -54,6 +54,26 @@ class Interrupted(CgAdviseError):
     exit_code = 130
 
 
+class WindowNeverOpened(CgAdviseError):
+    """The script ended before its recording window opened (``iterations``: how many it ran)."""
+
+    def __init__(self, message: str, iterations: int) -> None:
+        super().__init__(message)
+        self.iterations = iterations
+
+
+MIN_SHRUNK_ITERATIONS = 10   # a script this short or longer gets a window of its own length, run again
+
+
+def shrunk_window(iterations_run: int) -> Optional[tuple]:
+    """(warmup, iterations) that fit a script that ran ``iterations_run`` iterations, the timed
+    stretch after the window included (half the warm-up): 40 % warm-up, 20 % recorded, 20 %
+    timed after; None for a script too short to time (under MIN_SHRUNK_ITERATIONS)."""
+    if iterations_run < MIN_SHRUNK_ITERATIONS:
+        return None
+    return max(4, iterations_run * 2 // 5), max(2, iterations_run // 5)
+
+
 @dataclass
 class Target:
     """What to run: an interpreter, its own flags, and ``script.py args`` or ``-m module args``;
@@ -405,9 +425,9 @@ def _no_report(profile: ProfileRun) -> CgAdviseError:
         return Interrupted(f"interrupted before {tool} wrote a report")
     done = profile.injected.get("iterations")
     if profile.window and done is not None and done <= profile.window[0]:
-        return CgAdviseError(f"{profile.target.label} ran {done} iterations, not more than --warmup "
-                             f"{profile.window[0]}: the recording window never opened (give a smaller --warmup, "
-                             "or --whole-run to record the whole script)")
+        return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, not more than --warmup "
+                                 f"{profile.window[0]}: the recording window never opened (give a smaller --warmup, "
+                                 "or --whole-run to record the whole script)", done)
     if qdstrm and profile.backend == NSYS:
         return NsysError(f"nsys left only {qdstrm[0].name}: its importer failed (on Linux it needs libdw.so.1 "
                          "from elfutils on LD_LIBRARY_PATH), or profile with --backend torch")

@@ -248,3 +248,25 @@ def test_the_bare_baseline_times_a_step_of_two_backward_calls_whole(tmp_path):
     assert applied["counts"] == "backward" and applied["backward_calls"] == 2
     bare = runrecord.bare_baseline(Target(sys.executable, [], [str(script)]), applied, 1)
     assert 6.0 <= bare["ms_per_iteration"] < 12.0, bare
+
+
+def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_that_fits(tmp_path):
+    """30 steps never reach the default warm-up (50): the run ends with no window, and profile
+    runs the script again with one that fits it (40 % warm-up, 20 % recorded, 20 % timed
+    after: 12, 6 and 6 of 30) instead of stopping on the error. A window the user chose is
+    theirs: the error stands, one line."""
+    env = {"CG_ADVISE_ALLOW_NO_CUDA": "1"}
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", SCRIPT,
+                            "--steps", "30", env=env)
+    assert (f"cg-advise: {SCRIPT} ran 30 iterations, fewer than the default warm-up (50): profiling it again "
+            "with --warmup 12 --iterations 6") in err
+    assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))   # a CPU trace
+    record = json.loads((tmp_path / "r.cg-advise-run.json").read_text())
+    assert record["window"] == {"warmup": 12, "iterations": 6}
+    assert record["untraced"]["chunks"] == [6, 6]
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "mine", "--warmup", "40",
+                            SCRIPT, "--steps", "30", env=env)
+    assert (code, out) == (2, "") and err.splitlines()[-1] == (
+        f"cg-advise: error: {SCRIPT} ran 30 iterations, not more than --warmup 40: the recording window never opened "
+        "(give a smaller --warmup, or --whole-run to record the whole script)")
+    assert prof.shrunk_window(9) is None and prof.shrunk_window(10) == (4, 2)
