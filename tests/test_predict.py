@@ -1015,3 +1015,14 @@ def test_the_losss_backward_stays_on_the_host_under_graphed_callables(rows, ship
         assert grown == pytest.approx(scale * backward * 5 / 25, rel=1e-9) and grown > 0
     assert (pr.physical({**row, "loss_ops": "5"}, "full_iteration", shipped)
             == pr.physical({**row, "loss_ops": "0"}, "full_iteration", shipped))
+
+
+def test_a_loop_patch_cannot_rewrite_gets_no_scope_predicted(rows, shipped):
+    """Discovery refuses the loop (an L-BFGS closure: its step calls the model several times):
+    no scope will be applied, so each is marked with discovery's reason instead of a number (an
+    L-BFGS profile on the H100 read full_iteration 8.33x, "best scope", for a loop tune and
+    patch refuse)."""
+    why = "train.py: the loop at line 38 trains through a closure"
+    p = pr.predict(shipped, rows[0], {"error": why})
+    assert all(p[scope] == {"refused": why} for scope in pr.SCOPES)
+    assert p["best"] is None and p["graphs_help"] is False and p["advice"].startswith("no capture scope applies")
