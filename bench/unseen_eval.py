@@ -97,6 +97,9 @@ SETS = (
     # four loops no model choice had seen, profiled after every change of the session
     *((f"H100, 4 fresh loops x 1, last (2026-11-26){' ' * n}", f"{FRESH}/unseen_rows.csv", f"{FRESH}/tune",
        scope, 0.25 if scope == "compile" else 0.2) for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
+    *((f"H100, 3 fresh loops x 1, next machine (2026-11-26){' ' * n}", f"{FRESH}/next_machine/unseen_rows.csv",
+       f"{FRESH}/next_machine/tune", scope, 0.25 if scope == "compile" else 0.2)
+      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
     ("H100, dynamic padding x 1 (2026-11-26)", "paired_timing/dynamic_shapes_2026-11-26/unseen_rows.csv",
      "paired_timing/dynamic_shapes_2026-11-26/tune", "compile", 0.25),
 )
