@@ -798,10 +798,11 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
     out = {"eager_ms": eager, "eager_source": how, "bound": bound}
     ceiling = {scope: scope_bound(f, scope, eager) for scope in SCOPES}
     refused = {s: v.get("why", "") for s, v in ((applied or {}).get("scopes") or {}).items() if not v.get("applies")}
-    if (applied or {}).get("error") and not (applied or {}).get("scopes"):
-        # discovery found no loop patch can rewrite (an L-BFGS closure, a step in a function it
-        # does not follow): no scope will be applied, so none is predicted as if it were
-        refused = {scope: applied["error"] for scope in SCOPES}
+    if (applied or {}).get("uncapturable"):
+        # discovery found the loop, and no capture can hold its step (an L-BFGS closure): no
+        # scope is predicted as if it applied. A loop discovery could not find (its step in a
+        # function it does not follow) keeps its predictions: a capture written by hand may
+        refused = {scope: applied.get("error", "") for scope in SCOPES}
     for scope in SCOPES:
         if scope in refused:
             out[scope] = {"refused": refused[scope]}

@@ -40,7 +40,7 @@ def calibration(python: str) -> dict:
 def applied_scopes(script, step: Optional[str] = None) -> dict:
     """Each scope of the script's loop as `patch` would apply it: refused (and why), or
     applied, with the optimizer step kept eager or not. Static: nothing runs."""
-    from tuner.discover import discover
+    from tuner.discover import UncapturableLoop, discover
     from tuner.harness import step_counting
     from tuner.patch import make_patch
     from tuner.search import scopes_for
@@ -48,6 +48,8 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
     # after a long profile nothing here may fail the command: any error is recorded instead
     try:
         spec = discover(Path(script), step=step)
+    except UncapturableLoop as error:   # no scope applies: the predictions say so, not a number
+        return {"error": str(error), "uncapturable": True}
     except Exception as error:  # noqa: BLE001 - discovery's refusal or a script libcst cannot read
         return {"error": str(error) or type(error).__name__}
     scopes = {}

@@ -1018,11 +1018,14 @@ def test_the_losss_backward_stays_on_the_host_under_graphed_callables(rows, ship
 
 
 def test_a_loop_patch_cannot_rewrite_gets_no_scope_predicted(rows, shipped):
-    """Discovery refuses the loop (an L-BFGS closure: its step calls the model several times):
-    no scope will be applied, so each is marked with discovery's reason instead of a number (an
+    """Discovery finds the loop and no capture can hold it (an L-BFGS closure: its step calls
+    the model several times): each scope is marked with discovery's reason instead of a number (an
     L-BFGS profile on the H100 read full_iteration 8.33x, "best scope", for a loop tune and
     patch refuse)."""
     why = "train.py: the loop at line 38 trains through a closure"
-    p = pr.predict(shipped, rows[0], {"error": why})
+    p = pr.predict(shipped, rows[0], {"error": why, "uncapturable": True})
     assert all(p[scope] == {"refused": why} for scope in pr.SCOPES)
     assert p["best"] is None and p["graphs_help"] is False and p["advice"].startswith("no capture scope applies")
+    # a loop discovery did not find (the step in a function it does not follow) keeps them
+    kept = pr.predict(shipped, rows[0], {"error": "train.py: no training loop found"})
+    assert all("speedup" in kept[scope] for scope in pr.SCOPES)

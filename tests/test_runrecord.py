@@ -103,3 +103,13 @@ def test_committed_records_hold_a_measured_baseline():
     record = runrecord.read(ROOT / "sample_traces" / "zoo_mlp_profiled.cg-advise-run.json")
     assert record["window"] == {"warmup": 20, "iterations": 20}
     assert runrecord.measured_eager_ms(record) == record["untraced"]["gpu_ms_per_iteration"] > 0
+
+
+def test_a_loop_no_capture_can_hold_is_recorded_as_such():
+    """An L-BFGS closure: discovery finds the loop and refuses it, and the record says no scope
+    applies (the predictions then name the reason); a script whose loop discovery cannot find
+    records the error alone (the predictions stay: a capture written by hand may apply)."""
+    lbfgs = runrecord.applied_scopes(ROOT / "tests" / "corpus" / "lbfgs_closure.py")
+    assert lbfgs["uncapturable"] is True and "trains through a closure" in lbfgs["error"]
+    unknown = runrecord.applied_scopes(ROOT / "bench" / "workloads" / "user_profiler_loop.py")
+    assert "no training loop" in unknown["error"] and "uncapturable" not in unknown

@@ -27,6 +27,11 @@ class DiscoveryError(CgAdviseError):
     pass
 
 
+class UncapturableLoop(DiscoveryError):
+    """The training loop was found, and no capture can hold its step (an L-BFGS closure, whose
+    step calls the model several times): no scope applies, not just no rewrite of ours."""
+
+
 @dataclass
 class Outside:
     """A statement in the step that must stay out of a captured region."""
@@ -486,7 +491,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         # a script that trains must get its training loop, never its validation loop in its place
         closures = [(positions[n].start.line, bodies[n].closures[0]) for n, _ in loops.loops if bodies[n].closures]
         if closures:
-            raise DiscoveryError(f"{path}: the loop at line {closures[0][0]} trains through a closure (line "
+            raise UncapturableLoop(f"{path}: the loop at line {closures[0][0]} trains through a closure (line "
                                  f"{closures[0][1]}: backward() inside a function passed to the optimizer's step, as "
                                  "LBFGS needs); its steps call the model several times and cannot be captured, and "
                                  "cg-advise does not tune another loop of a training script in its place")
