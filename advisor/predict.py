@@ -722,10 +722,10 @@ CLOSE_SHARE = {"compile": "within_25_percent"}
 
 def _better(candidate: dict, incumbent: dict, scope: str) -> bool:
     """Whether ``candidate``'s cross-validation beats ``incumbent``'s for ``scope``: more
-    workloads predicted close (the target the predictions are held to). The median error alone kept regressions that pulled the far rows in
-    and pushed near ones out: on the H100 dataset with 26 rows re-timed paired, fwd_bwd and
-    full_iteration 83 % and 76 % within 20 % without them, 78 % and 72 % with them, at lower
-    median errors. A tie keeps the incumbent, the physics alone: four coefficients fitted on a
+    workloads predicted close (the target the predictions are held to). The median error alone
+    kept regressions that pulled the far rows in and pushed near ones out: on the H100 dataset
+    with 26 rows re-timed paired, fwd_bwd and full_iteration 83 % and 76 % within 20 % without
+    them, 78 % and 72 % with them, at lower median errors. A tie keeps the incumbent, the physics alone: four coefficients fitted on a
     score of rows must earn their place, and a lower median error on the dataset's workloads
     did not carry to loops unlike them (compile on both GPUs' rows tied at 75 % and 67 %; kept
     for its lower median error, it read 18 of 28 unseen corpus measurements within 25 %, the

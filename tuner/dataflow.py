@@ -279,37 +279,33 @@ def host_tensor_copy(statements, functions: dict, outside=()):
         return {name for node in nodes for n in _assignments(node) if isinstance(n.value, cst.Call) and on_host(n.value)
                 for name in plain_target_names(n.targets[0].target)}
 
-    def first(nodes, host_names=()):
-        host_names = set(host_names)
-        for node in nodes:
-            for call in calls_in(node, lambda c: True):
-                if copied(call) or moved(call, host_names):
-                    return call
-            host_names |= bound_on_host([node])
-        return None
+    def first(node, host_names: set):
+        return next((c for c in calls_in(node, lambda c: True) if copied(c) or moved(c, host_names)), None)
 
-    host_names = bound_on_host(outside)
-    for i, statement in enumerate(statements):
-        found = first([statement], host_names | bound_on_host(statements[:i]))
+    host_names = bound_on_host(outside)   # grows with the names each statement binds on the host
+    for statement in statements:
+        found = first(statement, host_names)
         if found is not None:
             return found, cst.Module([]).code_for_node(found)
         for call in calls_in(statement, lambda c: True):
             name = dotted(call.func)
-            inner = first([functions[name]]) if name in functions else None   # the script's function it calls
-            if inner is not None:
+            inner = first(functions[name], set()) if name in functions else None
+            if inner is not None:   # in the script's function it calls: an expression that copies
                 return call, f"{name}() ({cst.Module([]).code_for_node(inner)})"
+        host_names |= bound_on_host([statement])
     return None
 
 
-def _assignments(node) -> list:
+def _assignments(node, skip=()) -> list:
+    """The single-target assignments in ``node``, in source order, outside the nodes in ``skip``."""
     found = []
 
-    class Finder(cst.CSTVisitor):
+    class Finder(SkippingVisitor):
         def visit_Assign(self, assign: cst.Assign) -> None:
             if len(assign.targets) == 1:
                 found.append(assign)
 
-    node.visit(Finder())
+    node.visit(Finder(skip))
     return found
 
 
@@ -477,9 +473,8 @@ def varying_numbers(node, skip=(), module=None) -> dict:
     A graph captures such a value as a constant; read by the step, it changes the step's
     inputs at every iteration."""
     numbers = {}
-    assignments = []
 
-    class Finder(SkippingVisitor):
+    class Counters(SkippingVisitor):
         def visit_For(self, loop: cst.For) -> None:
             func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
             if func == "range" and isinstance(loop.target, cst.Name):
@@ -488,11 +483,9 @@ def varying_numbers(node, skip=(), module=None) -> dict:
                   and isinstance(loop.target.elements[0].value, cst.Name)):
                 numbers[loop.target.elements[0].value.value] = loop
 
-        def visit_Assign(self, assign: cst.Assign) -> None:
-            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
-                assignments.append((assign.targets[0].target.value, assign))
-
-    node.visit(Finder(skip))
+    node.visit(Counters(skip))
+    assignments = [(a.targets[0].target.value, a) for a in _assignments(node, skip)
+                   if isinstance(a.targets[0].target, cst.Name)]
     constants = number_constants(module) if module is not None else set()
     changed = True
     while changed:   # a number computed from a number computed from the counter
