@@ -27,6 +27,16 @@ CYCLE = "paired_timing/step_cycle_compile_2026-11-26"
 EXAMPLES = "paired_timing/public_examples_2026-11-26"
 NUMBERS = "paired_timing/python_number_input_2026-11-26"
 FRESH = "paired_timing/fresh_loops_2026-11-26"
+
+
+def each_scope(label: str, folder: str, scopes=("full_iteration", "fwd_bwd", "compile"), results: str = "") -> tuple:
+    """One set per scope of one folder (``unseen_rows.csv`` and ``tune/``, or ``results``), at
+    the issue's tolerance; the label is padded with a space per scope after the first, so that
+    each set keeps a label of its own."""
+    return tuple((label + " " * n, f"{folder}/unseen_rows.csv", results or f"{folder}/tune", scope,
+                  0.25 if scope == "compile" else 0.2) for n, scope in enumerate(scopes))
+
+
 # (what was measured, the profiles' dataset rows, the tune results, the scope, the tolerance:
 # the issue's 20 % for the graph scopes, 25 % for compile)
 SETS = (
@@ -72,34 +82,23 @@ SETS = (
     # graphs; the H200 sets after a teacher's call opened the step
     ("H100, 2 multi-model loops x 2 (2026-11-26)", f"{MULTI}/h100/unseen_rows.csv", f"{MULTI}/h100/tune",
      "fwd_bwd", 0.2),
-    *((f"H200, {label} (2026-11-26){' ' * n}", f"{MULTI}/{folder}/unseen_rows.csv", f"{MULTI}/{folder}/tune", scope,
-       0.25 if scope == "compile" else 0.2)
-      for folder, label in (("h200", "2 multi-model loops x 1"), ("h200_next_process", "3 multi-model loops x 1, next"))
-      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
-    *((f"H100, 2 multi-model loops x 1 (2026-11-26){' ' * n}", f"{MULTI}/h100_final/unseen_rows.csv",
-       f"{MULTI}/h100_final/tune", scope, 0.25 if scope == "compile" else 0.2)
-      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
+    *each_scope("H200, 2 multi-model loops x 1 (2026-11-26)", f"{MULTI}/h200"),
+    *each_scope("H200, 3 multi-model loops x 1, next (2026-11-26)", f"{MULTI}/h200_next_process"),
+    *each_scope("H100, 2 multi-model loops x 1 (2026-11-26)", f"{MULTI}/h100_final"),
     # profiled and tuned once compile paid its own cost per call and the GAN's step ended at its
     # generator's optimizer (the DCGAN loop and three of the example loops, one process each)
-    *((f"H100, 4 loops x 1 after compile's cost (2026-11-26){' ' * n}", f"{CYCLE}/unseen_rows.csv",
-       f"{CYCLE}/tune", scope, 0.25 if scope == "compile" else 0.2)
-      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
-    # batches padded to their longest sequence: the graph scopes ran eagerly (no measurement; the
-    # profile called them a no-go), compile measured
+    *each_scope("H100, 4 loops x 1 after compile's cost (2026-11-26)", CYCLE),
     # two more of PyTorch's example loops (fast neural style's perceptual loss, the actor-critic),
     # profiled and tuned once; the graph scopes of the actor-critic and all of L-BFGS are refused
-    *((f"H100, 2 public example loops x 1 (2026-11-26){' ' * n}", f"{EXAMPLES}/unseen_rows.csv",
-       f"{EXAMPLES}/tune", scope, 0.25 if scope == "compile" else 0.2)
-      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
+    *each_scope("H100, 2 public example loops x 1 (2026-11-26)", EXAMPLES),
     # a loss weight ramped in the loop (full_iteration refused now; fwd_bwd and compile measured)
-    *((f"H100, KL annealing x 1 (2026-11-26){' ' * n}", f"{NUMBERS}/after/unseen_rows.csv", f"{NUMBERS}/after",
-       scope, 0.25 if scope == "compile" else 0.2) for n, scope in enumerate(("fwd_bwd", "compile"))),
+    *each_scope("H100, KL annealing x 1 (2026-11-26)", f"{NUMBERS}/after", ("fwd_bwd", "compile"),
+                results=f"{NUMBERS}/after"),
     # four loops no model choice had seen, profiled after every change of the session
-    *((f"H100, 4 fresh loops x 1, last (2026-11-26){' ' * n}", f"{FRESH}/unseen_rows.csv", f"{FRESH}/tune",
-       scope, 0.25 if scope == "compile" else 0.2) for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
-    *((f"H100, 3 fresh loops x 1, next machine (2026-11-26){' ' * n}", f"{FRESH}/next_machine/unseen_rows.csv",
-       f"{FRESH}/next_machine/tune", scope, 0.25 if scope == "compile" else 0.2)
-      for n, scope in enumerate(("full_iteration", "fwd_bwd", "compile"))),
+    *each_scope("H100, 4 fresh loops x 1, last (2026-11-26)", FRESH),
+    *each_scope("H100, 3 fresh loops x 1, next machine (2026-11-26)", f"{FRESH}/next_machine"),
+    # batches padded to their longest sequence: the graph scopes ran eagerly (no measurement; the
+    # profile called them a no-go), compile measured
     ("H100, dynamic padding x 1 (2026-11-26)", "paired_timing/dynamic_shapes_2026-11-26/unseen_rows.csv",
      "paired_timing/dynamic_shapes_2026-11-26/tune", "compile", 0.25),
 )
