@@ -207,6 +207,59 @@ def test_a_tensor_made_on_the_host_and_copied_to_the_gpu_in_the_step_refuses_ful
         make_patch(script, "full_iteration")
 
 
+SPARSE_LOOP = """
+import torch
+from torch import nn
+
+{setup}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x, adj):
+        return {forward}
+
+
+model = Net().cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8).cuda()
+for step in range(100):
+    out = model(x, adj)
+    loss = {loss}
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+DENSE_ADJ = "adj = torch.eye(16).cuda()"
+SPARSE_ADJ = "adj = torch.eye(16).to_sparse().cuda()"
+
+
+@pytest.mark.parametrize("setup, forward, loss, refused", [
+    (DENSE_ADJ, "torch.sparse.mm(adj, self.lin(x))", "out.sum()", {"fwd_bwd", "submodule", "full_iteration"}),
+    (SPARSE_ADJ, "adj @ self.lin(x)", "out.sum()", {"fwd_bwd", "submodule", "full_iteration"}),   # given to it
+    (DENSE_ADJ, "adj @ self.lin(x)", "torch.sparse.sum(out.to_sparse())", {"full_iteration"}),   # the loss alone
+    (DENSE_ADJ, "adj @ self.lin(x)", "out.sum()", set()),
+])
+def test_sparse_tensors_in_what_a_graph_holds_refuse_its_scope(setup, forward, loss, refused, tmp_path):
+    """Sparse kernels size their outputs from the data: a graph convolutional network's
+    torch.sparse.mm made the fwd_bwd and full_iteration rewrites patch printed fail on the H100
+    with a device-side assert. A scope whose graphs would hold a sparse operation (in a forward,
+    a sparse tensor given to the model, or anywhere in a whole-step graph) is refused, naming
+    it; compile, which runs them between its graphs, is not."""
+    script = tmp_path / "sparse.py"
+    script.write_text(SPARSE_LOOP.format(setup=setup, forward=forward, loss=loss))
+    for scope in ("fwd_bwd", "submodule", "full_iteration", "compile"):
+        if scope in refused:
+            with pytest.raises(PatchRefused, match="use sparse tensors, whose kernels size their outputs"):
+                make_patch(script, scope)
+        else:
+            assert make_patch(script, scope).diff()
+
+
 def test_python_bookkeeping_stays_out_of_the_captured_step():
     out = (GOLDEN / "counter_in_step.full_iteration.out.py").read_text()
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]

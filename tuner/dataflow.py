@@ -536,3 +536,49 @@ def _is_number(expr, known: set, varying: set = frozenset()) -> bool:
         return False
 
     return number(expr) and (not varying or bool(names_read(expr) & varying))
+
+
+SPARSE_FUNCTIONS = ("torch.spmm", "torch.smm", "torch.hspmm", "torch.sspaddmm")
+SPARSE_METHODS = ("to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")
+EMBEDDINGS = ("Embedding", "EmbeddingBag", "embedding", "embedding_bag")
+
+
+def is_sparse_call(call: cst.Call) -> bool:
+    """A call that builds or multiplies a sparse tensor (``torch.sparse_coo_tensor``,
+    ``torch.sparse.mm``, ``adj.to_sparse()``, ``torch.spmm``) or an embedding with sparse
+    gradients (``nn.Embedding(..., sparse=True)``)."""
+    name = dotted(call.func)
+    if name.startswith(("torch.sparse.", "torch.sparse_")) or name in SPARSE_FUNCTIONS:
+        return True
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in SPARSE_METHODS:
+        return True
+    return name.rsplit(".", 1)[-1] in EMBEDDINGS and any(
+        a.keyword is not None and a.keyword.value == "sparse" and dotted(a.value) == "True" for a in call.args)
+
+
+def sparse_use(module, statements, functions: dict, models=None):
+    """(node, what) for the first use of sparse tensors a graph would capture, or None: in
+    every ``forward`` the script defines, in the arguments of the calls of ``models`` in
+    ``statements`` (a name bound to a sparse tensor), and, where ``models`` is None (a graph
+    of the whole step), anywhere in ``statements`` and the script's functions they call.
+    Sparse kernels size their outputs from the data (the nonzeros of a coalesce, of a
+    product), which a CUDA graph cannot hold: on the H100 a graph convolutional network's
+    ``torch.sparse.mm`` made its fwd_bwd and full_iteration rewrites fail with a device-side
+    assert."""
+    for function in nodes(module, (cst.FunctionDef,)):
+        if function.name.value == "forward":
+            found = calls_in(function, is_sparse_call)
+            if found:
+                return found[0], f"{dotted(found[0].func) or 'a sparse call'} in a model's forward"
+    made_sparse = {name for assign in _assignments(module) if calls_in(assign.value, is_sparse_call)
+                   for name in plain_target_names(assign.targets[0].target)}
+    for statement in statements:
+        calls = calls_through(statement, functions) if models is None else calls_in(
+            statement, lambda c: dotted(c.func) in models)
+        for call in calls:
+            if models is None and is_sparse_call(call):
+                return call, dotted(call.func) or "a sparse call"
+            given = sorted(set().union(*(names_read(a.value) for a in call.args)) & made_sparse)
+            if given:
+                return call, f"{given[0]} (a sparse tensor)"
+    return None

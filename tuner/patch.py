@@ -35,7 +35,7 @@ from advisor.sourcefile import SourceFile, read_source
 from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_binding, is_bookkeeping,
                        is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
                        names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
-                       varying_numbers, zeroes_grads)
+                       sparse_use, varying_numbers, zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
@@ -193,6 +193,8 @@ class _Rewriter:
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
+        if self.scope != "compile":
+            self._refuse_sparse(loop)
         if self.scope.startswith("full_iteration"):
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
@@ -291,6 +293,18 @@ class _Rewriter:
         return None
 
     # -- compile, fwd_bwd, submodule: setup before the loop --------------------------------
+    def _refuse_sparse(self, loop) -> None:
+        """A graph scope whose graphs would hold sparse tensor operations (``sparse_use``):
+        refused, pointing at compile, which runs them eagerly between its graphs."""
+        whole_step = self.scope.startswith("full_iteration")
+        models = None if whole_step else set(self.spec.models or [self.spec.model])
+        found = sparse_use(self.module, list(loop.body.body), script_functions(self.module), models)
+        if found:
+            node, what = found
+            raise self.refuse(f"line {self.positions[node].start.line}: {what} makes the step use sparse tensors, "
+                              "whose kernels size their outputs from the data; a CUDA graph cannot capture them "
+                              "(try --scope compile)")
+
     def _models(self, loop) -> list:
         """The models this scope applies to: every module the iteration calls with grad (data
         flow, not the optimizer's constructor). A graphed forward and backward keeps one call's
@@ -514,7 +528,8 @@ class _Rewriter:
             call, what = found
             raise self.refuse(f"line {positions[call].start.line}: {what} reads host data inside the step; a graph "
                               "would run it once, at capture, and replay its first value on every iteration "
-                              "(fetch the batch before the step)")
+                              "(read it before the step and pass it in: fetch the batch first, draw random "
+                              "numbers on the GPU with torch.rand(..., device=...))")
         copy = host_tensor_copy(core, functions, outside=body[:start] + hoisted)
         if copy:
             call, what = copy

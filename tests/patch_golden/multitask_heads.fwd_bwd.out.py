@@ -1,0 +1,88 @@
+"""A shared trunk with a classification head and a regression head, their losses weighted and
+summed, and running averages of both read on the host every step."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+class MultiTask(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.LayerNorm(128), nn.Linear(128, 128), nn.GELU())
+        self.classify = nn.Linear(128, 5)
+        self.regress = nn.Sequential(nn.Linear(128, 32), nn.GELU(), nn.Linear(32, 1))
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return self.classify(h), self.regress(h).squeeze(-1)
+
+
+model = MultiTask().to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+batches = [(torch.randn(128, 32), torch.randint(0, 5, (128,)), torch.randn(128)) for _ in range(steps)]
+running = {"cls": 0.0, "reg": 0.0}
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step, (x, label, value) in enumerate(batches):
+    x, label, value = x.to(device), label.to(device), value.to(device)
+    logits, prediction = model(x)
+    cls_loss = F.cross_entropy(logits, label)
+    reg_loss = F.smooth_l1_loss(prediction, value)
+    loss = cls_loss + 0.5 * reg_loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    running["cls"] = 0.9 * running["cls"] + 0.1 * cls_loss.item()
+    running["reg"] = 0.9 * running["reg"] + 0.1 * reg_loss.item()
+    if step % 50 == 0:
+        print(f"step {step} cls {running['cls']:.4f} reg {running['reg']:.4f}")
+
+print(f"final loss {loss.item():.6f}")

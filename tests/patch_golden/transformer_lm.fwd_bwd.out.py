@@ -1,0 +1,93 @@
+"""A small Transformer language model (causal mask, output tied to the embedding), AdamW with
+gradient clipping, on random token batches."""
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        return state["graphed"](*inputs)
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+vocab, width, context = 1000, 128, 32
+
+
+class TinyLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.position = nn.Parameter(torch.zeros(1, context, width))
+        layer = nn.TransformerEncoderLayer(width, 4, 4 * width, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.out = nn.Linear(width, vocab, bias=False)
+        self.out.weight = self.embed.weight
+        nn.init.normal_(self.embed.weight, std=0.02)
+
+    def forward(self, tokens, mask):
+        h = self.embed(tokens) * math.sqrt(width) + self.position
+        return self.out(self.encoder(h, mask=mask, is_causal=True))
+
+
+model = TinyLM().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+mask = nn.Transformer.generate_square_subsequent_mask(context).to(device)
+corpus = torch.randint(0, vocab, (steps, 16, context + 1))
+
+model.train()
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step in range(steps):
+    chunk = corpus[step].to(device)
+    inputs, targets = chunk[:, :-1], chunk[:, 1:]
+    logits = model(inputs, mask)
+    loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    if step % 50 == 0:
+        print(f"step {step} loss {loss.item():.4f}")
+
+print(f"final loss {loss.item():.6f}")
