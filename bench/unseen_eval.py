@@ -27,6 +27,7 @@ CYCLE = "paired_timing/step_cycle_compile_2026-11-26"
 EXAMPLES = "paired_timing/public_examples_2026-11-26"
 NUMBERS = "paired_timing/python_number_input_2026-11-26"
 FRESH = "paired_timing/fresh_loops_2026-11-26"
+NEW = "paired_timing/new_loops_2026-11-27"
 
 
 def each_scope(label: str, folder: str, scopes=("full_iteration", "fwd_bwd", "compile"), results: str = "") -> tuple:
@@ -101,6 +102,10 @@ SETS = (
     # profile called them a no-go), compile measured
     ("H100, dynamic padding x 1 (2026-11-26)", "paired_timing/dynamic_shapes_2026-11-26/unseen_rows.csv",
      "paired_timing/dynamic_shapes_2026-11-26/tune", "compile", 0.25),
+    # six loops written after every model choice (a Transformer LM, bf16 with OneCycleLR, multi-task
+    # heads, a tiny ViT, activation checkpointing, a compute-bound MLP), profiled then tuned once
+    # with the model of 2026-11-26 unchanged
+    *each_scope("H100, 6 new loops x 1 (2026-11-27)", NEW),
 )
 
 
