@@ -194,6 +194,25 @@ def test_a_scope_patch_refuses_gets_its_reason_not_a_number(shipped, rows):
     assert p["fwd_bwd"] == {"refused": "model is called twice"} and p["best"] != "fwd_bwd"
 
 
+def test_compile_whose_graphs_would_hold_sparse_operations_runs_as_eager_plus_its_call_cost(shipped, rows):
+    """A GCN multiplying by a sparse adjacency: patch refuses the graph scopes and names the
+    operation for compile, whose CUDA graphs skip the code around it (0.98x measured on the
+    H100 where its launch gaps read 1.49x): eager's time plus compile's host cost per call."""
+    row = next(r for r in rows if pr.predict(shipped, r)["compile"]["speedup"] > 1.3)
+    applied = {"scopes": {"compile": {"applies": True, "models": ["model"], "sparse": "torch.sparse.mm in a model's forward"}}}
+    p = pr.predict(shipped, row, applied)
+    eager = p["eager_ms"]
+    calls = pr._value(row, "compile_calls")
+    calls = calls if calls > 0 else max(1.0, pr._value(row, "forward_calls", 1.0))
+    cost = shipped["compile_call_ms"] * pr._host_speed(row, shipped["calibration"]) * calls
+    assert p["compile"]["speedup"] == pytest.approx(eager / (eager + cost), rel=1e-9)
+    assert p["compile"]["speedup"] < 1.0
+    assert p["compile"]["as_applied"].startswith("torch.sparse.mm in a model's forward: compile runs sparse")
+    flagged = pr.predict(shipped, {**row, "compile_sparse": 1.0})   # a dataset row's flag alone
+    assert flagged["compile"]["speedup"] == pytest.approx(p["compile"]["speedup"], rel=1e-9)
+    assert pr.predict(shipped, row)["compile"]["speedup"] > 1.3
+
+
 def test_a_whole_run_window_gets_no_prediction(copy_sample):
     """Without iteration ranges (nor a training step the kernels repeat: an inference loop) the
     window mixes start-up and the loop: predictions withheld."""

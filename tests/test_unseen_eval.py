@@ -35,20 +35,21 @@ def test_every_committed_set_is_read_whole(unseen):
 
 
 def test_the_shipped_model_on_scripts_it_never_saw(unseen):
-    """183 of the 232 paired measurements within the target and 198 inside the interval: the
-    last 18, six loops written on 2026-11-27 and profiled with the model unchanged, 17 and 18
-    (a compute-bound MLP called a no-go, 1.00x predicted for 0.94-1.00x). 166 and 180 of the
+    """186 of the 235 paired measurements within the target and 201 inside the interval: the
+    last 21, eight loops written on 2026-11-27 and profiled with the model unchanged, 20 and 21
+    (a compute-bound MLP and a mixup loop called no-gos; a sparse GCN's compile, 1.49x before
+    patch said its graphs skip the sparse product, 0.89x after, for 0.98x). 166 and 180 of the
     first 214; the history of each change is in bench/results/paired_timing/*/README.md. The
-    interval must hold about what it says: neither much narrower than now (194 of 232 at least)
+    interval must hold about what it says: neither much narrower than now (197 of 235 at least)
     nor vacuous (over 95 %)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 232
-    assert hits >= 181
+    assert total == 235
+    assert hits >= 184
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 194 and inside / counted <= 0.95
+    assert inside >= 197 and inside / counted <= 0.95
