@@ -271,6 +271,95 @@ def test_compile_of_a_sparse_model_applies_and_the_run_record_says_what_it_leave
     assert not scopes["fwd_bwd"]["applies"] and "sparse" not in scopes["fwd_bwd"]
 
 
+HOST_VALUE_LOOP = """
+import random
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x, extra):
+        return self.lin(x) if extra is None else self.lin(x) * 2
+
+{setup}
+model = Net().cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [(torch.randn(16, 8), None) for _ in range(100)]
+for step in range(100):
+    x = data[step][0].cuda()
+{body}
+    out = model(x, {argument})
+    loss = out.sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("setup, body, argument, given", [
+    ("", "    flag = random.random() < 0.5", "flag", "flag"),     # a seq2seq's teacher forcing
+    ("", "", "True", "True"),                                      # a literal
+    ("", "", "step", "step"),                                      # the loop counter
+    ("width = 16", "", "width * 2", "width * 2"),                  # a number constant
+    ("", "    mask = torch.ones(16, 4, device='cuda')", "mask", None),   # a tensor
+    ("", "", "data[step][1]", None),                               # unknown: may be a tensor
+])
+def test_a_model_given_a_python_value_refuses_fwd_bwd(setup, body, argument, given, tmp_path):
+    """fwd_bwd's helper takes CUDA tensors only and runs any other call eagerly: a seq2seq model
+    given its teacher-forcing flag ran every step eagerly on the H100 (tune: ran-eagerly) where
+    the profile had predicted 3.60x. Refused, naming the value; submodule and compile apply."""
+    script = tmp_path / "host_value.py"
+    script.write_text(HOST_VALUE_LOOP.format(setup=setup, body=body, argument=argument))
+    if given is None:
+        assert "_cg_graph_forward(model" in make_patch(script, "fwd_bwd").diff()
+    else:
+        with pytest.raises(PatchRefused, match=re.escape(f"model is given a Python value ({given}); a graphed forward")):
+            make_patch(script, "fwd_bwd")
+    assert make_patch(script, "submodule").diff() and make_patch(script, "compile").diff()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_graphed_module_called_again_before_its_backward_runs_eagerly_from_then_on():
+    """A seq2seq decoder's GRUCell, run once per output token: its submodule rewrite replayed
+    the cell's graph at every call, each replay overwriting what the last one's backward reads,
+    and the script ended 0.99 (relative) away from eager on the H100. The helper now sees the
+    second call before a backward, runs it and every later call eagerly, and warns."""
+    from tuner.templates import GRAPHED_FORWARD
+
+    namespace = {"torch": torch}
+    exec(GRAPHED_FORWARD, namespace)
+
+    class Unrolled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell, self.once = torch.nn.GRUCell(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.once(x)
+            for _ in range(3):
+                h = self.cell(x, h)
+            return h
+
+    torch.manual_seed(0)
+    eager = Unrolled().cuda()
+    graphed = Unrolled().cuda()
+    graphed.load_state_dict(eager.state_dict())
+    with pytest.warns(UserWarning, match="GRUCell is called again before the backward of its last call"):
+        for child in graphed.children():
+            namespace["_cg_graph_forward"](child)
+        for _ in range(4):
+            x = torch.randn(4, 8, device="cuda")
+            for model in (eager, graphed):
+                model.zero_grad()
+                model(x).square().sum().backward()
+            for a, b in zip(eager.parameters(), graphed.parameters()):
+                torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_python_bookkeeping_stays_out_of_the_captured_step():
     out = (GOLDEN / "counter_in_step.full_iteration.out.py").read_text()
     step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]

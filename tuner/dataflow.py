@@ -582,3 +582,51 @@ def sparse_use(module, statements, functions: dict, models=None):
             if given:
                 return call, f"{given[0]} (a sparse tensor)"
     return None
+
+
+HOST_SCALAR_CALLS = ("len", "bool", "random.random", "random.uniform", "random.randint", "random.choice")
+
+
+def host_value_argument(statements, models: set, module):
+    """(call, what) for the first call of one of ``models`` in ``statements`` given a Python
+    value as a positional argument: a literal, a loop counter, or a name bound only to a number
+    or a flag computed on the host (``teacher_forcing = random.random() < 0.5``). A graphed
+    forward takes CUDA tensors only and runs any other call eagerly: a seq2seq model given its
+    teacher-forcing flag ran every step eagerly on the H100 (tune: ran-eagerly), where the
+    profile had predicted fwd_bwd 3.60x. None where every argument may be a tensor."""
+    counters = varying_numbers(module)
+    known = number_constants(module) | set(counters)
+    bound = {}
+    for assign in _assignments(module):
+        for name in plain_target_names(assign.targets[0].target):
+            bound.setdefault(name, []).append(assign.value if isinstance(assign.targets[0].target, cst.Name) else None)
+
+    def host(expr, seen=frozenset()) -> bool:
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
+            return True
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None") or expr.value in counters:
+                return True
+            values = bound.get(expr.value)
+            return (expr.value not in seen and bool(values) and expr.value not in names_of_loop_targets
+                    and all(v is not None and host(v, seen | {expr.value}) for v in values))
+        if isinstance(expr, cst.Comparison):
+            return host(expr.left, seen) and all(host(c.comparator, seen) for c in expr.comparisons)
+        if isinstance(expr, cst.BooleanOperation):
+            return host(expr.left, seen) and host(expr.right, seen)
+        if isinstance(expr, cst.UnaryOperation):
+            return host(expr.expression, seen)
+        if isinstance(expr, cst.Call) and dotted(expr.func) in HOST_SCALAR_CALLS:
+            return True
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            return False   # `data.edge_index`, `batch[0]`: a tensor as often as not
+        return _is_number(expr, known | set(seen))
+
+    names_of_loop_targets = {n for loop in nodes(module, (cst.For,)) for n in plain_target_names(loop.target)
+                             if n not in counters}
+    for statement in statements:
+        for call in calls_in(statement, lambda c: dotted(c.func) in models):
+            for arg in call.args:
+                if arg.keyword is None and not arg.star and host(arg.value):
+                    return call, cst.Module([]).code_for_node(arg.value)
+    return None

@@ -32,10 +32,10 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_binding, is_bookkeeping,
-                       is_host_method_call, is_loading, is_method, is_prefetch, keeps_reference, names_assigned,
-                       names_read, names_rebound, plain_target_names, read_first, script_functions, step_start,
-                       sparse_use, varying_numbers, zeroes_grads)
+from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+                       host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
+                       keeps_reference, names_assigned, names_read, names_rebound, plain_target_names, read_first,
+                       script_functions, sparse_use, step_start, varying_numbers, zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
@@ -328,9 +328,15 @@ class _Rewriter:
             return called
         usable, why = [], []
         for model in models:
+            # a graphed forward takes CUDA tensors only: fwd_bwd's and forward's helpers run any other call eagerly
+            given = (host_value_argument(list(loop.body.body), {model}, self.module)
+                     if self.scope in ("fwd_bwd", "forward") else None)
             if calls_in(loop.body, lambda c, m=model: dotted(c.func) == m and any(a.keyword or a.star for a in c.args)):
                 why.append(f"{model} is called with keyword or ** arguments; a graphed forward takes positional "
                            "tensors (try --scope compile)")
+            elif given:
+                why.append(f"{model} is given a Python value ({given[1]}); a graphed forward takes CUDA tensors only "
+                           "and would run every such call eagerly (pass it as a tensor, or try --scope compile)")
             elif spec.calls.get(model, 1) > 1:
                 why.append(f"{model} is called more than once per iteration; a graphed forward keeps the "
                            "activations of one call for its backward (try --scope full_iteration)")

@@ -3,6 +3,7 @@ import os
 import torch
 import torch.nn.functional as F
 from torch import nn
+import warnings as _cg_warnings
 
 
 def _cg_graph_forward(module, warmup=3, accumulate=False):
@@ -10,7 +11,9 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
     shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
     passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
-    graph's static buffer, which the next replay overwrites."""
+    graph's static buffer, which the next replay overwrites. A module called again before the
+    backward of its last replay (a layer run in a loop, used twice) runs eagerly from then on:
+    a replay would overwrite what that backward reads."""
     if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
         return module  # a function, or a module with nothing to train (a loss): stays eager
     if getattr(module, "_cg_graphed", False):
@@ -40,7 +43,21 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
                         p.register_hook(torch.clone)
             state["graphed"], state["shapes"] = module.forward, shapes
             module.forward = forward
-        return state["graphed"](*inputs)
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if state.get("pending"):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in (output if isinstance(output, (tuple, list)) else (output,))
+                  if torch.is_tensor(t) and t.requires_grad]
+        if waited:
+            state["pending"] = True
+            for t in waited:
+                t.register_hook(lambda grad: state.update(pending=False))
+        return output
 
     module.forward = forward
     return module

@@ -1,0 +1,102 @@
+"""A detector-style model whose forward returns a dict of losses (classification, box
+regression, an objectness term); the loss is their sum, each logged every 50 steps."""
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+import warnings as _cg_warnings
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again before the
+    backward of its last replay (a layer run in a loop, used twice) runs eagerly from then on:
+    a replay would overwrite what that backward reads."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if state.get("pending"):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in (output if isinstance(output, (tuple, list)) else (output,))
+                  if torch.is_tensor(t) and t.requires_grad]
+        if waited:
+            state["pending"] = True
+            for t in waited:
+                t.register_hook(lambda grad: state.update(pending=False))
+        return output
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+class TinyDetector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1),
+                                      nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten())
+        self.cls, self.box, self.obj = nn.Linear(512, 6), nn.Linear(512, 4), nn.Linear(512, 1)
+
+    def forward(self, images, labels, boxes):
+        h = self.backbone(images)
+        return {"cls": F.cross_entropy(self.cls(h), labels),
+                "box": F.smooth_l1_loss(self.box(h), boxes),
+                "obj": F.binary_cross_entropy_with_logits(self.obj(h).squeeze(-1), (labels > 0).float())}
+
+
+model = TinyDetector().to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+data = [(torch.randn(16, 3, 32, 32), torch.randint(0, 6, (16,)), torch.rand(16, 4)) for _ in range(steps)]
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step, (images, labels, boxes) in enumerate(data):
+    images, labels, boxes = images.to(device), labels.to(device), boxes.to(device)
+    losses = model(images, labels, boxes)
+    loss = sum(losses.values())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 0:
+        print(f"step {step} " + " ".join(f"{k} {v.item():.4f}" for k, v in losses.items()))
+
+print(f"final loss {loss.item():.6f}")
