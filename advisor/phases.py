@@ -54,6 +54,10 @@ class Phases:
     loss_ops: float = 0.0          # kernels the forward's thread launches outside them, from the
                                    # first forward to the first backward (the loss): their backward
                                    # runs eagerly around a graphed forward and backward
+    submodules_repeated_ms: float = 0.0   # of submodules_ms, the children called more often than
+                                   # the top-level forward (a decoder cell run once per token, a
+                                   # layer used twice): a graph of theirs would be overwritten
+                                   # before its backward, so the submodule helper runs them eagerly
 
 
 def _median(values) -> float:
@@ -156,7 +160,23 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         before_sync_ms=_median(before_sync) / 1e6 if len(before_sync) else None,
         forward_ops=_median(forward_ops),
         loss_ops=_median(loss_ops),
+        submodules_repeated_ms=_repeated_children_ms(trace, rows, children, cpu_a, cpu_b, forward_calls),
     )
+
+
+def _repeated_children_ms(trace, rows, children, cpu_a, cpu_b, forward_calls) -> float:
+    """The median host time per iteration of the top-level module's children that are called
+    more often in an iteration than the module itself (its forward calls; once where the trace
+    marks none): each such child's range counted by name."""
+    if not len(cpu_a):
+        return 0.0
+    per_call = max(_median(forward_calls), 1.0)
+    total = np.zeros(len(cpu_a))
+    for name in children:
+        calls = _named(trace, rows, {name})
+        if len(calls) and _median(count_within(calls["start"], cpu_a, cpu_b)) > per_call:
+            total += _time_in(calls, cpu_a, cpu_b)
+    return _median(total) / 1e6
 
 
 def _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, cpu_a, cpu_b) -> tuple:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import sys
 from pathlib import Path
@@ -146,6 +147,27 @@ def fill_syncs_after_backward(row: dict, script: Path | None = None) -> None:
         from tuner.discover import discover
 
         row["syncs_after_backward"] = float(bool(discover(script).scaler))
+
+
+def fill_compile_eager(row: dict, script: Path) -> None:
+    """Where the row predates the run record's note of what compile runs eagerly (a sparse
+    operation, an RNN module): today's patch on the row's script says it (static, nothing
+    runs); left empty where patch refuses compile or the script is not at hand."""
+    if str(row.get("compile_eager", "")).strip() not in ("", "nan") or not script.is_file():
+        return
+    noted = _compile_eager(script)
+    if noted is not None:
+        row["compile_eager"] = noted
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_eager(script: Path):
+    from tuner.patch import make_patch
+
+    try:
+        return float(bool(make_patch(script, "compile").compile_eager))
+    except Exception:  # noqa: BLE001 - patch's refusal: nothing to note
+        return None
 
 
 def fill_syncs_in_model(row: dict) -> None:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
-from build_dataset import fill_syncs_after_backward  # noqa: E402
+from build_dataset import fill_compile_eager, fill_syncs_after_backward  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
 
 TOLERANCE = 0.2   # the target for full_iteration and fwd_bwd; 0.25 for compile
@@ -43,6 +43,7 @@ def compare(rows: Path, results: Path, scope: str, model: dict, tolerance: float
         if path is None:
             continue
         fill_syncs_after_backward(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a summary from before
+        fill_compile_eager(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a record from before
         prediction = pr.predict(model, row).get(scope, {})
         predicted = prediction.get("speedup")
         result = json.loads(path.read_text())

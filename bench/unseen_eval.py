@@ -28,6 +28,7 @@ EXAMPLES = "paired_timing/public_examples_2026-11-26"
 NUMBERS = "paired_timing/python_number_input_2026-11-26"
 FRESH = "paired_timing/fresh_loops_2026-11-26"
 NEW = "paired_timing/new_loops_2026-11-27"
+MORE = "paired_timing/more_loops_2026-11-27"
 
 
 def each_scope(label: str, folder: str, scopes=("full_iteration", "fwd_bwd", "compile"), results: str = "") -> tuple:
@@ -107,6 +108,9 @@ SETS = (
     # profiled then tuned once with the model of 2026-11-26 unchanged; the GCN's compile read as
     # patch applies it now (its graphs skip the sparse product)
     *each_scope("H100, 8 new loops x 1 (2026-11-27)", NEW),
+    # four more (a GPT with SDPA and fused AdamW, a dict of losses, SWA, a GRU seq2seq), after
+    # the fixes those eight found
+    *each_scope("H100, 4 more loops x 1 (2026-11-27)", MORE),
 )
 
 

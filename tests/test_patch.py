@@ -260,15 +260,17 @@ def test_sparse_tensors_in_what_a_graph_holds_refuse_its_scope(setup, forward, l
             assert make_patch(script, scope).diff()
 
 
-def test_compile_of_a_sparse_model_applies_and_the_run_record_says_what_it_leaves_eager():
+def test_compile_of_a_sparse_or_recurrent_model_applies_and_the_run_record_says_what_it_leaves_eager():
     from advisor.runrecord import applied_scopes
 
     script = ROOT / "tests" / "corpus" / "gcn_full_batch.py"
-    assert make_patch(script, "compile").sparse == "torch.sparse.mm in a model's forward"
-    assert make_patch(ROOT / "tests" / "corpus" / "unet_dice.py", "compile").sparse == ""
+    assert make_patch(script, "compile").compile_eager == "torch.sparse.mm in a model's forward"
+    assert make_patch(ROOT / "tests" / "corpus" / "unet_dice.py", "compile").compile_eager == ""
+    assert make_patch(ROOT / "tests" / "corpus" / "lstm_forecaster.py", "compile").compile_eager == (
+        "nn.LSTM (TorchDynamo runs RNN modules eagerly)")
     scopes = applied_scopes(script)["scopes"]
-    assert scopes["compile"]["sparse"] == "torch.sparse.mm in a model's forward"
-    assert not scopes["fwd_bwd"]["applies"] and "sparse" not in scopes["fwd_bwd"]
+    assert scopes["compile"]["eager"] == "torch.sparse.mm in a model's forward"
+    assert not scopes["fwd_bwd"]["applies"] and "eager" not in scopes["fwd_bwd"]
 
 
 HOST_VALUE_LOOP = """

@@ -217,3 +217,28 @@ def test_the_models_and_the_losss_kernels_per_iteration_match_sql(traced):
         assert phases.loss_ops > phases.forward_ops
     if "mlp" in path.name:
         assert 0 < phases.loss_ops < 5
+
+
+CHILDREN = """
+SELECT DISTINCT s.value FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId WHERE s.value GLOB 'cg-advise:module:*'
+"""
+
+
+def test_children_called_more_often_than_the_model_match_sql():
+    """A seq2seq decoder unrolled in Python: the host time per iteration of the top-level
+    children called more often than the model itself (the submodule helper runs those
+    eagerly), median over the iterations. The script calls the embedding 9 times a step, the
+    decoder cell and the output layer 8, the encoder once."""
+    path = sample("corpus_seq2seq_profiled")
+    wins = windows(path)
+    forwards = statistics.median(per_window(path, [(s, 1) for s, _, _ in sql(path, RANGES, "cg-advise:forward")], wins))
+    repeated, time = set(), [0] * len(wins)
+    for (name,) in sql(path, CHILDREN):
+        ranges = [(s, e - s) for s, e, _ in sql(path, RANGES, name)]
+        if statistics.median(per_window(path, [(s, 1) for s, _ in ranges], wins)) > forwards:
+            repeated.add(name.rsplit(":", 1)[-1])
+            time = [t + w for t, w in zip(time, per_window(path, ranges, wins))]
+    assert repeated == {"embed", "decoder", "out"} and forwards == 1
+    phases = analyse(open_trace(path)).main.summary.phases
+    assert phases.submodules_repeated_ms == pytest.approx(statistics.median(time) / 1e6, rel=1e-9)
+    assert 0 < phases.submodules_repeated_ms < phases.submodules_ms

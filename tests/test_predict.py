@@ -194,12 +194,12 @@ def test_a_scope_patch_refuses_gets_its_reason_not_a_number(shipped, rows):
     assert p["fwd_bwd"] == {"refused": "model is called twice"} and p["best"] != "fwd_bwd"
 
 
-def test_compile_whose_graphs_would_hold_sparse_operations_runs_as_eager_plus_its_call_cost(shipped, rows):
+def test_compile_that_runs_part_of_the_model_eagerly_is_eager_plus_its_call_cost(shipped, rows):
     """A GCN multiplying by a sparse adjacency: patch refuses the graph scopes and names the
     operation for compile, whose CUDA graphs skip the code around it (0.98x measured on the
     H100 where its launch gaps read 1.49x): eager's time plus compile's host cost per call."""
     row = next(r for r in rows if pr.predict(shipped, r)["compile"]["speedup"] > 1.3)
-    applied = {"scopes": {"compile": {"applies": True, "models": ["model"], "sparse": "torch.sparse.mm in a model's forward"}}}
+    applied = {"scopes": {"compile": {"applies": True, "models": ["model"], "eager": "torch.sparse.mm in a model's forward"}}}
     p = pr.predict(shipped, row, applied)
     eager = p["eager_ms"]
     calls = pr._value(row, "compile_calls")
@@ -207,10 +207,26 @@ def test_compile_whose_graphs_would_hold_sparse_operations_runs_as_eager_plus_it
     cost = shipped["compile_call_ms"] * pr._host_speed(row, shipped["calibration"]) * calls
     assert p["compile"]["speedup"] == pytest.approx(eager / (eager + cost), rel=1e-9)
     assert p["compile"]["speedup"] < 1.0
-    assert p["compile"]["as_applied"].startswith("torch.sparse.mm in a model's forward: compile runs sparse")
-    flagged = pr.predict(shipped, {**row, "compile_sparse": 1.0})   # a dataset row's flag alone
+    assert p["compile"]["as_applied"] == ("torch.sparse.mm in a model's forward: compile runs it eagerly, and its "
+                                          "CUDA graphs skip that code")
+    flagged = pr.predict(shipped, {**row, "compile_eager": 1.0})   # a dataset row's flag alone
     assert flagged["compile"]["speedup"] == pytest.approx(p["compile"]["speedup"], rel=1e-9)
     assert pr.predict(shipped, row)["compile"]["speedup"] > 1.3
+
+
+def test_children_called_more_often_than_the_model_stay_out_of_the_submodule_graphs(shipped):
+    """The submodule helper runs a child called again before its backward eagerly (a seq2seq's
+    decoder cell, once per token): their host time stays eager in the prediction. The profile
+    read 2.53x, best scope, from every child; now a no-go."""
+    from advisor import runrecord
+
+    record = runrecord.read(ROOT / "sample_traces" / "corpus_seq2seq_profiled.cg-advise-run.json")
+    summary = analyse(open_trace(sample("corpus_seq2seq_profiled"))).main.summary
+    features = pr.features_of(summary, record)
+    assert features["submodules_repeated_ms"] > 0.5 * features["submodules_ms"]
+    applied = pr.predict(shipped, features)["submodule"]["speedup"]
+    every_child = pr.predict(shipped, {**features, "submodules_repeated_ms": 0.0})["submodule"]["speedup"]
+    assert applied < 1.1 < 2.0 < every_child
 
 
 def test_a_whole_run_window_gets_no_prediction(copy_sample):

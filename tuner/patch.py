@@ -35,7 +35,7 @@ from advisor.sourcefile import SourceFile, read_source
 from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
                        keeps_reference, names_assigned, names_read, names_rebound, plain_target_names, read_first,
-                       script_functions, sparse_use, step_start, varying_numbers, zeroes_grads)
+                       rnn_module, script_functions, sparse_use, step_start, varying_numbers, zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
@@ -71,7 +71,7 @@ class Patch:
                                           # replayed at each, the optimizer step eager after them
     models: list = field(default_factory=list)   # fwd_bwd, submodule, compile: the models it graphs (named as
                                                  # the loop names them); a model called twice stays eager
-    sparse: str = ""   # compile: the sparse operation its graphs would hold (run eagerly, no CUDA graph for them)
+    compile_eager: str = ""   # compile: what it runs eagerly, without CUDA graphs (a sparse operation, an RNN module)
 
     @property
     def steps_optimizer_in_graph(self) -> bool:
@@ -115,7 +115,7 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     check(path, original, patched)
     # a graph of one micro-step leaves the optimizer step out too: it steps after the micro-steps
     return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside or rewriter.per_micro_step,
-                 rewriter.zero_grad_dropped, rewriter.per_micro_step, rewriter.models, rewriter.sparse)
+                 rewriter.zero_grad_dropped, rewriter.per_micro_step, rewriter.models, rewriter.compile_eager)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
@@ -170,7 +170,7 @@ class _Rewriter:
         self.zero_grad_dropped = False   # a zero_grad statement of the loop went (not with micro-steps)
         self.per_micro_step = False      # full_iteration captured one micro-step of gradient accumulation
         self.models = []                 # the models a module scope applies to
-        self.sparse = ""                 # compile: the sparse operation it leaves to eager (``_refuse_sparse``)
+        self.compile_eager = ""          # compile: what its graphs leave to eager (``_refuse_sparse``)
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -297,13 +297,14 @@ class _Rewriter:
     def _refuse_sparse(self, loop) -> None:
         """A graph scope whose graphs would hold sparse tensor operations (``sparse_use``):
         refused, pointing at compile, which runs them eagerly; compile applies, and says what
-        it leaves to eager (its CUDA graphs skip the code that holds them: the GCN's compile
-        measured 0.98x on the H100)."""
+        it leaves to eager, those or an RNN module (its CUDA graphs skip that code: a GCN's
+        compile measured 0.98x on the H100)."""
         whole_step = self.scope.startswith("full_iteration")
         models = None if whole_step else set(self.spec.models or [self.spec.model])
         found = sparse_use(self.module, list(loop.body.body), script_functions(self.module), models)
-        if found and self.scope == "compile":
-            self.sparse = found[1]
+        if self.scope == "compile":
+            found = found or rnn_module(self.module)
+            self.compile_eager = found[1] if found else ""
         elif found:
             node, what = found
             raise self.refuse(f"line {self.positions[node].start.line}: {what} makes the step use sparse tensors, "
