@@ -443,9 +443,13 @@ class _Rewriter:
         optimizers = self._optimizers()
         is_step = self._step_flags(loop)
         if self._step_is_conditional(body, is_step):
-            what = f"{spec.optimizer}.step()" if spec.optimizer else f"the update at line {spec.manual_update}"
-            raise self.refuse(f"{what} runs conditionally (gradient accumulation?); a captured "
-                              "iteration needs one step per loop iteration")
+            # the optimizer whose step sits under the condition (a WGAN's generator, every fifth step)
+            held = [body[i] for i, s in enumerate(is_step) if s and not isinstance(body[i], cst.SimpleStatementLine)]
+            stepped = [o for o in optimizers if held and calls_in(held[0], lambda c, o=o: is_method(c, o, "step"))]
+            what = (f"{stepped[0]}.step()" if stepped else f"{spec.optimizer}.step()" if spec.optimizer
+                    else f"the update at line {spec.manual_update}")
+            raise self.refuse(f"{what} runs conditionally (gradient accumulation, or a step every few iterations?); "
+                              "a captured iteration needs one step per loop iteration")
         end = len(is_step) - 1 - is_step[::-1].index(True)   # the last optimizer step: a GAN steps two
         if self.optimizer_outside:
             if len(optimizers) > 1:
