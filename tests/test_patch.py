@@ -243,6 +243,8 @@ SPARSE_ADJ = "adj = torch.eye(16).to_sparse().cuda()"
     (SPARSE_ADJ, "adj @ self.lin(x)", "out.sum()", {"fwd_bwd", "submodule", "full_iteration"}),   # given to it
     (DENSE_ADJ, "adj @ self.lin(x)", "torch.sparse.sum(out.to_sparse())", {"full_iteration"}),   # the loss alone
     (DENSE_ADJ, "adj @ self.lin(x)", "out.sum()", set()),
+    ("adj = torch.eye(16).to_sparse().to_dense().cuda()", "adj @ self.lin(x)", "out.sum()", set()),
+    ("adj = torch.eye(16).to_sparse().cuda().to_dense()", "adj @ self.lin(x)", "out.sum()", set()),   # built sparse, bound dense
 ])
 def test_sparse_tensors_in_what_a_graph_holds_refuse_its_scope(setup, forward, loss, refused, tmp_path):
     """Sparse kernels size their outputs from the data: a graph convolutional network's

@@ -570,6 +570,18 @@ def rnn_module(module):
     return found[0], f"{dotted(found[0].func)} (TorchDynamo runs RNN modules eagerly)"
 
 
+def _made_dense(value) -> bool:
+    """``torch.sparse_coo_tensor(...).to_dense().cuda()``: built sparse, bound dense (a
+    ``to_dense`` in the chain of method calls after the last call that made it sparse)."""
+    while isinstance(value, cst.Call):
+        if is_sparse_call(value):
+            return False
+        if is_method(value, None, "to_dense"):
+            return True
+        value = value.func.value if isinstance(value.func, cst.Attribute) else None
+    return False
+
+
 def sparse_use(module, statements, functions: dict, models=None):
     """(node, what) for the first use of sparse tensors a graph would capture, or None: in
     every ``forward`` the script defines, in the arguments of the calls of ``models`` in
@@ -585,7 +597,7 @@ def sparse_use(module, statements, functions: dict, models=None):
             if found:
                 return found[0], f"{dotted(found[0].func) or 'a sparse call'} in a model's forward"
     made_sparse = {name for assign in _assignments(module) if calls_in(assign.value, is_sparse_call)
-                   for name in plain_target_names(assign.targets[0].target)}
+                   and not _made_dense(assign.value) for name in plain_target_names(assign.targets[0].target)}
     for statement in statements:
         calls = calls_through(statement, functions) if models is None else calls_in(
             statement, lambda c: dotted(c.func) in models)
