@@ -262,7 +262,7 @@ def test_sparse_tensors_in_what_a_graph_holds_refuse_its_scope(setup, forward, l
             assert make_patch(script, scope).diff()
 
 
-def test_compile_of_a_sparse_or_recurrent_model_applies_and_the_run_record_says_what_it_leaves_eager():
+def test_compile_of_a_sparse_or_recurrent_model_applies_and_the_run_record_says_what_it_leaves_eager(tmp_path):
     from advisor.runrecord import applied_scopes
 
     script = ROOT / "tests" / "corpus" / "gcn_full_batch.py"
@@ -270,6 +270,10 @@ def test_compile_of_a_sparse_or_recurrent_model_applies_and_the_run_record_says_
     assert make_patch(ROOT / "tests" / "corpus" / "unet_dice.py", "compile").compile_eager == ""
     assert make_patch(ROOT / "tests" / "corpus" / "lstm_forecaster.py", "compile").compile_eager == (
         "nn.LSTM (TorchDynamo runs RNN modules eagerly)")
+    own_rnn = tmp_path / "own_rnn.py"   # a script's own `class RNN` of linear layers: compiled whole
+    own_rnn.write_text(HOST_VALUE_LOOP.replace("class Net(", "class RNN(").replace("Net()", "RNN()").format(
+        setup="", body="", argument="x"))
+    assert make_patch(own_rnn, "compile").compile_eager == ""
     scopes = applied_scopes(script)["scopes"]
     assert scopes["compile"]["eager"] == "torch.sparse.mm in a model's forward"
     assert not scopes["fwd_bwd"]["applies"] and "eager" not in scopes["fwd_bwd"]
