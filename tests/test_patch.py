@@ -238,6 +238,14 @@ DENSE_ADJ = "adj = torch.eye(16).cuda()"
 SPARSE_ADJ = "adj = torch.eye(16).to_sparse().cuda()"
 
 
+def test_a_batch_built_sparse_and_made_dense_in_the_loop_is_no_sparse_use(tmp_path):
+    script = tmp_path / "dense_batch.py"
+    script.write_text(SPARSE_LOOP.format(setup=DENSE_ADJ, forward="adj @ self.lin(x)", loss="out.sum()").replace(
+        "    out = model(x, adj)", "    x = torch.sparse_coo_tensor([[0], [0]], [1.0], (16, 8)).to_dense().cuda()\n"
+                                  "    out = model(x, adj)"))
+    assert "_cg_step_graph(" in make_patch(script, "full_iteration").diff()
+
+
 @pytest.mark.parametrize("setup, forward, loss, refused", [
     (DENSE_ADJ, "torch.sparse.mm(adj, self.lin(x))", "out.sum()", {"fwd_bwd", "submodule", "full_iteration"}),
     (SPARSE_ADJ, "adj @ self.lin(x)", "out.sum()", {"fwd_bwd", "submodule", "full_iteration"}),   # given to it
@@ -315,6 +323,10 @@ for step in range(100):
     ("width = 16", "", "width * 2", "width * 2"),                  # a number constant
     ("", "    mask = torch.ones(16, 4, device='cuda')", "mask", None),   # a tensor
     ("", "", "data[step][1]", None),                               # unknown: may be a tensor
+    ("def sample(model):\n    for t in range(10):\n        pass", "    t = torch.randint(0, 10, (16,), device='cuda')",
+     "t", None),                                                   # a counter elsewhere, a tensor here
+    ("", "    y = (x - 0.5) / 0.5", "y", None),                     # arithmetic on a tensor
+    ("def scale(z):\n    z = (z - 0.5) / 0.5\n    return z", "", "x", None),   # a parameter rebound
 ])
 def test_a_model_given_a_python_value_refuses_fwd_bwd(setup, body, argument, given, tmp_path):
     """fwd_bwd's helper takes CUDA tensors only and runs any other call eagerly: a seq2seq model
@@ -366,6 +378,91 @@ def test_a_graphed_module_called_again_before_its_backward_runs_eagerly_from_the
                 model(x).square().sum().backward()
             for a, b in zip(eager.parameters(), graphed.parameters()):
                 torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def _graphed_forward_on_the_cpu():
+    """The graphed-forward helper with make_graphed_callables replaced by an autograd Function
+    that, like its graphed callables, hands back outputs detached from their computation and
+    recomputes in its backward (no GPU: the helper's own bookkeeping is what is under test)."""
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    from tuner.templates import GRAPHED_FORWARD
+
+    def graphed(module, samples, num_warmup_iters=3):
+        eager, params = module.forward, [p for p in module.parameters() if p.requires_grad]
+
+        class Replay(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *args):
+                ctx.inputs = args[:len(samples)]
+                flat, Replay.spec = tree_flatten(eager(*ctx.inputs))
+                return tuple(o.detach() for o in flat)
+
+            @staticmethod
+            def backward(ctx, *grads):
+                with torch.enable_grad():
+                    ins = [i.detach().requires_grad_(i.requires_grad) for i in ctx.inputs]
+                    flat, _ = tree_flatten(eager(*ins))
+                    found = torch.autograd.grad(flat, params, grads, allow_unused=True)
+                return (None,) * len(ins) + tuple(found)
+
+        module.forward = lambda *a: tree_unflatten(list(Replay.apply(*a, *params)), Replay.spec)
+        module.replays = getattr(module, "replays", 0)
+        return module
+
+    source = GRAPHED_FORWARD.replace("t.is_cuda", "True").replace("torch.cuda.make_graphed_callables(", "graphed(")
+    namespace = {"torch": torch, "graphed": graphed}
+    exec(source, namespace)
+    return namespace["_cg_graph_forward"]
+
+
+def _helper_state(module) -> dict:
+    cells = dict(zip(module.forward.__code__.co_freevars, module.forward.__closure__))
+    return cells["state"].cell_contents
+
+
+@pytest.mark.parametrize("loop, again", [
+    ("twice", True),        # called again before its backward (a decoder cell per token)
+    ("skipped", False),     # a forward whose backward is skipped (a non-finite loss): its outputs freed
+    ("validation", False),  # a forward with grad whose loss is only read (validation without no_grad)
+    ("once", False),
+])
+def test_the_graphed_forward_helper_runs_eagerly_only_a_module_called_again_before_its_backward(loop, again):
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    module = graph_forward(torch.nn.Linear(8, 8))
+    for step in range(5):
+        if loop == "twice":
+            (module(x) * module(x + 1)).sum().backward()
+        elif loop == "skipped":
+            loss = module(x).sum()
+            if step % 2 == 0:
+                loss.backward()
+        elif loop == "validation":
+            module(x).square().mean().item()
+            module(x).sum().backward()
+        else:
+            module(x).sum().backward()
+    assert bool(_helper_state(module).get("again")) is again
+
+
+def test_a_module_returning_a_dict_is_watched_through_its_values():
+    graph_forward = _graphed_forward_on_the_cpu()
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return {"a": self.lin(x).tanh(), "b": [self.lin(x)]}
+
+    module = graph_forward(Heads())
+    x = torch.randn(4, 8)
+    with pytest.warns(UserWarning, match="Heads is called again before the backward of its last call"):
+        (module(x)["a"] * module(x + 1)["a"]).sum().backward()
+    assert _helper_state(module)["again"]
 
 
 def test_python_bookkeeping_stays_out_of_the_captured_step():

@@ -601,8 +601,10 @@ def sparse_use(module, statements, functions: dict, models=None):
     for statement in statements:
         calls = calls_through(statement, functions) if models is None else calls_in(
             statement, lambda c: dotted(c.func) in models)
+        densified = isinstance(statement, cst.SimpleStatementLine) and all(
+            isinstance(b, cst.Assign) and _made_dense(b.value) for b in statement.body)
         for call in calls:
-            if models is None and is_sparse_call(call):
+            if models is None and is_sparse_call(call) and not densified:
                 return call, dotted(call.func) or "a sparse call"
             given = sorted(set().union(*(names_read(a.value) for a in call.args)) & made_sparse)
             if given:
@@ -613,28 +615,68 @@ def sparse_use(module, statements, functions: dict, models=None):
 HOST_SCALAR_CALLS = ("len", "bool", "random.random", "random.uniform", "random.randint", "random.choice")
 
 
-def host_value_argument(statements, models: set, module):
+def _nodes_outside(node, types, skip) -> list:
+    """The nodes of ``types`` in ``node``, not descending into the nodes in ``skip``."""
+    found = []
+
+    class Finder(SkippingVisitor):
+        def on_visit(self, n) -> bool:
+            if isinstance(n, types) and id(n) not in self.skipped:
+                found.append(n)
+            return super().on_visit(n)
+
+    node.visit(Finder(skip))
+    return found
+
+
+def _counts(loop: cst.For, name: str) -> bool:
+    """Whether ``loop`` binds ``name`` as a counter: ``for name in range(...)``, or the index of
+    ``for name, ... in enumerate(...)``."""
+    func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
+    if func == "range":
+        return isinstance(loop.target, cst.Name) and loop.target.value == name
+    return (func == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)) and bool(loop.target.elements)
+            and isinstance(loop.target.elements[0].value, cst.Name) and loop.target.elements[0].value.value == name)
+
+
+def host_value_argument(statements, models: set, module, scope=None):
     """(call, what) for the first call of one of ``models`` in ``statements`` given a Python
     value as a positional argument: a literal, a loop counter, or a name bound only to a number
-    or a flag computed on the host (``teacher_forcing = random.random() < 0.5``). A graphed
-    forward takes CUDA tensors only and runs any other call eagerly: a seq2seq model given its
-    teacher-forcing flag ran every step eagerly on the H100 (tune: ran-eagerly), where the
-    profile had predicted fwd_bwd 3.60x. None where every argument may be a tensor."""
-    counters = varying_numbers(module)
+    or a flag computed on the host (``teacher_forcing = random.random() < 0.5``), as ``scope``
+    (the function around the loop, or the module) binds it. A graphed forward takes CUDA
+    tensors only and runs any other call eagerly: a seq2seq model given its teacher-forcing
+    flag ran every step eagerly on the H100 (tune: ran-eagerly), where the profile had predicted
+    fwd_bwd 3.60x. None where every argument may be a tensor."""
+    scope = scope if scope is not None else module
+    inner = [n for n in nodes(scope, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) if n is not scope]
+    counters = varying_numbers(scope, skip=inner, module=module)
     known = number_constants(module) | set(counters)
     bound = {}
-    for assign in _assignments(module):
+    for assign in _assignments(scope, skip=inner):
         for name in plain_target_names(assign.targets[0].target):
             bound.setdefault(name, []).append(assign.value if isinstance(assign.targets[0].target, cst.Name) else None)
+    # bound some other way too, perhaps to a tensor: the function's parameter, the target of a
+    # loop over anything but range() (or enumerate()'s index), a `with ... as`, an augmented assignment
+    mine = _nodes_outside(scope, (cst.For, cst.WithItem, cst.AugAssign, cst.AnnAssign), inner)
+    unknown = {p.name.value for p in (scope.params.params + scope.params.kwonly_params + scope.params.posonly_params)
+               } if isinstance(scope, cst.FunctionDef) else set()
+    unknown |= {n for loop in mine if isinstance(loop, cst.For) for n in plain_target_names(loop.target)
+                if not _counts(loop, n)}
+    unknown |= {n for item in mine if isinstance(item, cst.WithItem) and item.asname is not None
+                for n in plain_target_names(item.asname.name)}
+    unknown |= {n.target.value for n in mine if isinstance(n, (cst.AugAssign, cst.AnnAssign))
+                and isinstance(n.target, cst.Name)}
 
     def host(expr, seen=frozenset()) -> bool:
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
             return True
         if isinstance(expr, cst.Name):
-            if expr.value in ("True", "False", "None") or expr.value in counters:
+            if expr.value in ("True", "False", "None"):
                 return True
-            values = bound.get(expr.value)
-            return (expr.value not in seen and bool(values) and expr.value not in names_of_loop_targets
+            if expr.value in seen or expr.value in unknown:
+                return False
+            values = bound.get(expr.value, [])
+            return ((bool(values) or expr.value in counters)   # a range() counter needs no assignment
                     and all(v is not None and host(v, seen | {expr.value}) for v in values))
         if isinstance(expr, cst.Comparison):
             return host(expr.left, seen) and all(host(c.comparator, seen) for c in expr.comparisons)
@@ -646,10 +688,9 @@ def host_value_argument(statements, models: set, module):
             return True
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
             return False   # `data.edge_index`, `batch[0]`: a tensor as often as not
-        return _is_number(expr, known | set(seen))
+        # arithmetic on numbers only: a name being resolved is not one (`images = (images - 0.5) / 0.5`)
+        return _is_number(expr, known - seen - unknown)
 
-    names_of_loop_targets = {n for loop in nodes(module, (cst.For,)) for n in plain_target_names(loop.target)
-                             if n not in counters}
     for statement in statements:
         for call in calls_in(statement, lambda c: dotted(c.func) in models):
             for arg in call.args:

@@ -330,7 +330,8 @@ class _Rewriter:
         usable, why = [], []
         for model in models:
             # a graphed forward takes CUDA tensors only: fwd_bwd's and forward's helpers run any other call eagerly
-            given = (host_value_argument(list(loop.body.body), {model}, self.module)
+            given = (host_value_argument(list(loop.body.body), {model}, self.module,
+                                         self._enclosing_scope(self.parents, loop))
                      if self.scope in ("fwd_bwd", "forward") else None)
             if calls_in(loop.body, lambda c, m=model: dotted(c.func) == m and any(a.keyword or a.star for a in c.args)):
                 why.append(f"{model} is called with keyword or ** arguments; a graphed forward takes positional "

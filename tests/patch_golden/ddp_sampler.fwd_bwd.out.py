@@ -6,6 +6,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 import warnings as _cg_warnings
+import weakref as _cg_weakref
 
 
 def _cg_graph_forward(module, warmup=3, accumulate=False):
@@ -13,9 +14,10 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
     shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
     passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
-    graph's static buffer, which the next replay overwrites. A module called again before the
-    backward of its last replay (a layer run in a loop, used twice) runs eagerly from then on:
-    a replay would overwrite what that backward reads."""
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
     if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
         return module  # a function, or a module with nothing to train (a loss): stays eager
     if getattr(module, "_cg_graphed", False):
@@ -23,6 +25,13 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module._cg_graphed = True
     eager_forward = module.forward
     state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
 
     def forward(*inputs, **kwargs):
         if (kwargs or not torch.is_grad_enabled()
@@ -47,18 +56,16 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             module.forward = forward
         if state.get("again"):
             return eager_forward(*inputs)
-        if state.get("pending"):
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
             state["again"] = True
             _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
                               "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
             return eager_forward(*inputs)
         output = state["graphed"](*inputs)
-        waited = [t for t in (output if isinstance(output, (tuple, list)) else (output,))
-                  if torch.is_tensor(t) and t.requires_grad]
-        if waited:
-            state["pending"] = True
-            for t in waited:
-                t.register_hook(lambda grad: state.update(pending=False))
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
         return output
 
     module.forward = forward
