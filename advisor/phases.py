@@ -172,9 +172,10 @@ def _repeated_children_ms(trace, rows, children, cpu_a, cpu_b, forward_calls) ->
         return 0.0
     per_call = max(_median(forward_calls), 1.0)
     total = np.zeros(len(cpu_a))
-    for name in children:
-        calls = _named(trace, rows, {name})
-        if len(calls) and _median(count_within(calls["start"], cpu_a, cpu_b)) > per_call:
+    child_rows = rows[np.isin(rows["name"], [i for i, name in enumerate(trace.nvtx_names) if name in children])]
+    for code in np.unique(child_rows["name"]):   # each child's ranges, outermost by its own name
+        calls = outermost(child_rows[child_rows["name"] == code])
+        if _median(count_within(calls["start"], cpu_a, cpu_b)) > per_call:
             total += _time_in(calls, cpu_a, cpu_b)
     return _median(total) / 1e6
 

@@ -88,6 +88,11 @@ class ModelError(CgAdviseError):
 
 
 # -- features -----------------------------------------------------------------------------
+def applied_scope(applied: dict | None, scope: str) -> dict:
+    """How patch applies ``scope`` (the run record's ``applied``), {} where it does not say."""
+    return ((applied or {}).get("scopes") or {}).get(scope) or {}
+
+
 def features_of(summary, record: dict | None = None) -> dict:
     """The model's inputs from an analysis summary (a Summary or its dict) and the run record."""
     get = (lambda k: summary.get(k, math.nan)) if isinstance(summary, dict) else (lambda k: getattr(summary, k))
@@ -98,8 +103,8 @@ def features_of(summary, record: dict | None = None) -> dict:
     record = record or {}
     untraced = record.get("untraced") or {}
     calibration = record.get("calibration") or {}
-    full = ((record.get("applied") or {}).get("scopes") or {}).get("full_iteration") or {}
-    compiled = ((record.get("applied") or {}).get("scopes") or {}).get("compile") or {}
+    full = applied_scope(record.get("applied"), "full_iteration")
+    compiled = applied_scope(record.get("applied"), "compile")
     bootstrap = record.get("bootstrap") or {}
     params = bootstrap.get("trained_parameters")
     bare = (record.get("bare_baseline") or {}).get("ms_per_iteration")
@@ -184,7 +189,7 @@ def graphed_part(record: dict, scope: str) -> dict:
     discriminator, called twice a step, stays eager under fwd_bwd: predicted 1.46x from the
     whole forward, measured 1.00x (bench/results/paired_timing/h100_scripts/)."""
     unknown = {"share": math.nan, "calls": math.nan}
-    applied = ((record.get("applied") or {}).get("scopes") or {}).get(scope) or {}
+    applied = applied_scope(record.get("applied"), scope)
     graphed_names = set(applied.get("models") or [])
     names = (record.get("bootstrap") or {}).get("models")
     untraced = record.get("untraced") or {}
@@ -845,7 +850,7 @@ def compile_left_eager(f: dict, applied: dict | None) -> str | None:
     """What compile runs eagerly, without its CUDA graphs, as patch named it (the run record:
     a sparse operation, an RNN module), or a generic name where only the dataset row's flag
     says so; None without one."""
-    named = (((applied or {}).get("scopes") or {}).get("compile") or {}).get("eager")
+    named = applied_scope(applied, "compile").get("eager")
     return named or ("part of the model" if _value(f, "compile_eager", 0.0) > 0 else None)
 
 

@@ -206,16 +206,17 @@ def backward_passes(loop) -> int:
     return count + len(inner)
 
 
-def nodes(node, types) -> list:
+def nodes(node, types, skip=()) -> list:
+    """The nodes of ``types`` in ``node`` (itself included), not in or under the nodes in ``skip``."""
     found = []
 
-    class Finder(cst.CSTVisitor):
+    class Finder(SkippingVisitor):
         def on_visit(self, n) -> bool:
-            if isinstance(n, types):
+            if isinstance(n, types) and id(n) not in self.skipped:
                 found.append(n)
-            return True
+            return super().on_visit(n)
 
-    node.visit(Finder())
+    node.visit(Finder(skip))
     return found
 
 
@@ -464,6 +465,18 @@ def paths_read(statement) -> set:
 NUMBER_CALLS = ("min", "max", "abs", "float", "int", "round", "pow", "len")
 
 
+def loop_counter(loop: cst.For):
+    """The name ``loop`` counts with, or None: ``for i in range(...)``, the index of ``for i, x in
+    enumerate(...)``."""
+    func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
+    if func == "range" and isinstance(loop.target, cst.Name):
+        return loop.target.value
+    if (func == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)) and loop.target.elements
+            and isinstance(loop.target.elements[0].value, cst.Name)):
+        return loop.target.elements[0].value.value
+    return None
+
+
 def varying_numbers(node, skip=(), module=None) -> dict:
     """Names that hold a plain Python number changing from one iteration of the loops in
     ``node`` to the next, each with the node that binds it: the counter of ``for i in
@@ -476,12 +489,9 @@ def varying_numbers(node, skip=(), module=None) -> dict:
 
     class Counters(SkippingVisitor):
         def visit_For(self, loop: cst.For) -> None:
-            func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
-            if func == "range" and isinstance(loop.target, cst.Name):
-                numbers[loop.target.value] = loop
-            elif (func == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)) and loop.target.elements
-                  and isinstance(loop.target.elements[0].value, cst.Name)):
-                numbers[loop.target.elements[0].value.value] = loop
+            counter = loop_counter(loop)
+            if counter is not None:
+                numbers[counter] = loop
 
     node.visit(Counters(skip))
     assignments = [(a.targets[0].target.value, a) for a in _assignments(node, skip)
@@ -615,30 +625,6 @@ def sparse_use(module, statements, functions: dict, models=None):
 HOST_SCALAR_CALLS = ("len", "bool", "random.random", "random.uniform", "random.randint", "random.choice")
 
 
-def _nodes_outside(node, types, skip) -> list:
-    """The nodes of ``types`` in ``node``, not descending into the nodes in ``skip``."""
-    found = []
-
-    class Finder(SkippingVisitor):
-        def on_visit(self, n) -> bool:
-            if isinstance(n, types) and id(n) not in self.skipped:
-                found.append(n)
-            return super().on_visit(n)
-
-    node.visit(Finder(skip))
-    return found
-
-
-def _counts(loop: cst.For, name: str) -> bool:
-    """Whether ``loop`` binds ``name`` as a counter: ``for name in range(...)``, or the index of
-    ``for name, ... in enumerate(...)``."""
-    func = dotted(loop.iter.func) if isinstance(loop.iter, cst.Call) else ""
-    if func == "range":
-        return isinstance(loop.target, cst.Name) and loop.target.value == name
-    return (func == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)) and bool(loop.target.elements)
-            and isinstance(loop.target.elements[0].value, cst.Name) and loop.target.elements[0].value.value == name)
-
-
 def host_value_argument(statements, models: set, module, scope=None):
     """(call, what) for the first call of one of ``models`` in ``statements`` given a Python
     value as a positional argument: a literal, a loop counter, or a name bound only to a number
@@ -657,11 +643,11 @@ def host_value_argument(statements, models: set, module, scope=None):
             bound.setdefault(name, []).append(assign.value if isinstance(assign.targets[0].target, cst.Name) else None)
     # bound some other way too, perhaps to a tensor: the function's parameter, the target of a
     # loop over anything but range() (or enumerate()'s index), a `with ... as`, an augmented assignment
-    mine = _nodes_outside(scope, (cst.For, cst.WithItem, cst.AugAssign, cst.AnnAssign), inner)
+    mine = nodes(scope, (cst.For, cst.WithItem, cst.AugAssign, cst.AnnAssign), skip=inner)
     unknown = {p.name.value for p in (scope.params.params + scope.params.kwonly_params + scope.params.posonly_params)
                } if isinstance(scope, cst.FunctionDef) else set()
     unknown |= {n for loop in mine if isinstance(loop, cst.For) for n in plain_target_names(loop.target)
-                if not _counts(loop, n)}
+                if n != loop_counter(loop)}
     unknown |= {n for item in mine if isinstance(item, cst.WithItem) and item.asname is not None
                 for n in plain_target_names(item.asname.name)}
     unknown |= {n.target.value for n in mine if isinstance(n, (cst.AugAssign, cst.AnnAssign))

@@ -170,7 +170,7 @@ class _Rewriter:
         self.zero_grad_dropped = False   # a zero_grad statement of the loop went (not with micro-steps)
         self.per_micro_step = False      # full_iteration captured one micro-step of gradient accumulation
         self.models = []                 # the models a module scope applies to
-        self.compile_eager = ""          # compile: what its graphs leave to eager (``_refuse_sparse``)
+        self.compile_eager = ""          # compile: what its graphs leave to eager (``_check_sparse``)
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -195,7 +195,7 @@ class _Rewriter:
         if self.scope not in allowed:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
-        self._refuse_sparse(loop)
+        self._check_sparse(loop)
         if self.scope.startswith("full_iteration"):
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
@@ -294,7 +294,7 @@ class _Rewriter:
         return None
 
     # -- compile, fwd_bwd, submodule: setup before the loop --------------------------------
-    def _refuse_sparse(self, loop) -> None:
+    def _check_sparse(self, loop) -> None:
         """A graph scope whose graphs would hold sparse tensor operations (``sparse_use``):
         refused, pointing at compile, which runs them eagerly; compile applies, and says what
         it leaves to eager, those or an RNN module (its CUDA graphs skip that code: a GCN's
