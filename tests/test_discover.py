@@ -149,3 +149,25 @@ def test_the_backward_calls_an_iteration_makes_are_counted_where_the_source_fixe
         "for x, y in data:\n    model.zero_grad()\n    loss = nn.functional.mse_loss(model(x), y)\n" + losses +
         "    with torch.no_grad():\n        for p in model.parameters():\n            p.add_(p.grad, alpha=-0.1)\n")
     assert discover(script).backwards == backwards
+
+
+@pytest.mark.parametrize("call", ["scheduler.step(epoch + i / 8)", "scheduler.step(val_loss)",
+                                  "lr_sched.step(metric)"])
+def test_a_scheduler_given_a_value_is_a_scheduler_not_a_scaler(tmp_path, call):
+    """`scheduler.step(epoch + i / iters)` (warm restarts) or `scheduler.step(val_loss)`
+    (ReduceLROnPlateau) changes the LR every batch: the optimizer must stay out of a whole-step
+    graph, and the value is no optimizer (read as `scaler.step(optimizer)` before: the
+    optimizer captured with an LR that changed at every step)."""
+    script = tmp_path / "train.py"
+    constructor = "CosineAnnealingWarmRestarts(optimizer, T_0=1)" if "epoch" in call else "ReduceLROnPlateau(optimizer)"
+    name = call.split(".")[0]
+    script.write_text(
+        "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), 0.1)\n"
+        f"{name} = torch.optim.lr_scheduler.{constructor}\n"
+        "data = [(torch.randn(2, 4), torch.randn(2, 1))] * 8\nval_loss = metric = torch.tensor(1.0)\n"
+        "for epoch in range(2):\n    for i, (x, y) in enumerate(data):\n        optimizer.zero_grad()\n"
+        "        loss = nn.functional.mse_loss(model(x), y)\n        loss.backward()\n        optimizer.step()\n"
+        f"        {call}\n")
+    spec = discover(script)
+    assert (spec.scheduler, spec.scaler, spec.optimizers) == (name, None, ["optimizer"])
+    assert any(o.code == f"{name}.step" for o in spec.outside)

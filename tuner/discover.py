@@ -484,6 +484,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     for node, function in loops.loops:
         body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
+        _schedulers_given_a_value(body, assignments)
         optimizers = _optimizers(body, assignments)
         if body.backward and (optimizers or body.manual_updates):
             candidates.append((node, function, body, optimizers))
@@ -588,6 +589,15 @@ def _span(positions, node) -> int:
 def _is_scheduler(name: str, assignments: _Assignments) -> bool:
     callee = assignments.constructed.get(name, "")
     return any(h in callee for h in SCHEDULER_HINTS) or "sched" in name.lower()
+
+
+def _schedulers_given_a_value(body: _LoopBody, assignments: _Assignments) -> None:
+    """A ``.step(value)`` call was read as ``scaler.step(optimizer)``; a scheduler's
+    (``scheduler.step(epoch + i / iters)``, ReduceLROnPlateau's ``scheduler.step(val_loss)``)
+    is a scheduler step: the LR changes there, and its argument is no optimizer."""
+    given = [s for s in body.scaler_steps if _is_scheduler(s[0], assignments)]
+    body.scaler_steps = [s for s in body.scaler_steps if s not in given]
+    body.step += [(receiver, line) for receiver, _, line in given]
 
 
 def _optimizers(body: _LoopBody, assignments: _Assignments) -> list:

@@ -1,0 +1,114 @@
+"""A dense autoencoder on flattened 28x28 images (784-256-64-256-784, Sigmoid output), MSELoss
+and Adam, with CosineAnnealingWarmRestarts stepped every batch at a fractional epoch as its
+documentation shows (scheduler.step(epoch + i / iters)), the loss logged every 20 steps."""
+import os
+
+import torch
+from torch import nn
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+epochs, batch_size = 4, 128
+iters = steps // epochs
+
+
+class AutoEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU())
+        self.decoder = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 784), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+model = AutoEncoder().to(device)
+criterion = nn.MSELoss()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+scheduler = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(optimizer, T_0=1, T_mult=2, eta_min=1e-5)
+images = torch.rand(iters, batch_size, 1, 28, 28)
+
+step = 0
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for epoch in range(epochs):
+    for i, img in enumerate(images):
+        img = img.view(img.size(0), -1).to(device)
+        output = model(img)
+        loss = criterion(output, img)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        scheduler.step(epoch + i / iters)
+        if step % 20 == 0:
+            print(f"epoch {epoch} step {step} lr {scheduler.get_last_lr()[0]:.6f} loss {loss.item():.6f}")
+        step += 1
+
+checksum = sum(p.double().sum().item() for p in model.parameters())
+print(f"final loss {loss.item():.6f} checksum {checksum:.6f}")

@@ -1,0 +1,126 @@
+"""A tabular binary classifier as in Kaggle notebooks: embeddings of three categorical columns
+concatenated with numeric features, Linear+ReLU+BatchNorm1d blocks and one logit,
+BCEWithLogitsLoss with pos_weight and AdamW; mini-batches sliced by hand from GPU tensors
+through a torch.randperm index made once an epoch, epoch_loss += loss.item() * xb.size(0)."""
+import os
+
+import torch
+from torch import nn
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+epochs, bs = 5, 256
+n = steps // epochs * bs
+cardinalities, emb_dims, n_numeric = [12, 7, 40], [4, 3, 8], 10
+
+
+class TabularNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embeddings = nn.ModuleList([nn.Embedding(c, d) for c, d in zip(cardinalities, emb_dims)])
+        layers, width = [], sum(emb_dims) + n_numeric
+        for hidden in (128, 64, 32):
+            layers += [nn.Linear(width, hidden), nn.ReLU(), nn.BatchNorm1d(hidden)]
+            width = hidden
+        self.layers = nn.Sequential(*layers)
+        self.out = nn.Linear(width, 1)
+
+    def forward(self, x_cat, x_num):
+        embedded = [emb(x_cat[:, i]) for i, emb in enumerate(self.embeddings)]
+        x = torch.cat(embedded + [x_num], dim=1)
+        return self.out(self.layers(x)).squeeze(1)
+
+
+x_cat = torch.stack([torch.randint(0, c, (n,)) for c in cardinalities], dim=1).to(device)
+x_num = torch.randn(n, n_numeric).to(device)
+y = (torch.rand(n) < 0.2).float().to(device)
+
+model = TabularNet().to(device)
+criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([4.0], device=device))
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-2)
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for epoch in range(epochs):
+    model.train()
+    epoch_loss = 0.0
+    perm = torch.randperm(n, device=device)
+    for i in range(0, n, bs):
+        idx = perm[i:i + bs]
+        cb, xb, yb = x_cat[idx], x_num[idx], y[idx]
+        logits = model(cb, xb)
+        loss = criterion(logits, yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss.item() * xb.size(0)
+    print(f"epoch {epoch} loss {epoch_loss / n:.6f}")
+
+checksum = sum(p.double().sum().item() for p in model.parameters())
+print(f"final loss {loss.item():.6f} checksum {checksum:.6f}")

@@ -1,0 +1,127 @@
+"""A token-classification (NER-style) fine-tuning loop as in the Hugging Face examples written
+by hand: an embedding and a 2-layer TransformerEncoder with a tag head, CrossEntropyLoss with
+ignore_index=-100 on padded/sub-word positions, AdamW, clip_grad_norm_ every step and
+get_linear_schedule_with_warmup as a LambdaLR stepped every batch; loss read every 50 steps."""
+import os
+
+import torch
+from torch import nn
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+vocab, dim, num_tags, seq_len, batch_size = 5000, 128, 9, 48, 32
+
+
+class TokenClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.position = nn.Parameter(torch.randn(1, seq_len, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, 4, 4 * dim, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.classifier = nn.Linear(dim, num_tags)
+
+    def forward(self, input_ids):
+        return self.classifier(self.encoder(self.embed(input_ids) + self.position))
+
+
+def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+    def lr_lambda(current_step):
+        if current_step < num_warmup_steps:
+            return float(current_step) / float(max(1, num_warmup_steps))
+        return max(0.0, float(num_training_steps - current_step) / float(max(1, num_training_steps - num_warmup_steps)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+
+
+model = TokenClassifier().to(device)
+criterion = nn.CrossEntropyLoss(ignore_index=-100)
+optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.01)
+scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=20, num_training_steps=steps)
+
+input_ids = torch.randint(0, vocab, (steps, batch_size, seq_len))
+labels = torch.randint(0, num_tags, (steps, batch_size, seq_len))
+labels[torch.rand(steps, batch_size, seq_len) < 0.25] = -100
+
+model.train()
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step in range(steps):
+    ids, tags = input_ids[step].to(device), labels[step].to(device)
+    logits = model(ids)
+    loss = criterion(logits.view(-1, num_tags), tags.view(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    if step % 50 == 0:
+        print(f"step {step} lr {scheduler.get_last_lr()[0]:.6f} loss {loss.item():.6f}")
+
+checksum = sum(p.double().sum().item() for p in model.parameters())
+print(f"final loss {loss.item():.6f} checksum {checksum:.6f}")

@@ -1,0 +1,123 @@
+"""A Wide & Deep recommender: a wide linear part as an EmbeddingBag(mode="sum") over a fixed
+number of cross-feature ids per row, a deep MLP over dense embeddings of the categorical
+fields, SGD for the wide parameters and Adam for the deep ones (both zeroed and stepped every
+step), BCEWithLogitsLoss, and the loss summed as a GPU tensor, read once after the loop."""
+import os
+
+import torch
+from torch import nn
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if getattr(module, "_cg_graphed", False):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    module._cg_graphed = True
+    eager_forward = module.forward
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        if not state:
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad:
+                        p.register_hook(torch.clone)
+            state["graphed"], state["shapes"] = module.forward, shapes
+            module.forward = forward
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = forward
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+n_cross, ids_per_row, field_sizes, emb_dim, batch_size = 10000, 8, [100, 50, 200, 30], 16, 256
+
+
+class WideAndDeep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.EmbeddingBag(n_cross, 1, mode="sum")
+        nn.init.zeros_(self.wide.weight)
+        self.wide_bias = nn.Parameter(torch.zeros(1))
+        self.embeddings = nn.ModuleList([nn.Embedding(size, emb_dim) for size in field_sizes])
+        self.deep = nn.Sequential(nn.Linear(len(field_sizes) * emb_dim, 128), nn.ReLU(),
+                                  nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, cross_ids, fields):
+        wide = self.wide(cross_ids) + self.wide_bias
+        dense = torch.cat([emb(fields[:, i]) for i, emb in enumerate(self.embeddings)], dim=1)
+        return (wide + self.deep(dense)).squeeze(1)
+
+
+model = WideAndDeep().to(device)
+wide_params = list(model.wide.parameters()) + [model.wide_bias]
+deep_params = list(model.embeddings.parameters()) + list(model.deep.parameters())
+wide_optimizer = torch.optim.SGD(wide_params, lr=0.05)
+deep_optimizer = torch.optim.Adam(deep_params, lr=1e-3)
+criterion = nn.BCEWithLogitsLoss()
+
+cross = torch.randint(0, n_cross, (steps, batch_size, ids_per_row), device=device)
+fields = torch.stack([torch.randint(0, s, (steps, batch_size), device=device) for s in field_sizes], dim=2)
+clicks = (torch.rand(steps, batch_size, device=device) < 0.3).float()
+
+total = torch.zeros((), device=device)
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step in range(steps):
+    ids, fx, y = cross[step], fields[step], clicks[step]
+    logits = model(ids, fx)
+    loss = criterion(logits, y)
+    wide_optimizer.zero_grad()
+    deep_optimizer.zero_grad()
+    loss.backward()
+    wide_optimizer.step()
+    deep_optimizer.step()
+    total = total + loss.detach()
+
+checksum = sum(p.double().sum().item() for p in model.parameters())
+print(f"mean loss {(total / steps).item():.6f} last {loss.item():.6f} checksum {checksum:.6f}")
