@@ -1,6 +1,7 @@
 """Rewrites of the corpus per scope, against golden x.out.py files; the diffs apply with
 `git apply` and `patch -p1`, the results compile, refusals are one clear line."""
 
+import copy
 import json
 import os
 import re
@@ -380,6 +381,49 @@ def test_a_graphed_module_called_again_before_its_backward_runs_eagerly_from_the
                 torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_full_iteration_graph_is_captured_again_when_parameters_are_unfrozen(optimizer):
+    """The fine-tuning loop that trains the head, then unfreezes the backbone: a graph captured
+    while the backbone was frozen steps the head alone (its backward and its optimizer step skip
+    the backbone). The helper captures again, warmed up as at first, and ends where eager does."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).cuda()
+    graphed = copy.deepcopy(eager)
+
+    def build(model):
+        if optimizer == "sgd":
+            return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        return torch.optim.Adam(model.parameters(), lr=1e-2, capturable=True)
+
+    def stepper(model, opt):
+        def step(x, y):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    eager_opt, graphed_opt = build(eager), build(graphed)
+    eager_step = stepper(eager, eager_opt)
+    helper = namespace["_CgFullIterationGraph"](stepper(graphed, graphed_opt), [graphed_opt], [graphed])
+    x, y = torch.randn(32, 8, device="cuda"), torch.randn(32, 2, device="cuda")
+    for step in range(8):
+        for model in (eager, graphed):
+            model[0].requires_grad_(step >= 3)
+        eager_opt.zero_grad()
+        eager_step(x, y)
+        helper(x, y)
+    torch.cuda.synchronize()
+    assert helper.graph is not None and helper.trained == [True] * 4
+    for a, b in zip(eager.parameters(), graphed.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def _graphed_forward_on_the_cpu():
     """The graphed-forward helper with make_graphed_callables replaced by an autograd Function
     that, like its graphed callables, hands back outputs detached from their computation and
@@ -445,6 +489,27 @@ def test_the_graphed_forward_helper_runs_eagerly_only_a_module_called_again_befo
         else:
             module(x).sum().backward()
     assert bool(_helper_state(module).get("again")) is again
+
+
+def test_a_graphed_forward_is_captured_again_when_its_parameters_are_unfrozen():
+    """Fine-tuning: the backbone frozen while the head trains, then unfrozen. A backward graph
+    captured while it was frozen computes no gradient for it: the rewrite trained the head alone
+    for the rest of the run. The helper captures again for the parameters trained now."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed = graph_forward(copy.deepcopy(eager))
+    x = torch.randn(4, 8)
+    for step in range(4):
+        for model in (eager, graphed):
+            model[0].requires_grad_(step >= 2)
+            model.zero_grad()
+            model(x).square().sum().backward()
+        for a, b in zip(eager.parameters(), graphed.parameters()):
+            assert (a.grad is None) == (b.grad is None)
+            if a.grad is not None:
+                torch.testing.assert_close(a.grad, b.grad)
+    assert _helper_state(graphed)["trained"] == [True] * 4
 
 
 def test_a_module_returning_a_dict_is_watched_through_its_values():

@@ -33,6 +33,7 @@ class _CgFullIterationGraph:
         self.replays = 0       # since the last capture
         self.quick = 0         # settings changed within a few replays of the capture before, in a row
         self.eager = False     # the optimizers' settings change every few steps: no graph pays off
+        self.trained = None    # at the capture: which parameters required grad (None: not captured yet)
 
     def _zero_grad(self, set_to_none=True):
         for owner in self.optimizers + self.models:   # models too: a hand-written update has no optimizer
@@ -40,6 +41,11 @@ class _CgFullIterationGraph:
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
+        if self.graph is not None and [p.requires_grad for p in self.captured_params] != self.trained:
+            # parameters frozen or unfrozen since the capture (a backbone trained after the head):
+            # the graph's backward and optimizer step hold the old set; captured again, warmed up
+            # as the first time, so that the optimizer state the newly trained ones need is made
+            self.graph = None
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
@@ -49,7 +55,7 @@ class _CgFullIterationGraph:
         if self.graph is None:
             # a capture again (the optimizers' settings changed) finds everything warmed up and
             # the state made: no warm-up, and no copy of the state (twice the parameters for Adam)
-            first = not hasattr(self, "layout")
+            first = self.trained is None or [p.requires_grad for p in self.captured_params] != self.trained
             self.layout = layout
             self.static_tensors = [t.detach().clone() for t in tensors]
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
@@ -83,6 +89,8 @@ class _CgFullIterationGraph:
             for group, values in groups:   # a group's own Python counters the warm-up and capture moved
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
+            self.captured_params = self._params()
+            self.trained = [p.requires_grad for p in self.captured_params]
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
@@ -287,6 +295,8 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         return module  # set up already (a train() called once per epoch): never a graph of a graph
     module._cg_graphed = True
     eager_forward = module.forward
+    params = list(module.parameters())
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
 
     def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
@@ -300,6 +310,13 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         if (kwargs or not torch.is_grad_enabled()
                 or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
+        trained = [p.requires_grad for p in params]
+        if not any(trained):   # frozen whole (a backbone before its fine-tuning): nothing to graph
+            return eager_forward(*inputs)
+        if state and trained != state["trained"] and not state.get("again"):
+            # parameters frozen or unfrozen since the capture: its backward graph computes the
+            # gradients of the ones trained then; captured again for the ones trained now
+            state.clear()
         shapes = [tuple(t.shape) for t in inputs]
         if state and shapes != state["shapes"]:
             return eager_forward(*inputs)
@@ -312,10 +329,11 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
                 for buffer, saved in buffers:
                     buffer.copy_(saved)
             if accumulate:
-                for p in module.parameters():
-                    if p.requires_grad:
+                for p in params:
+                    if p.requires_grad and id(p) not in hooked:
                         p.register_hook(torch.clone)
-            state["graphed"], state["shapes"] = module.forward, shapes
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["trained"] = module.forward, shapes, trained
             module.forward = forward
         if state.get("again"):
             return eager_forward(*inputs)

@@ -39,6 +39,7 @@ class _CgFullIterationGraph:
         self.replays = 0       # since the last capture
         self.quick = 0         # settings changed within a few replays of the capture before, in a row
         self.eager = False     # the optimizers' settings change every few steps: no graph pays off
+        self.trained = None    # at the capture: which parameters required grad (None: not captured yet)
 
     def _zero_grad(self, set_to_none=True):
         for owner in self.optimizers + self.models:   # models too: a hand-written update has no optimizer
@@ -46,6 +47,11 @@ class _CgFullIterationGraph:
 
     def __call__(self, *inputs):
         tensors, layout = self._flatten(inputs)
+        if self.graph is not None and [p.requires_grad for p in self.captured_params] != self.trained:
+            # parameters frozen or unfrozen since the capture (a backbone trained after the head):
+            # the graph's backward and optimizer step hold the old set; captured again, warmed up
+            # as the first time, so that the optimizer state the newly trained ones need is made
+            self.graph = None
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
@@ -55,7 +61,7 @@ class _CgFullIterationGraph:
         if self.graph is None:
             # a capture again (the optimizers' settings changed) finds everything warmed up and
             # the state made: no warm-up, and no copy of the state (twice the parameters for Adam)
-            first = not hasattr(self, "layout")
+            first = self.trained is None or [p.requires_grad for p in self.captured_params] != self.trained
             self.layout = layout
             self.static_tensors = [t.detach().clone() for t in tensors]
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
@@ -89,6 +95,8 @@ class _CgFullIterationGraph:
             for group, values in groups:   # a group's own Python counters the warm-up and capture moved
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
+            self.captured_params = self._params()
+            self.trained = [p.requires_grad for p in self.captured_params]
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)

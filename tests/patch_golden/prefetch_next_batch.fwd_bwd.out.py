@@ -24,6 +24,8 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         return module  # set up already (a train() called once per epoch): never a graph of a graph
     module._cg_graphed = True
     eager_forward = module.forward
+    params = list(module.parameters())
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
 
     def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
@@ -37,6 +39,13 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         if (kwargs or not torch.is_grad_enabled()
                 or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
+        trained = [p.requires_grad for p in params]
+        if not any(trained):   # frozen whole (a backbone before its fine-tuning): nothing to graph
+            return eager_forward(*inputs)
+        if state and trained != state["trained"] and not state.get("again"):
+            # parameters frozen or unfrozen since the capture: its backward graph computes the
+            # gradients of the ones trained then; captured again for the ones trained now
+            state.clear()
         shapes = [tuple(t.shape) for t in inputs]
         if state and shapes != state["shapes"]:
             return eager_forward(*inputs)
@@ -49,10 +58,11 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
                 for buffer, saved in buffers:
                     buffer.copy_(saved)
             if accumulate:
-                for p in module.parameters():
-                    if p.requires_grad:
+                for p in params:
+                    if p.requires_grad and id(p) not in hooked:
                         p.register_hook(torch.clone)
-            state["graphed"], state["shapes"] = module.forward, shapes
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["trained"] = module.forward, shapes, trained
             module.forward = forward
         if state.get("again"):
             return eager_forward(*inputs)
