@@ -434,6 +434,7 @@ def _graphed_forward_on_the_cpu():
 
     def graphed(module, samples, num_warmup_iters=3):
         eager, params = module.forward, [p for p in module.parameters() if p.requires_grad]
+        needed = [s.requires_grad for s in samples]   # as captured: the input gradients its backward makes
 
         class Replay(torch.autograd.Function):
             @staticmethod
@@ -445,10 +446,12 @@ def _graphed_forward_on_the_cpu():
             @staticmethod
             def backward(ctx, *grads):
                 with torch.enable_grad():
-                    ins = [i.detach().requires_grad_(i.requires_grad) for i in ctx.inputs]
+                    ins = [i.detach().requires_grad_(need) for i, need in zip(ctx.inputs, needed)]
                     flat, _ = tree_flatten(eager(*ins))
-                    found = torch.autograd.grad(flat, params, grads, allow_unused=True)
-                return (None,) * len(ins) + tuple(found)
+                    wanted = [i for i in ins if i.requires_grad]
+                    found = list(torch.autograd.grad(flat, wanted + params, grads, allow_unused=True))
+                made = [found.pop(0) if need else None for need in needed]
+                return tuple(made) + tuple(found)
 
         module.forward = lambda *a: tree_unflatten(list(Replay.apply(*a, *params)), Replay.spec)
         module.replays = getattr(module, "replays", 0)
@@ -509,7 +512,30 @@ def test_a_graphed_forward_is_captured_again_when_its_parameters_are_unfrozen():
             assert (a.grad is None) == (b.grad is None)
             if a.grad is not None:
                 torch.testing.assert_close(a.grad, b.grad)
-    assert _helper_state(graphed)["trained"] == [True] * 4
+    assert _helper_state(graphed)["trained"] == [True] * 4 + [False]
+
+
+def test_a_graphed_child_is_captured_again_when_its_input_needs_a_gradient():
+    """The submodule rewrite of that loop graphs the head alone (the backbone, frozen when the
+    children are wrapped, stays eager). Captured while the backbone was frozen, the head's
+    backward graph made no gradient for its input: once unfrozen, the backbone got none and the
+    script ended 0.90 (relative) away from eager on the H100."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed = copy.deepcopy(eager)
+    graphed[0].requires_grad_(False)
+    graph_forward(graphed[2])
+    x = torch.randn(4, 8)
+    for step in range(4):
+        for model in (eager, graphed):
+            model[0].requires_grad_(step >= 2)
+            model.zero_grad()
+            model(x).square().sum().backward()
+        for a, b in zip(eager.parameters(), graphed.parameters()):
+            assert (a.grad is None) == (b.grad is None)
+            if a.grad is not None:
+                torch.testing.assert_close(a.grad, b.grad)
 
 
 def test_a_module_returning_a_dict_is_watched_through_its_values():

@@ -41,9 +41,11 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         trained = [p.requires_grad for p in params]
         if not any(trained):   # frozen whole (a backbone before its fine-tuning): nothing to graph
             return eager_forward(*inputs)
+        trained += [t.requires_grad for t in inputs]
         if state and trained != state["trained"] and not state.get("again"):
-            # parameters frozen or unfrozen since the capture: its backward graph computes the
-            # gradients of the ones trained then; captured again for the ones trained now
+            # parameters frozen or unfrozen since the capture, or an input that needs its gradient
+            # now (the output of a layer before it, unfrozen): its backward graph computes the
+            # gradients that were needed then; captured again for the ones needed now
             state.clear()
         shapes = [tuple(t.shape) for t in inputs]
         if state and shapes != state["shapes"]:
