@@ -29,6 +29,7 @@ NUMBERS = "paired_timing/python_number_input_2026-11-26"
 FRESH = "paired_timing/fresh_loops_2026-11-26"
 NEW = "paired_timing/new_loops_2026-11-27"
 MORE = "paired_timing/more_loops_2026-11-27"
+FIVE = "paired_timing/five_loops_2026-11-27"
 
 
 def each_scope(label: str, folder: str, scopes=("full_iteration", "fwd_bwd", "compile"), results: str = "") -> tuple:
@@ -111,6 +112,10 @@ SETS = (
     # four more (a GPT with SDPA and fused AdamW, a dict of losses, SWA, a GRU seq2seq), after
     # the fixes those eight found
     *each_scope("H100, 4 more loops x 1 (2026-11-27)", MORE),
+    # four of five loops written the next morning (a CIFAR ResNet with MultiStepLR and accuracy
+    # reads, tabular BCE, a token classifier with clipping and warm-up, wide & deep with two
+    # optimizers), profiled then tuned once with the model of 2026-11-26 unchanged
+    *each_scope("H100, 4 next loops x 1 (2026-11-27)", FIVE),
 )
 
 
