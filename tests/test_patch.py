@@ -464,7 +464,8 @@ def _graphed_forward_on_the_cpu():
 
 
 def _helper_state(module) -> dict:
-    cells = dict(zip(module.forward.__code__.co_freevars, module.forward.__closure__))
+    run = module.forward.run   # the _CgForward the helper installs
+    cells = dict(zip(run.__code__.co_freevars, run.__closure__))
     return cells["state"].cell_contents
 
 
@@ -536,6 +537,33 @@ def test_a_graphed_child_is_captured_again_when_its_input_needs_a_gradient():
             assert (a.grad is None) == (b.grad is None)
             if a.grad is not None:
                 torch.testing.assert_close(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("template", ["GRAPHED_FORWARD", "GRAPHED_INFERENCE"])
+def test_a_graphed_module_pickles_and_copies_as_its_eager_self(tmp_path, template):
+    """`torch.save(model, path)` after the loop (a whole-module checkpoint) failed under the
+    fwd_bwd and submodule rewrites: the module's forward was a closure, which pickle cannot
+    save ("Can't pickle local object '_cg_graph_forward.<locals>.forward'"), at the end of the
+    run. A copy (copy.deepcopy, a best model kept) ran the original's forward, its graphs and
+    weights. Both now see the module's own eager forward."""
+    from tuner import templates
+
+    namespace = {"torch": torch}
+    exec(getattr(templates, template), namespace)
+    wrap = namespace["_cg_graph_forward" if template == "GRAPHED_FORWARD" else "_cg_graph_inference"]
+    torch.manual_seed(0)
+    model = wrap(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)))
+    x = torch.randn(8, 4)
+    copied = copy.deepcopy(model)
+    with torch.no_grad():
+        copied[0].weight.add_(1.0)
+        assert not torch.allclose(copied(x), model(x))   # the copy's own weights
+        torch.testing.assert_close(copied(x), copied[2](copied[1](copied[0](x))))
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    loaded = torch.load(path, weights_only=False)
+    torch.testing.assert_close(loaded(x), model(x))
+    assert "_CgForward" not in path.read_bytes().decode("latin-1")   # loads without cg-advise's helper
 
 
 def test_a_module_returning_a_dict_is_watched_through_its_values():

@@ -1,5 +1,29 @@
 import torch
 from torch import nn
+import copy as _cg_copy
+import functools as _cg_functools
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module, eager):
+        self.run, self.module, self.eager = run, module, eager
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    def _own(self):
+        return getattr(self.eager, "__func__", type(self.module).forward)
+
+    def __reduce__(self):
+        return _cg_functools.partial, (self._own(), self.module)
+
+    def __deepcopy__(self, memo):
+        return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
 
 
 def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), warmup=3):
@@ -49,7 +73,7 @@ def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
         graph.replay()
         return cut(out, n, size)
 
-    module.forward = forward
+    module.forward = _CgForward(forward, module, eager_forward)
     return module
 
 model = nn.Linear(8, 8).cuda().eval()

@@ -3,8 +3,32 @@ import logging
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR
+import copy as _cg_copy
+import functools as _cg_functools
 import warnings as _cg_warnings
 import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module, eager):
+        self.run, self.module, self.eager = run, module, eager
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    def _own(self):
+        return getattr(self.eager, "__func__", type(self.module).forward)
+
+    def __reduce__(self):
+        return _cg_functools.partial, (self._own(), self.module)
+
+    def __deepcopy__(self, memo):
+        return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
 
 
 def _cg_graph_forward(module, warmup=3, accumulate=False):
@@ -63,7 +87,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
             state["graphed"], state["shapes"], state["trained"] = module.forward, shapes, trained
-            module.forward = forward
+            module.forward = holder
         if state.get("again"):
             return eager_forward(*inputs)
         if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
@@ -78,7 +102,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             t.register_hook(lambda grad: state.update(done=True))
         return output
 
-    module.forward = forward
+    module.forward = holder = _CgForward(forward, module, eager_forward)
     return module
 
 log = logging.getLogger(__name__)
