@@ -566,6 +566,36 @@ def test_a_graphed_module_pickles_and_copies_as_its_eager_self(tmp_path, templat
     assert "_CgForward" not in path.read_bytes().decode("latin-1")   # loads without cg-advise's helper
 
 
+def test_an_export_traces_the_eager_forward_of_a_graphed_module():
+    """`torch.onnx.export(model, ...)` or `torch.jit.trace(model, x)` after the loop: a trace
+    through the replay would hold the graphed autograd Function (a PythonOp no exporter takes)
+    in place of the model's operations. Traced, the helper runs the eager forward."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    module = graph_forward(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()))
+    x = torch.randn(4, 8)
+    module(x).sum().backward()   # captured
+    traced = torch.jit.trace(module, x, check_trace=False)
+    assert "PythonOp" not in str(traced.inlined_graph) and "aten::linear" in str(traced.inlined_graph)
+    torch.testing.assert_close(traced(x), module(x))
+
+
+def test_a_graphed_module_under_torch_compile_or_export_runs_its_eager_forward(monkeypatch):
+    """torch.export (ONNX's default exporter since torch 2.9) and torch.compile trace the
+    forward with TorchDynamo: they get the eager operations, not the replay."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    module = graph_forward(torch.nn.Linear(8, 8))
+    x = torch.randn(4, 8)
+    module(x).sum().backward()   # captured
+    replays = []
+    graphed = _helper_state(module)["graphed"]
+    _helper_state(module)["graphed"] = lambda *a: replays.append(1) or graphed(*a)
+    module(x)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    module(x)
+    assert replays == [1]
+
+
 def test_a_module_returning_a_dict_is_watched_through_its_values():
     graph_forward = _graphed_forward_on_the_cpu()
 

@@ -298,6 +298,12 @@ class _CgForward:
 
     def __deepcopy__(self, memo):
         return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    return torch.jit.is_tracing() or getattr(torch.compiler, "is_compiling", bool)()
 '''
 
 GRAPHED_FORWARD = '''
@@ -334,7 +340,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
 
     def forward(*inputs, **kwargs):
-        if (kwargs or not torch.is_grad_enabled()
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
                 or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
         trained = [p.requires_grad for p in params]
@@ -407,7 +413,7 @@ def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
         return out
 
     def forward(*inputs, **kwargs):
-        if (kwargs or torch.is_grad_enabled() or not inputs
+        if (kwargs or torch.is_grad_enabled() or not inputs or _cg_exporting()
                 or not all(torch.is_tensor(t) and t.is_cuda and t.dim() for t in inputs)):
             return eager_forward(*inputs, **kwargs)
         n = inputs[0].shape[0]

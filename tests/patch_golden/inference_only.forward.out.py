@@ -26,6 +26,12 @@ class _CgForward:
         return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
 
 
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    return torch.jit.is_tracing() or getattr(torch.compiler, "is_compiling", bool)()
+
+
 def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), warmup=3):
     """cg-advise: forward passes without grad replay a CUDA graph captured once per batch-size
     bucket: the batch (dim 0 of every input) is copied into static buffers of the next bucket
@@ -46,7 +52,7 @@ def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
         return out
 
     def forward(*inputs, **kwargs):
-        if (kwargs or torch.is_grad_enabled() or not inputs
+        if (kwargs or torch.is_grad_enabled() or not inputs or _cg_exporting()
                 or not all(torch.is_tensor(t) and t.is_cuda and t.dim() for t in inputs)):
             return eager_forward(*inputs, **kwargs)
         n = inputs[0].shape[0]

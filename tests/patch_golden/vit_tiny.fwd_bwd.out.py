@@ -33,6 +33,12 @@ class _CgForward:
         return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
 
 
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    return torch.jit.is_tracing() or getattr(torch.compiler, "is_compiling", bool)()
+
+
 def _cg_graph_forward(module, warmup=3, accumulate=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
@@ -60,7 +66,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
 
     def forward(*inputs, **kwargs):
-        if (kwargs or not torch.is_grad_enabled()
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
                 or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
         trained = [p.requires_grad for p in params]
