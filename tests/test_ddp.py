@@ -401,11 +401,11 @@ def test_a_ddp_construction_a_lambda_would_evaluate_otherwise_is_refused(built, 
 
 
 # what the rewrite graphed, printed by each rank at the end of an ANY_PATH_DDP script: the
-# modules _cg_graph_forward took (it marks each, on the CPU too); the DDP wrapper never
+# modules _cg_graph_forward took (its forward a _CgForward, on the CPU too); the DDP wrapper never
 GRAPHED = {"ddp_one_branch": "model", "ddp_helper_wrapped": "encoder, head", "ddp_alias_annotated": "model"}
 # one string, one write: the ranks share stdout, and print's separate writes of its arguments interleaved
 PRINT_GRAPHED = ('\nprint(f"rank {{rank}}: graphed {{[type(m).__name__ for wrapper in ({models},) '
-                 'for m in wrapper.modules() if m.__dict__.get(\'_cg_graphed\')]!r}}")\n')
+                 'for m in wrapper.modules() if type(m.__dict__.get(\'forward\')).__name__ == \'_CgForward\']!r}}")\n')
 EXPECTED_GRAPHED = {("ddp_one_branch", "fwd_bwd"): ["Sequential"],
                     ("ddp_one_branch", "submodule"): ["Linear", "Linear"],
                     ("ddp_helper_wrapped", "fwd_bwd"): ["Sequential", "Linear"],

@@ -171,3 +171,21 @@ def test_a_scheduler_given_a_value_is_a_scheduler_not_a_scaler(tmp_path, call):
     spec = discover(script)
     assert (spec.scheduler, spec.scaler, spec.optimizers) == (name, None, ["optimizer"])
     assert any(o.code == f"{name}.step" for o in spec.outside)
+
+
+@pytest.mark.parametrize("built", ["ReduceLROnPlateau(optimizer)", "OneCycleLR(optimizer, 0.1, total_steps=16)"])
+def test_a_scheduler_class_imported_by_name_is_a_scheduler(tmp_path, built):
+    """`from torch.optim.lr_scheduler import ReduceLROnPlateau; plateau = ...; plateau.step(val)`:
+    neither the class nor the name said scheduler, and the value was taken for an optimizer
+    (patch then refused, naming `val` among "the optimizers")."""
+    script = tmp_path / "train.py"
+    name = built.split("(")[0]
+    step = "plateau.step(val)" if name == "ReduceLROnPlateau" else "plateau.step()"
+    script.write_text(
+        f"import torch\nfrom torch import nn\nfrom torch.optim.lr_scheduler import {name}\n\n"
+        "model = nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), 0.1)\n"
+        f"plateau = {built}\ndata = [(torch.randn(2, 4), torch.randn(2, 1))] * 8\nval = torch.tensor(1.0)\n"
+        "for x, y in data:\n    optimizer.zero_grad()\n    loss = nn.functional.mse_loss(model(x), y)\n"
+        f"    loss.backward()\n    optimizer.step()\n    {step}\n")
+    spec = discover(script)
+    assert (spec.scheduler, spec.scaler, spec.optimizers) == ("plateau", None, ["optimizer"])

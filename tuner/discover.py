@@ -587,8 +587,13 @@ def _span(positions, node) -> int:
 
 
 def _is_scheduler(name: str, assignments: _Assignments) -> bool:
+    """Built by an LR scheduler (``lr_scheduler.StepLR``, an imported ``ReduceLROnPlateau`` or
+    ``OneCycleLR``: torch's end in ``LR`` or name a plateau, restarts or a chain; Hugging Face's
+    ``get_linear_schedule_with_warmup``), or named so."""
     callee = assignments.constructed.get(name, "")
-    return any(h in callee for h in SCHEDULER_HINTS) or "sched" in name.lower()
+    last = callee.rsplit(".", 1)[-1]
+    return (any(h in callee for h in SCHEDULER_HINTS) or "schedule" in callee.lower() or last.endswith("LR")
+            or last in ("ReduceLROnPlateau", "CosineAnnealingWarmRestarts") or "sched" in name.lower())
 
 
 def _schedulers_given_a_value(body: _LoopBody, assignments: _Assignments) -> None:

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 import copy as _cg_copy
-import functools as _cg_functools
+import types as _cg_types
 import warnings as _cg_warnings
 import weakref as _cg_weakref
 
@@ -17,26 +17,28 @@ class _CgForward:
     whole module) it is the module's own eager forward, so that a copy never replays the
     original's graphs and a saved module loads without cg-advise."""
 
-    def __init__(self, run, module, eager):
-        self.run, self.module, self.eager = run, module, eager
+    def __init__(self, run, module):
+        self.run, self.module = run, module
 
     def __call__(self, *inputs, **kwargs):
         return self.run(*inputs, **kwargs)
 
-    def _own(self):
-        return getattr(self.eager, "__func__", type(self.module).forward)
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
 
-    def __reduce__(self):
-        return _cg_functools.partial, (self._own(), self.module)
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
 
     def __deepcopy__(self, memo):
-        return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
 
 
 def _cg_exporting():
     # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
     # eager forward, whose operations the trace must hold, not the graph's replay
-    return torch.jit.is_tracing() or getattr(torch.compiler, "is_compiling", bool)()
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
 
 
 def _cg_graph_forward(module, warmup=3, accumulate=False):
@@ -50,11 +52,9 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
     if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
         return module  # a function, or a module with nothing to train (a loss): stays eager
-    if getattr(module, "_cg_graphed", False):
+    if isinstance(vars(module).get("forward"), _CgForward):
         return module  # set up already (a train() called once per epoch): never a graph of a graph
-    module._cg_graphed = True
     eager_forward = module.forward
-    params = list(module.parameters())
     hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
 
@@ -69,32 +69,36 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
                 or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
-        trained = [p.requires_grad for p in params]
-        if not any(trained):   # frozen whole (a backbone before its fine-tuning): nothing to graph
-            return eager_forward(*inputs)
-        trained += [t.requires_grad for t in inputs]
-        if state and trained != state["trained"] and not state.get("again"):
-            # parameters frozen or unfrozen since the capture, or an input that needs its gradient
-            # now (the output of a layer before it, unfrozen): its backward graph computes the
-            # gradients that were needed then; captured again for the ones needed now
-            state.clear()
         shapes = [tuple(t.shape) for t in inputs]
         if state and shapes != state["shapes"]:
             return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
         if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
             module.forward = eager_forward
-            samples = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in inputs)
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
             buffers = [(b, b.detach().clone()) for b in module.buffers()]
             torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
             with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
                 for buffer, saved in buffers:
                     buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
             if accumulate:
-                for p in params:
-                    if p.requires_grad and id(p) not in hooked:
+                for p in trained:
+                    if id(p) not in hooked:
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
-            state["graphed"], state["shapes"], state["trained"] = module.forward, shapes, trained
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
             module.forward = holder
         if state.get("again"):
             return eager_forward(*inputs)
@@ -110,7 +114,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             t.register_hook(lambda grad: state.update(done=True))
         return output
 
-    module.forward = holder = _CgForward(forward, module, eager_forward)
+    module.forward = holder = _CgForward(forward, module)
     return module
 
 torch.manual_seed(0)

@@ -1,7 +1,7 @@
 import torch
 from torch import nn
 import copy as _cg_copy
-import functools as _cg_functools
+import types as _cg_types
 
 
 class _CgForward:
@@ -10,26 +10,28 @@ class _CgForward:
     whole module) it is the module's own eager forward, so that a copy never replays the
     original's graphs and a saved module loads without cg-advise."""
 
-    def __init__(self, run, module, eager):
-        self.run, self.module, self.eager = run, module, eager
+    def __init__(self, run, module):
+        self.run, self.module = run, module
 
     def __call__(self, *inputs, **kwargs):
         return self.run(*inputs, **kwargs)
 
-    def _own(self):
-        return getattr(self.eager, "__func__", type(self.module).forward)
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
 
-    def __reduce__(self):
-        return _cg_functools.partial, (self._own(), self.module)
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
 
     def __deepcopy__(self, memo):
-        return _cg_functools.partial(self._own(), _cg_copy.deepcopy(self.module, memo))
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
 
 
 def _cg_exporting():
     # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
     # eager forward, whose operations the trace must hold, not the graph's replay
-    return torch.jit.is_tracing() or getattr(torch.compiler, "is_compiling", bool)()
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
 
 
 def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), warmup=3):
@@ -79,7 +81,7 @@ def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
         graph.replay()
         return cut(out, n, size)
 
-    module.forward = _CgForward(forward, module, eager_forward)
+    module.forward = _CgForward(forward, module)
     return module
 
 
