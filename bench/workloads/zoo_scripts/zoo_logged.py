@@ -1,7 +1,9 @@
 """A zoo workload as most training scripts are written: the loss read on the host every step
 (``running_loss += loss.item()``) and printed now and then. The read is a sync between steps,
 which a full-iteration graph cannot take in: the host waits there for the replay, so part of the
-host work between steps no longer runs beside the GPU's."""
+host work between steps no longer runs beside the GPU's. It builds its optimizer in the script
+as zoo_plain.py does (patch reads the class there and makes an Adam capturable in the rewrite),
+so the two share their first lines: each must read as a user's script, whole."""
 
 import torch
 
