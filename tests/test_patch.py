@@ -239,6 +239,52 @@ DENSE_ADJ = "adj = torch.eye(16).cuda()"
 SPARSE_ADJ = "adj = torch.eye(16).to_sparse().cuda()"
 
 
+FLAG_LOOP = """import torch
+from torch import nn
+
+gen, critic = nn.Linear(8, 8).cuda(), nn.Linear(8, 1).cuda()
+opt_g, opt_c = torch.optim.SGD(gen.parameters(), 0.1), torch.optim.SGD(critic.parameters(), 0.1)
+
+
+def freeze(net, flag):
+    for p in net.parameters():
+        p.requires_grad = not flag
+
+
+for step in range(10):
+    x = torch.randn(4, 8, device="cuda")
+{body}
+    fake = gen(x)
+    opt_c.zero_grad()
+    mixed = (0.5 * x + 0.5 * fake.detach()).requires_grad_(True)
+    critic(mixed).sum().backward()
+    opt_c.step()
+    opt_g.zero_grad()
+    critic(fake).mean().backward()
+    opt_g.step()
+"""
+
+
+@pytest.mark.parametrize("body, line", [
+    ("    freeze(critic, False)", 15),                                       # through a function of the script
+    ("    for p in critic.parameters():\n        p.requires_grad_(True)", 16),
+    ("    critic.requires_grad_(True)", 15),                                 # the model's own method
+    ("    pass", None),   # a gradient penalty's mixed batch made to require grad: a tensor of the step's own
+])
+def test_a_step_that_freezes_parameters_itself_is_refused_a_whole_step_graph(body, line, tmp_path):
+    """pix2pix unfreezes its discriminator at the top of an iteration and freezes it for the
+    generator's update: a whole-step graph's warm-up ran the step again from the flags it
+    left, and the discriminator's backward had nothing to differentiate. fwd_bwd applies."""
+    script = tmp_path / "flags.py"
+    script.write_text(FLAG_LOOP.format(body=body))
+    if line is None:
+        assert "_cg_step_graph(" in make_patch(script, "full_iteration").diff()
+        return
+    with pytest.raises(PatchRefused, match=f"line {line}: the iteration changes which parameters require grad"):
+        make_patch(script, "full_iteration")
+    assert make_patch(script, "fwd_bwd").diff()
+
+
 def test_a_batch_built_sparse_and_made_dense_in_the_loop_is_no_sparse_use(tmp_path):
     script = tmp_path / "dense_batch.py"
     script.write_text(SPARSE_LOOP.format(setup=DENSE_ADJ, forward="adj @ self.lin(x)", loss="out.sum()").replace(

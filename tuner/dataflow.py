@@ -622,6 +622,43 @@ def sparse_use(module, statements, functions: dict, models=None):
     return None
 
 
+def requires_grad_change(statements, functions: dict, models=(), depth: int = 2):
+    """The first node in ``statements``, or in the script's functions they call, that changes
+    whether parameters require grad, or None: ``p.requires_grad = flag`` or ``requires_grad_``
+    in a loop over ``.parameters()``, or ``model.requires_grad_(flag)`` of one of ``models``
+    (not a tensor of the step's own, a gradient penalty's mixed batch). A GAN's discriminator
+    frozen for its generator's update (pix2pix's ``set_requires_grad``): inside a whole-step
+    graph's warm-up the step runs again from the flags it left, and its first backward has
+    nothing to differentiate."""
+    def over_parameters(loop):
+        return isinstance(loop.iter, cst.Call) and isinstance(loop.iter.func, cst.Attribute) and \
+            loop.iter.func.attr.value in ("parameters", "named_parameters")
+
+    def changes(node):
+        for loop in nodes(node, (cst.For,)):
+            if not over_parameters(loop):
+                continue
+            for assign in nodes(loop.body, (cst.Assign,)):
+                if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                       for t in assign.targets):
+                    return assign
+            found = calls_in(loop.body, lambda c: is_method(c, None, "requires_grad_"))
+            if found:
+                return found[0]
+        found = calls_in(node, lambda c: is_method(c, None, "requires_grad_") and dotted(c.func.value) in models)
+        return found[0] if found else None
+
+    for statement in statements:
+        found = changes(statement)
+        if found is not None:
+            return found
+        for call in calls_in(statement, lambda c: dotted(c.func) in functions) if depth else ():
+            body = functions[dotted(call.func)]
+            if body is not statement and requires_grad_change([body], functions, models, depth - 1) is not None:
+                return call
+    return None
+
+
 HOST_SCALAR_CALLS = ("len", "bool", "random.random", "random.uniform", "random.randint", "random.choice")
 
 

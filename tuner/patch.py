@@ -35,7 +35,8 @@ from advisor.sourcefile import SourceFile, read_source
 from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
                        keeps_reference, names_assigned, names_read, names_rebound, plain_target_names, read_first,
-                       rnn_module, script_functions, sparse_use, step_start, varying_numbers, zeroes_grads)
+                       requires_grad_change, rnn_module, script_functions, sparse_use, step_start, varying_numbers,
+                       zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
@@ -197,6 +198,7 @@ class _Rewriter:
                               f"its scopes are {', '.join(allowed)}")
         self._check_sparse(loop)
         if self.scope.startswith("full_iteration"):
+            self._check_requires_grad(loop)
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
         else:
@@ -310,6 +312,18 @@ class _Rewriter:
             raise self.refuse(f"line {self.positions[node].start.line}: {what} makes the step use sparse tensors, "
                               "whose kernels size their outputs from the data; a CUDA graph cannot capture them "
                               "(try --scope compile)")
+
+    def _check_requires_grad(self, loop) -> None:
+        """A step that freezes or unfreezes parameters itself (pix2pix's discriminator, frozen
+        for the generator's update and unfrozen at the top of the next iteration): refused for
+        a whole-step graph, whose warm-up runs the step again from the flags it left; fwd_bwd
+        graphs each model's forward and backward and takes the flags as each call finds them.
+        Flags changed between epochs (a backbone unfrozen) are the helper's to follow."""
+        models = set(self.spec.models or [self.spec.model])
+        found = requires_grad_change(list(loop.body.body), script_functions(self.module), models)
+        if found is not None:
+            raise self.refuse(f"line {self.positions[found].start.line}: the iteration changes which parameters "
+                              "require grad; a graph of the whole step holds one set (try --scope fwd_bwd)")
 
     def _models(self, loop) -> list:
         """The models this scope applies to: every module the iteration calls with grad (data
