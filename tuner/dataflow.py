@@ -631,8 +631,8 @@ def requires_grad_change(statements, functions: dict, models=(), depth: int = 2)
     graph's warm-up the step runs again from the flags it left, and its first backward has
     nothing to differentiate."""
     def over_parameters(loop):
-        return isinstance(loop.iter, cst.Call) and isinstance(loop.iter.func, cst.Attribute) and \
-            loop.iter.func.attr.value in ("parameters", "named_parameters")
+        return isinstance(loop.iter, cst.Call) and any(is_method(loop.iter, None, m)
+                                                       for m in ("parameters", "named_parameters"))
 
     def changes(node):
         for loop in nodes(node, (cst.For,)):

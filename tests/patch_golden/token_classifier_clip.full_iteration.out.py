@@ -63,7 +63,8 @@ class _CgFullIterationGraph:
             # first: no capture yet, or parameters frozen, unfrozen or added (a param group) since
             params = self._params()
             flags = [p.requires_grad for p in params]   # as the step is called, before its own changes
-            first = self.trained is None or flags != self.trained or list(map(id, params)) != self.captured_ids
+            first = (self.trained is None or flags != self.trained
+                     or list(map(id, params)) != list(map(id, self.captured_params)))
             self.layout = layout
             self.static_tensors = [t.detach().clone() for t in tensors]
             self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
@@ -97,7 +98,7 @@ class _CgFullIterationGraph:
             for group, values in groups:   # a group's own Python counters the warm-up and capture moved
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
-            self.captured_params, self.captured_ids, self.trained = params, list(map(id, params)), flags
+            self.captured_params, self.trained = params, flags
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
