@@ -189,3 +189,101 @@ def test_a_scheduler_class_imported_by_name_is_a_scheduler(tmp_path, built):
         f"    loss.backward()\n    optimizer.step()\n    {step}\n")
     spec = discover(script)
     assert (spec.scheduler, spec.scaler, spec.optimizers) == ("plateau", None, ["optimizer"])
+
+
+LR_BY_FUNCTION = """import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), 0.1)
+
+
+def assign_learning_rate(optimizer, new_lr):
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = new_lr
+
+
+def cosine_lr(optimizer, base_lr):
+    def _lr_adjuster(step):
+        assign_learning_rate(optimizer, base_lr / (step + 1))
+    return _lr_adjuster
+
+
+def adjust_learning_rate(optimizer, epoch):
+    for group in optimizer.param_groups:
+        group["lr"] *= 0.5 if epoch > 2 else 1.0
+
+
+scheduler = cosine_lr(optimizer, 0.1)
+data = [(torch.randn(2, 4), torch.randn(2, 1))] * 8
+for step, (x, y) in enumerate(data):
+    {call}
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("call, lr_set", [
+    ("scheduler(step)", True),                         # open_clip: a closure a function of the script returns
+    ("adjust_learning_rate(optimizer, step)", True),   # MAE: a function that sets it itself
+    ("assign_learning_rate(optimizer, 0.1)", True),
+    ("print(step)", False),
+])
+def test_a_learning_rate_set_by_the_scripts_functions_is_set_by_hand(tmp_path, call, lr_set):
+    """The LR set through a function of the script changes a Python float each step, as
+    `param_group["lr"] = lr` in the loop does: the optimizer stays out of a whole-step graph.
+    The schedule's closure is no model (a submodule rewrite once iterated its children)."""
+    script = tmp_path / "train.py"
+    script.write_text(LR_BY_FUNCTION.format(call=call))
+    spec = discover(script)
+    assert spec.models == ["model"]
+    assert spec.lr_set == (27 if lr_set else None)
+    assert any("lr" in o.code or "param_group" in o.reason for o in spec.outside) == lr_set
+
+
+STEP_IN_A_CALL = """import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), 0.1)
+
+
+class NativeScaler:
+    def __init__(self):
+        self._scaler = torch.amp.GradScaler("cpu", enabled=False)
+
+    def __call__(self, loss, optimizer, parameters=None):
+        self._scaler.scale(loss).backward()
+        self._scaler.step(optimizer)
+        self._scaler.update()
+
+
+def backward_and_step(loss, opt):
+    loss.backward()
+    opt.step()
+
+
+loss_scaler = NativeScaler()
+data = [(torch.randn(2, 4), torch.randn(2, 1))] * 8
+for x, y in data:
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    {call}
+"""
+
+
+@pytest.mark.parametrize("call, scaler", [
+    ("loss_scaler(loss, optimizer, parameters=model.parameters())", "loss_scaler._scaler"),   # timm, MAE, DeiT
+    ("backward_and_step(loss, optimizer)", None),
+    ("backward_and_step(opt=optimizer, loss=loss)", None),
+])
+def test_a_backward_and_step_inside_a_call_of_the_scripts_code_make_the_training_loop(tmp_path, call, scaler):
+    """timm's train_one_epoch calls `loss_scaler(loss, optimizer, clip_grad=..., parameters=...)`,
+    whose __call__ runs the backward and the scaler's step: no training loop was found at all."""
+    script = tmp_path / "train.py"
+    script.write_text(STEP_IN_A_CALL.format(call=call))
+    spec = discover(script)
+    assert (spec.line, spec.step_call, spec.optimizers, spec.models, spec.loss, spec.scaler) == (
+        25, 28, ["optimizer"], ["model"], "loss", scaler)

@@ -285,6 +285,65 @@ def test_a_step_that_freezes_parameters_itself_is_refused_a_whole_step_graph(bod
     assert make_patch(script, "fwd_bwd").diff()
 
 
+UNFREEZE_LOOP = """import torch
+from torch import nn
+
+backbone, head = nn.Linear(8, 8).cuda(), nn.Linear(8, 2).cuda()
+model = nn.Sequential(backbone, head)
+opt = torch.optim.SGD(model.parameters(), 0.1)
+
+
+def freeze(net):
+    for p in net.parameters():
+        p.requires_grad = False
+
+
+{before}
+for epoch in range(3):
+{between}
+    for step in range(10):
+        x = torch.randn(4, 8, device="cuda")
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize("before, between, line", [
+    ("backbone.requires_grad_(False)", "    if epoch == 1:\n        for p in backbone.parameters():\n"
+     "            p.requires_grad = True", 18),                                   # a backbone unfrozen after an epoch
+    ("", "    model.requires_grad_(epoch > 0)", 16),                              # the compiled model's own method
+    ("", "    if epoch == 1:\n        freeze(backbone)", 17),                      # through a function of the script
+    ("freeze(backbone)", "    pass", None),                                       # frozen for good, before the loop
+])
+def test_parameters_frozen_or_unfrozen_after_the_model_is_compiled_refuse_compile(before, between, line, tmp_path):
+    """Dynamo replays the graph traced with the flags of its first call (pytorch/pytorch#139476):
+    the fine-tuning loop compiled with its backbone frozen trained the head alone on the H100,
+    after the backbone was unfrozen. Flags set once before the loop are what compile traces."""
+    script = tmp_path / "unfreeze.py"
+    script.write_text(UNFREEZE_LOOP.format(before=before, between=between))
+    if line is None:
+        assert "torch.compile(model" in make_patch(script, "compile").diff()
+        return
+    with pytest.raises(PatchRefused, match=f"line {line}: the loop changes which parameters require grad after the "
+                                           "model is compiled"):
+        make_patch(script, "compile")
+    assert make_patch(script, "fwd_bwd").diff()
+
+
+def test_a_step_inside_a_call_of_the_scripts_code_refuses_a_whole_step_graph_only(tmp_path):
+    """timm's `loss_scaler(loss, optimizer, ...)` runs the backward and the scaler's step: the
+    graph scopes around the model apply; a whole-step graph cannot split that call."""
+    script = tmp_path / "timm.py"
+    script.write_text(LIVE_OUT.format(body=(
+        "def backward_and_step(loss, opt):\n    loss.backward()\n    opt.step()\n\n\n"
+        "for x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    backward_and_step(loss, opt)\n")))
+    with pytest.raises(PatchRefused, match="line 15: backward\\(\\) and the optimizer step run inside a call"):
+        make_patch(script, "full_iteration")
+    assert "_cg_graph_forward(model)" in make_patch(script, "fwd_bwd").diff()
+    assert "torch.compile(model" in make_patch(script, "compile").diff()
+
+
 def test_a_batch_built_sparse_and_made_dense_in_the_loop_is_no_sparse_use(tmp_path):
     script = tmp_path / "dense_batch.py"
     script.write_text(SPARSE_LOOP.format(setup=DENSE_ADJ, forward="adj @ self.lin(x)", loss="out.sum()").replace(
@@ -468,6 +527,47 @@ def test_a_full_iteration_graph_is_captured_again_when_parameters_are_unfrozen(o
     assert helper.graph is not None and helper.trained == [True] * 4
     for a, b in zip(eager.parameters(), graphed.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gradients_set_to_none_after_a_replay_are_the_next_replays_again():
+    """A step skipped after a non-finite gradient norm (`optimizer.zero_grad(set_to_none=True);
+    continue`): the gradients the captured backward writes were cut off from the parameters,
+    and every later eager optimizer step found none and trained nothing. The helper hands them
+    back after each replay."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).cuda()
+    graphed = copy.deepcopy(eager)
+    eager_opt, graphed_opt = (torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (eager, graphed))
+
+    def stepper(model, opt):
+        def step(x, y):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+        return step
+
+    helper = namespace["_CgFullIterationGraph"](stepper(graphed, graphed_opt), [graphed_opt], [graphed],
+                                                 optimizers_in_graph=False)
+    x, y = torch.randn(32, 8, device="cuda"), torch.randn(32, 2, device="cuda")
+    for step in range(10):
+        eager_opt.zero_grad()
+        stepper(eager, eager_opt)(x, y)
+        helper(x, y)
+        if step == 5:   # the step skipped
+            eager_opt.zero_grad(set_to_none=True)
+            graphed_opt.zero_grad(set_to_none=True)
+            continue
+        eager_opt.step()
+        graphed_opt.step()
+    torch.cuda.synchronize()
+    for a, b in zip(eager.parameters(), graphed.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        assert b.grad is not None
 
 
 def _graphed_forward_on_the_cpu():
@@ -1068,6 +1168,27 @@ def test_a_batch_fetched_after_the_step_is_the_next_replays_input(tmp_path):
     out = _patched(tmp_path, "x = data[0]\nfor i in range(3):\n    loss = model(x).sum()\n    loss.backward()\n"
                              "    opt.step()\n    opt.zero_grad()\n    x = data[i % 3]\n")
     assert "def _cg_step(x):" in out and "    _cg_step_graph(x)\n    x = data[i % 3]\n" in out
+
+
+def test_a_step_skipped_on_its_gradient_norm_keeps_the_optimizer_eager(tmp_path):
+    """`if not torch.isfinite(norm): opt.zero_grad(set_to_none=True); continue` between the
+    backward and the step: the rewrite once put the `continue` inside the captured function
+    (a file that does not compile); the graph now ends at the backward and the check, the
+    skip and the optimizer step run after each replay."""
+    out = _patched(tmp_path, "for x in data:\n    loss = model(x).sum()\n    loss.backward()\n"
+                             "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+                             "    if not torch.isfinite(norm):\n        opt.zero_grad(set_to_none=True)\n        continue\n"
+                             "    opt.step()\n    opt.zero_grad()\n")
+    step = out[out.index("def _cg_step("):out.index("_cg_step_graph = ")]
+    assert "continue" not in step and "clip_grad_norm_" not in step and "opt.step()" not in step
+    assert "optimizers_in_graph=False" in out and "        continue\n    opt.step()\n" in out
+
+
+@pytest.mark.parametrize("jump", ["continue", "break"])
+def test_a_step_that_may_end_before_its_backward_is_refused_a_whole_step_graph(jump, tmp_path):
+    with pytest.raises(PatchRefused, match=f"line 10: the step may end early \\({jump}\\) on a value it computes"):
+        _patched(tmp_path, "for x in data:\n    loss = model(x).sum()\n    if torch.isnan(loss):\n"
+                           f"        {jump}\n    loss.backward()\n    opt.step()\n    opt.zero_grad()\n")
 
 
 def test_a_prefetch_inside_the_step_moves_after_the_replay(tmp_path):

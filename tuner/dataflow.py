@@ -220,6 +220,18 @@ def nodes(node, types, skip=()) -> list:
     return found
 
 
+def leaves_iteration(statement):
+    """The first ``continue``, ``break`` or ``return`` in ``statement`` that leaves the loop
+    iteration it sits in (not one of a loop or a function inside it), or None. A step that a
+    condition cuts short (`if not torch.isfinite(grad_norm): optimizer.zero_grad(); continue`)
+    cannot be one captured function: the replay runs it whole."""
+    functions = [n for n in nodes(statement, (cst.FunctionDef, cst.Lambda)) if n is not statement]
+    loops = [n for n in nodes(statement, (cst.For, cst.While)) if n is not statement]
+    found = (nodes(statement, (cst.Continue, cst.Break), skip=functions + loops)
+             + nodes(statement, (cst.Return,), skip=functions))
+    return found[0] if found else None
+
+
 HOST_DATA_FUNCTIONS = ("next", "iter", "open", "input")
 HOST_DATA_MODULES = ("np.", "numpy.", "random.", "os.", "pd.", "pandas.")
 

@@ -65,6 +65,7 @@ class StepSpec:
     models: list = field(default_factory=list)      # modules called with grad in the iteration, in call order
     calls: dict = field(default_factory=dict)       # model -> how often the loop body calls it (a loop inside: 2)
     backwards: int = 1            # backward() calls an iteration makes; 0: they vary (inside a condition, a loop of unknown length)
+    step_call: Optional[int] = None   # the line of a call of the script's code that runs backward and the step
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -209,6 +210,8 @@ class _LoopBody(cst.CSTVisitor):
         self.positions = positions
         self.backward, self.step, self.zero_grad = [], [], []
         self.scaler_steps, self.calls, self.outside = [], [], []
+        self.call_nodes = []      # the Call nodes of ``calls``, in the same order
+        self.step_calls = []      # (name, line) of calls of the script's code that run backward and step
         self.autocast = False
         self.clip_grad = False
         self.assigned_from_next = []
@@ -337,6 +340,7 @@ class _LoopBody(cst.CSTVisitor):
         if host:
             self.outside.append((line, *host))
         self.calls.append((name, line))
+        self.call_nodes.append(node)
         if name and not self._no_grad:
             self.with_grad += [(name, line)] * (2 if self._loops else 1)
 
@@ -479,11 +483,14 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     if step:
         loops.restrict(path, step)
 
+    functions = _FunctionDefs()
+    wrapper.module.visit(functions)
     bodies = {}
     candidates = []
     for node, function in loops.loops:
         body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
+        _steps_inside_calls(body, assignments, functions, positions)
         _schedulers_given_a_value(body, assignments)
         optimizers = _optimizers(body, assignments)
         if body.backward and (optimizers or body.manual_updates):
@@ -520,7 +527,13 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     scheduler = next((r for r, _ in body.step if r not in optimizers and _is_scheduler(r, assignments)), None)
     definitions = _Definitions()
     wrapper.module.visit(definitions)
-    steppers = {*optimizers, *(r for r, _ in body.step), *(r for r, _, _ in body.scaler_steps)}
+    lr_calls = _lr_set_through_functions(body, assignments, functions)
+    # a name bound to a function the script's own function returns (a schedule's closure) is no model
+    closures = {n for n, callee in assignments.constructed.items()
+                if callee in functions.by_name and _returned_closure(functions.by_name[callee]) is not None}
+    definitions.names |= closures
+    steppers = {*optimizers, *(r for r, _ in body.step), *(r for r, _, _ in body.scaler_steps),
+                *(name for name, _ in body.step_calls)}
     owner = assignments.params_owner.get(optimizer) or next((m for _, m in body.manual_updates if m), None)
     models, calls = _models(body, assignments, definitions, steppers, owner)
     model = models[0] if models else None
@@ -541,12 +554,18 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     if body.lr_set:
         outside.append(Outside(body.lr_set[0], "param_group['lr'] = ...", "the LR schedule changes a Python "
                                                                           "float: keep the optimizer outside the graph"))
+    elif lr_calls:
+        outside.append(Outside(lr_calls[0][0], f"{lr_calls[0][1]}(...)", "it sets param_group['lr']: the LR schedule "
+                                                                         "changes a Python float: keep the optimizer "
+                                                                         "outside the graph"))
+    body.lr_set = sorted(body.lr_set + [line for line, _ in lr_calls])
     start, end = positions[node].start.line, positions[node].end.line
     spec = StepSpec(str(path), "for" if isinstance(node, cst.For) else "while", start, end, function, model,
                     optimizer, loss, batch, scheduler, scaler, body.autocast, body.clip_grad,
                     sorted(outside, key=lambda o: o.line))
     spec.step_name, spec.optimizers, spec.models, spec.calls = step, optimizers, models, calls
     spec.lr_set = body.lr_set[0] if body.lr_set else None
+    spec.step_call = body.step_calls[0][1] if body.step_calls else None
     spec.manual_update = body.manual_updates[0][0] if body.manual_updates and not optimizers else None
     spec.backwards = 0 if None in body.backward_times else sum(body.backward_times)
     return spec
@@ -603,6 +622,114 @@ def _schedulers_given_a_value(body: _LoopBody, assignments: _Assignments) -> Non
     given = [s for s in body.scaler_steps if _is_scheduler(s[0], assignments)]
     body.scaler_steps = [s for s in body.scaler_steps if s not in given]
     body.step += [(receiver, line) for receiver, _, line in given]
+
+
+class _FunctionDefs(cst.CSTVisitor):
+    """name -> FunctionDef of every function the script defines, nested ones and methods too;
+    class name -> {method name -> FunctionDef}."""
+
+    def __init__(self):
+        self.by_name = {}
+        self.classes = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.by_name.setdefault(node.name.value, node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes[node.name.value] = {n.name.value: n for n in node.body.body if isinstance(n, cst.FunctionDef)}
+
+    def callee(self, name: str, assignments: "_Assignments") -> tuple:
+        """(FunctionDef, the object it is a method of, or None) that a call of ``name`` runs: a
+        function of the script, the ``__call__`` of an object built from one of its classes
+        (timm's ``loss_scaler(loss, optimizer)``), or such an object's method
+        (``lr_scheduler.step_update(...)``); (None, None) otherwise."""
+        if name in self.by_name and "." not in name:
+            return self.by_name[name], None
+        obj, _, method = name.rpartition(".") if "." in name else (name, "", "__call__")
+        methods = self.classes.get(assignments.constructed.get(obj, "").rpartition(".")[2], {})
+        return (methods[method], obj) if method in methods else (None, None)
+
+
+def _returned_closure(function: cst.FunctionDef) -> Optional[cst.FunctionDef]:
+    """The function ``function`` defines inside itself and returns (open_clip's
+    ``cosine_lr(optimizer, ...)`` returns its ``_lr_adjuster``), or None."""
+    inner = {n.name.value: n for n in function.body.body if isinstance(n, cst.FunctionDef)}
+    returned = [r.value for r in _nodes_of(function.body, cst.Return)]
+    return next((inner[dotted(v)] for v in returned if isinstance(v, cst.Name) and v.value in inner), None)
+
+
+def _nodes_of(node, kind) -> list:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, n) -> bool:
+            if isinstance(n, kind):
+                found.append(n)
+            return True
+
+    node.visit(Finder())
+    return found
+
+
+def _sets_lr(function: cst.FunctionDef, functions: dict, depth: int = 2) -> bool:
+    """Whether ``function``, or a function of the script it calls (``depth`` deep), sets a
+    param group's learning rate by hand."""
+    targets = [t.target for a in _nodes_of(function, cst.Assign) for t in a.targets]
+    targets += [a.target for a in _nodes_of(function, cst.AugAssign)]
+    if any(_is_lr_key(t) for t in targets):
+        return True
+    called = [functions.get(dotted(c.func)) for c in _nodes_of(function.body, cst.Call)] if depth else []
+    return any(f is not None and f is not function and _sets_lr(f, functions, depth - 1) for f in called)
+
+
+def _lr_set_through_functions(body: _LoopBody, assignments: _Assignments, functions: dict) -> list:
+    """(line, name) of the loop's calls of the script's functions that set the learning rate by hand:
+    MAE's ``adjust_learning_rate(optimizer, epoch)``, or a closure built before the loop
+    (open_clip's ``scheduler = cosine_lr(...)``, then ``scheduler(step)``)."""
+    lines = []
+    for name, line in body.calls:
+        function, _ = functions.callee(name, assignments)
+        made_by = functions.by_name.get(assignments.constructed.get(name, ""))
+        if function is None and made_by is not None:
+            function = _returned_closure(made_by)
+        if function is not None and _sets_lr(function, functions.by_name):
+            lines.append((line, name))
+    return lines
+
+
+def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _FunctionDefs, positions) -> None:
+    """A call of the script's own code that runs the backward and the optimizer step (timm's
+    and MAE's ``loss_scaler(loss, optimizer, parameters=...)``, whose ``__call__`` does
+    ``scale(loss).backward()``, then the scaler's step): its backward, steps and zero_grad count
+    as the loop's, with the names the call passes in place of its parameters."""
+    for call in body.call_nodes:
+        name = dotted(call.func)
+        function, obj = functions.callee(name, assignments)
+        if function is None or not calls_backward(function.body) or any(
+                calls_backward(loop.body) for loop in _nodes_of(function.body, (cst.For, cst.While))):
+            continue   # a function that trains a whole epoch (the MNIST example's train()) has its own loop
+        inner = _LoopBody(positions)
+        function.body.visit(inner)
+        if not (inner.step or inner.scaler_steps):
+            continue
+        params = [p.name.value for p in function.params.params][1 if obj else 0:]
+        given = dict(zip(params, [dotted(a.value) for a in call.args if not a.keyword and not a.star]))
+        given.update({a.keyword.value: dotted(a.value) for a in call.args if a.keyword})
+        if obj:
+            given["self"] = obj
+
+        def outer(inner_name: str) -> str:
+            root, dot, rest = inner_name.partition(".")
+            return (given[root] + dot + rest) if given.get(root) else inner_name
+
+        line = positions[call].start.line
+        body.backward += [(outer(r), line) for r, _ in inner.backward]
+        body.backward_times += inner.backward_times
+        body.step += [(outer(r), line) for r, _ in inner.step]
+        body.scaler_steps += [(outer(r), outer(o), line) for r, o, _ in inner.scaler_steps]
+        body.zero_grad += [outer(r) for r in inner.zero_grad]
+        body.clip_grad = body.clip_grad or inner.clip_grad
+        body.step_calls.append((name, line))
 
 
 def _optimizers(body: _LoopBody, assignments: _Assignments) -> list:

@@ -34,7 +34,7 @@ from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
-                       keeps_reference, names_assigned, names_read, names_rebound, plain_target_names, read_first,
+                       keeps_reference, leaves_iteration, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, script_functions, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
@@ -198,7 +198,13 @@ class _Rewriter:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
         self._check_sparse(loop)
+        if self.scope == "compile":
+            self._check_requires_grad_under_compile(outer)
         if self.scope.startswith("full_iteration"):
+            if self.spec.step_call:
+                raise self.refuse(f"line {self.spec.step_call}: backward() and the optimizer step run inside a call of "
+                                  "the script's own code (a loss scaler's __call__?); cg-advise captures a whole step "
+                                  "only where the loop calls them itself (try --scope fwd_bwd)")
             self._check_requires_grad(loop)
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
@@ -326,6 +332,21 @@ class _Rewriter:
             raise self.refuse(f"line {self.positions[found].start.line}: the iteration changes which parameters "
                               "require grad; a graph of the whole step holds one set (try --scope fwd_bwd)")
 
+    def _check_requires_grad_under_compile(self, outer) -> None:
+        """Parameters frozen or unfrozen anywhere the compiled model runs (a backbone unfrozen
+        after the first epoch, a discriminator frozen for the generator's update): refused for
+        compile. Dynamo does not guard on a parameter's ``requires_grad``
+        (pytorch/pytorch#139476) and replays the graph traced with the flags of the first call:
+        on the H100 (torch 2.11) the compiled fine-tuning loop trained its head alone and ended
+        at loss 2.118 where eager ends at 0.229; the graph scopes capture again on such a change."""
+        models = set(self.spec.models or [self.spec.model])
+        found = requires_grad_change([outer], self.functions, models)
+        if found is not None:
+            raise self.refuse(f"line {self.positions[found].start.line}: the loop changes which parameters require "
+                              "grad after the model is compiled; torch.compile keeps the graph of the flags it first "
+                              "saw and would not train the parameters unfrozen later (pytorch/pytorch#139476; try "
+                              "--scope fwd_bwd)")
+
     def _models(self, loop) -> list:
         """The models this scope applies to: every module the iteration calls with grad (data
         flow, not the optimizer's constructor). A graphed forward and backward keeps one call's
@@ -423,11 +444,12 @@ class _Rewriter:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
         hand-written update (``for p in model.parameters(): p.data.add_(...)``)?"""
         steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
-        manual = self.spec.manual_update
+        manual, through = self.spec.manual_update, self.spec.step_call
 
         def updates(statement) -> bool:
+            # the hand-written update, or the call of the script's code that steps (timm's loss_scaler)
             where = self.positions[statement]
-            return bool(manual) and where.start.line <= manual <= where.end.line
+            return any(line and where.start.line <= line <= where.end.line for line in (manual, through))
 
         return [bool(calls_in(s, lambda c: any(is_method(c, r, "step") for r in steppers))) or updates(s)
                 for s in loop.body.body]
@@ -467,6 +489,12 @@ class _Rewriter:
             raise self.refuse(f"{what} runs conditionally (gradient accumulation, or a step every few iterations?); "
                               "a captured iteration needs one step per loop iteration")
         end = len(is_step) - 1 - is_step[::-1].index(True)   # the last optimizer step: a GAN steps two
+        first_step = is_step.index(True)
+        backwards = [i for i in range(first_step) if calls_backward(body[i])]
+        if backwards and any(leaves_iteration(s) for s in body[backwards[-1] + 1:first_step]):
+            # a step skipped on a value of this one (a non-finite gradient norm): the graph ends
+            # at the backward, and the check and the optimizer step run eagerly after each replay
+            self.optimizer_outside = True
         if self.optimizer_outside:
             if len(optimizers) > 1:
                 raise self.refuse(f"the optimizers {', '.join(optimizers)} step eagerly (a GradScaler, a scheduler "
@@ -555,6 +583,12 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
+        jump = next((j for j in map(leaves_iteration, core) if j is not None), None)
+        if jump is not None:
+            raise self.refuse(f"line {positions[jump].start.line}: the step may end early "
+                              f"({type(jump).__name__.lower()}) on a value it computes; a captured step runs whole "
+                              "at every replay (check it after the backward, before the optimizer step, or use "
+                              "--scope fwd_bwd)")
         found = host_data_call(core, functions)
         if found:
             call, what = found

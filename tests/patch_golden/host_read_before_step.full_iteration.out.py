@@ -89,6 +89,8 @@ class _CgFullIterationGraph:
             with self._no_sync(), torch.cuda.graph(self.graph, capture_error_mode=mode):
                 self.static_outputs = self.step(*self.static_inputs)
             self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
+            # the gradient tensors the captured backward made and writes into at every replay
+            self.graph_grads = [(p, p.grad) for p in params if p.grad is not None]
             if first:
                 self._restore(saved)
             for group, values in groups:   # a group's own Python counters the warm-up and capture moved
@@ -112,6 +114,8 @@ class _CgFullIterationGraph:
             static.copy_(t)
         self.graph.replay()
         self.replays += 1
+        if not self.accumulate:
+            self._reattach_grads()
         if self.allreduce is not None:
             self._average_gradients()
         if self.clone_outputs:
@@ -181,6 +185,14 @@ class _CgFullIterationGraph:
             elif p.grad is not grad:
                 grad.copy_(p.grad)
             p.grad = grad
+
+    def _reattach_grads(self):
+        # a script that sets the gradients to None outside the step (a skipped step's
+        # zero_grad(set_to_none=True) after a non-finite norm) cut them off from the graph's:
+        # without this, every later step would find no gradient and train nothing
+        for p, grad in self.graph_grads:
+            if p.grad is not grad:
+                p.grad = grad
 
     def _states(self):
         return [state for optimizer in self.optimizers for state in optimizer.state.values()]

@@ -1,0 +1,196 @@
+"""OpenCLIP's train_one_epoch(): an image tower and a text tower whose normalized features
+meet in a logit matrix scaled by a learnable logit_scale (initialised to log(1/0.07)),
+the symmetric contrastive cross-entropy, the cosine learning rate set each step through
+assign_learning_rate(), and after optimizer.step() the in-place clamp of logit_scale to
+[0, log(100)] under no_grad on unwrap_model(model)."""
+import math
+import os
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+class CLIP(nn.Module):
+    def __init__(self, embed_dim=64):
+        super().__init__()
+        self.visual = nn.Sequential(nn.Linear(192, 256), nn.GELU(), nn.Linear(256, embed_dim))
+        self.text = nn.Sequential(nn.Linear(96, 256), nn.GELU(), nn.Linear(256, embed_dim))
+        self.logit_scale = nn.Parameter(torch.ones([]) * np.log(1 / 0.07))
+
+    def forward(self, image, text):
+        image_features = F.normalize(self.visual(image), dim=-1)
+        text_features = F.normalize(self.text(text), dim=-1)
+        return image_features, text_features, self.logit_scale.exp()
+
+
+def unwrap_model(model):
+    return model.module if hasattr(model, "module") else model
+
+
+def assign_learning_rate(optimizer, new_lr):
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = new_lr
+
+
+def cosine_lr(optimizer, base_lr, warmup_length, total_steps):
+    def _lr_adjuster(step):
+        if step < warmup_length:
+            lr = base_lr * (step + 1) / warmup_length
+        else:
+            e = step - warmup_length
+            lr = 0.5 * (1 + np.cos(np.pi * e / (total_steps - warmup_length))) * base_lr
+        assign_learning_rate(optimizer, lr)
+        return lr
+    return _lr_adjuster
+
+
+def clip_loss(image_features, text_features, logit_scale):
+    logits_per_image = logit_scale * image_features @ text_features.T
+    logits_per_text = logit_scale * text_features @ image_features.T
+    labels = torch.arange(logits_per_image.shape[0], device=image_features.device, dtype=torch.long)
+    return (F.cross_entropy(logits_per_image, labels) + F.cross_entropy(logits_per_text, labels)) / 2
+
+
+model = CLIP().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.2)
+latent = torch.randn(640, 32)
+images = torch.cat([latent, torch.randn(640, 160)], dim=1) @ torch.randn(192, 192) / 8
+texts = torch.cat([latent, torch.randn(640, 64)], dim=1) @ torch.randn(96, 96) / 8
+loader = [(images[i:i + 64].to(device), texts[i:i + 64].to(device)) for i in range(0, 640, 64)]
+num_batches_per_epoch = len(loader)
+scheduler = cosine_lr(optimizer, 5e-4, 10, steps)
+
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for epoch in range(steps // num_batches_per_epoch):
+    model.train()
+    for i, (image, text) in enumerate(loader):
+        step = num_batches_per_epoch * epoch + i
+        scheduler(step)
+        optimizer.zero_grad()
+        image_features, text_features, logit_scale = model(image, text)
+        total_loss = clip_loss(image_features, text_features, logit_scale)
+        total_loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            unwrap_model(model).logit_scale.clamp_(0, math.log(100))
+loss = total_loss
+print(f"final loss {loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")

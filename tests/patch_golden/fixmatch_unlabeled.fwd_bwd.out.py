@@ -1,0 +1,196 @@
+"""FixMatch's training loop (kekmodel/FixMatch-pytorch): a labeled and an unlabeled DataLoader
+drawn by iterators restarted on StopIteration, weak and strong augmentation as tensor ops, one
+forward of the concatenated batch split back with chunk, pseudo-labels from the detached weak
+logits masked by a confidence threshold, SGD with nesterov, a cosine LambdaLR stepped every
+iteration, and model.zero_grad() after the step."""
+import math
+import os
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+eval_step = int(os.environ.get("CG_STEPS", "200"))
+batch_size, mu, threshold, lambda_u, T = 16, 3, 0.95, 1.0, 1.0
+
+labeled_set = TensorDataset(torch.randn(160, 3, 16, 16), torch.randint(0, 10, (160,)))
+unlabeled_set = TensorDataset(torch.randn(960, 3, 16, 16))
+labeled_loader = DataLoader(labeled_set, batch_size=batch_size, shuffle=True, drop_last=True)
+unlabeled_loader = DataLoader(unlabeled_set, batch_size=batch_size * mu, shuffle=True, drop_last=True)
+
+
+def weak_aug(x):
+    flip = torch.rand(x.size(0), 1, 1, 1, device=x.device) < 0.5
+    return torch.where(flip, x.flip(3), x)
+
+
+def strong_aug(x):
+    x = weak_aug(x) + 0.3 * torch.randn_like(x)
+    keep = (torch.rand(x.size(0), 1, x.size(2), x.size(3), device=x.device) > 0.25).float()
+    return x * keep
+
+
+def get_cosine_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps, num_cycles=7. / 16.):
+    def _lr_lambda(current_step):
+        if current_step < num_warmup_steps:
+            return float(current_step) / float(max(1, num_warmup_steps))
+        progress = float(current_step - num_warmup_steps) / float(max(1, num_training_steps - num_warmup_steps))
+        return max(0., math.cos(math.pi * num_cycles * progress))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda)
+
+
+model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.LeakyReLU(0.1),
+                      nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.LeakyReLU(0.1),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.9, nesterov=True, weight_decay=5e-4)
+scheduler = get_cosine_schedule_with_warmup(optimizer, 0, eval_step)
+
+labeled_iter = iter(labeled_loader)
+unlabeled_iter = iter(unlabeled_loader)
+model.train()
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for batch_idx in range(eval_step):
+    try:
+        inputs_x, targets_x = next(labeled_iter)
+    except StopIteration:
+        labeled_iter = iter(labeled_loader)
+        inputs_x, targets_x = next(labeled_iter)
+    try:
+        (inputs_u,) = next(unlabeled_iter)
+    except StopIteration:
+        unlabeled_iter = iter(unlabeled_loader)
+        (inputs_u,) = next(unlabeled_iter)
+    inputs_x, targets_x, inputs_u = inputs_x.to(device), targets_x.to(device), inputs_u.to(device)
+    inputs = torch.cat((weak_aug(inputs_x), weak_aug(inputs_u), strong_aug(inputs_u)))
+    logits = model(inputs)
+    logits_x = logits[:batch_size]
+    logits_u_w, logits_u_s = logits[batch_size:].chunk(2)
+    Lx = F.cross_entropy(logits_x, targets_x, reduction="mean")
+    pseudo_label = torch.softmax(logits_u_w.detach() / T, dim=-1)
+    max_probs, targets_u = torch.max(pseudo_label, dim=-1)
+    mask = max_probs.ge(threshold).float()
+    Lu = (F.cross_entropy(logits_u_s, targets_u, reduction="none") * mask).mean()
+    loss = Lx + lambda_u * Lu
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    model.zero_grad()
+    if batch_idx % 50 == 0:
+        print(f"iter {batch_idx} loss {loss.item():.4f} Lx {Lx.item():.4f} mask {mask.mean().item():.2f}")
+print(f"final loss {loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")

@@ -1,0 +1,205 @@
+"""MAE's engine_pretrain.py: random masking each step (rand, argsort, gather; fixed ratio), loss on
+masked patches vs. normalized targets made under no_grad, AdamW groups from param_groups_weight_decay(),
+lr per iteration by adjust_learning_rate(optimizer, epoch_float), sys.exit(1) on a non-finite loss.item()."""
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+img, patch, dim, mask_ratio, epochs, warmup_epochs, blr, min_lr = 16, 4, 64, 0.75, 10, 1, 1.5e-3, 1e-5
+L, patch_dim, len_keep = (img // patch) ** 2, patch * patch * 3, int((img // patch) ** 2 * (1 - mask_ratio))
+
+
+class MAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.patch_embed = nn.Linear(patch_dim, dim)
+        self.pos_embed = nn.Parameter(torch.randn(1, L, dim) * 0.02)
+        self.encoder = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 128), nn.GELU(), nn.Linear(128, dim))
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.decoder = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 128), nn.GELU(), nn.Linear(128, patch_dim))
+
+    def patchify(self, imgs):
+        h = img // patch
+        return imgs.reshape(-1, 3, h, patch, h, patch).permute(0, 2, 4, 3, 5, 1).reshape(-1, L, patch_dim)
+
+    def forward(self, imgs):
+        x = self.patch_embed(self.patchify(imgs)) + self.pos_embed
+        N, _, D = x.shape  # batch, length, dim
+        noise = torch.rand(N, L, device=imgs.device)  # noise in [0, 1]
+        ids_shuffle = torch.argsort(noise, dim=1)  # ascend: small is keep, large is remove
+        ids_restore = torch.argsort(ids_shuffle, dim=1)
+        x = torch.gather(x, 1, ids_shuffle[:, :len_keep].unsqueeze(-1).repeat(1, 1, D))
+        mask = torch.ones(N, L, device=imgs.device)
+        mask[:, :len_keep] = 0
+        mask = torch.gather(mask, 1, ids_restore)  # 0 is keep, 1 is remove
+        latent = x + self.encoder(x)
+        tokens = torch.cat([latent, self.mask_token.repeat(N, L - len_keep, 1)], dim=1)
+        tokens = torch.gather(tokens, 1, ids_restore.unsqueeze(-1).repeat(1, 1, D)) + self.pos_embed
+        pred = self.decoder(tokens)
+        with torch.no_grad():  # norm_pix_loss
+            target = self.patchify(imgs)
+            mean, var = target.mean(dim=-1, keepdim=True), target.var(dim=-1, keepdim=True)
+            target = (target - mean) / (var + 1.e-6) ** .5
+        loss = ((pred - target) ** 2).mean(dim=-1)
+        return (loss * mask).sum() / mask.sum()
+
+
+def param_groups_weight_decay(model, wd):
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():  # no decay for biases, norms, pos_embed, mask_token
+        (no_decay if param.ndim <= 1 or name.endswith(".bias") else decay).append(param)
+    return [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": wd}]
+
+
+def adjust_learning_rate(optimizer, epoch):
+    if epoch < warmup_epochs:
+        lr = blr * epoch / warmup_epochs
+    else:
+        lr = min_lr + (blr - min_lr) * 0.5 * (1. + math.cos(math.pi * (epoch - warmup_epochs) / (epochs - warmup_epochs)))
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = lr
+
+
+def train_one_epoch(model, data_loader, optimizer, epoch):
+    model.train()
+    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        if any(p.requires_grad for p in _cg_child.parameters()):
+            _cg_graph_forward(_cg_child)
+
+    for data_iter_step, samples in enumerate(data_loader):
+        adjust_learning_rate(optimizer, data_iter_step / len(data_loader) + epoch)
+        loss = model(samples)
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            print("Loss is {}, stopping training".format(loss_value))
+            sys.exit(1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
+model = MAE().to(device)
+optimizer = torch.optim.AdamW(param_groups_weight_decay(model, 0.05), lr=blr, betas=(0.9, 0.95))
+data_loader = [torch.randn(32, 3, img, img, device=device) for _ in range(max(1, steps // epochs))]
+for epoch in range(epochs):
+    loss = train_one_epoch(model, data_loader, optimizer, epoch)
+print(f"final loss {loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")

@@ -1,0 +1,181 @@
+"""A guard found in several public training loops: clip_grad_norm_ returns the total norm,
+and when it is not finite the step is skipped (zero_grad(set_to_none=True), a counter,
+`continue`) before optimizer.step(). The model is a small nn.TransformerEncoder classifier
+(batch_first=True) with a linear-warmup LambdaLR stepped every iteration; the loss is weighted
+per sample, and one batch of the data carries a corrupted (infinite) weight, so some steps
+are skipped."""
+import os
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+vocab, seq_len, d_model, num_classes, batch_size = 200, 16, 64, 4, 32
+
+
+class TextClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.zeros(1, seq_len, d_model))
+        layer = nn.TransformerEncoderLayer(d_model, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens):
+        h = self.encoder(self.embed(tokens) + self.pos)
+        return self.head(h.mean(dim=1))
+
+
+def make_batch(corrupted=False):
+    tokens = torch.randint(0, vocab, (batch_size, seq_len))
+    labels = (tokens[:, :4].sum(dim=1) % num_classes)
+    weights = torch.ones(batch_size)
+    if corrupted:
+        weights[3] = float("inf")
+    return tokens.to(device), labels.to(device), weights.to(device)
+
+
+model = TextClassifier().to(device)
+criterion = nn.CrossEntropyLoss(reduction="none")
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+warmup = 20
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+batches = [make_batch(corrupted=i == 7) for i in range(25)]
+
+skipped = 0
+model.train()
+_cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+
+for step in range(steps):
+    tokens, labels, weights = batches[step % len(batches)]
+    logits = model(tokens)
+    loss = (criterion(logits, labels) * weights).mean()
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if not torch.isfinite(grad_norm):
+        optimizer.zero_grad(set_to_none=True)
+        skipped += 1
+        continue
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    if step % 50 == 0:
+        print(f"step {step} loss {loss.item():.4f} grad_norm {grad_norm.item():.3f}")
+
+print(f"skipped {skipped}")
+print(f"final loss {loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")

@@ -1,0 +1,202 @@
+"""timm's train.py train_one_epoch(): the loss scaler is a NativeScaler object whose
+__call__ does scale(loss).backward(), unscale_ + clip_grad_norm_ when clip_grad is set,
+then step and update; autocast(float16) enabled only on cuda; a ModelEma copy updated
+under no_grad after every step; the scheduler stepped per update with
+step_update(num_updates=...); torch.cuda.synchronize() after each step, as timm does for
+its timing meters."""
+import copy
+import math
+import os
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+class NativeScaler:
+    def __init__(self):
+        self._scaler = torch.amp.GradScaler(device, enabled=device == "cuda")
+
+    def __call__(self, loss, optimizer, clip_grad=None, parameters=None):
+        self._scaler.scale(loss).backward()
+        if clip_grad is not None:
+            self._scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(parameters, clip_grad)
+        self._scaler.step(optimizer)
+        self._scaler.update()
+
+
+class ModelEma:
+    def __init__(self, model, decay=0.998):
+        self.module = copy.deepcopy(model).eval()
+        self.decay = decay
+        for p in self.module.parameters():
+            p.requires_grad_(False)
+
+    def update(self, model):
+        with torch.no_grad():
+            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):
+                ema_v.copy_(ema_v * self.decay + (1.0 - self.decay) * model_v)
+
+
+class CosineLRScheduler:
+    def __init__(self, optimizer, t_initial, lr_min=1e-5, warmup_t=10):
+        self.optimizer, self.t_initial, self.lr_min, self.warmup_t = optimizer, t_initial, lr_min, warmup_t
+        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+
+    def step_update(self, num_updates):
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            if num_updates < self.warmup_t:
+                lr = base * (num_updates + 1) / self.warmup_t
+            else:
+                t = (num_updates - self.warmup_t) / max(1, self.t_initial - self.warmup_t)
+                lr = self.lr_min + 0.5 * (base - self.lr_min) * (1 + math.cos(math.pi * min(t, 1.0)))
+            group["lr"] = lr
+
+
+def train_one_epoch(epoch, model, loader, optimizer, loss_fn, loss_scaler, model_ema, lr_scheduler):
+    num_updates = epoch * len(loader)
+    model.train()
+    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        if any(p.requires_grad for p in _cg_child.parameters()):
+            _cg_graph_forward(_cg_child)
+
+    for input, target in loader:
+        with torch.autocast(device, dtype=torch.float16, enabled=device == "cuda", cache_enabled=False):
+            output = model(input)
+            loss = loss_fn(output, target)
+        optimizer.zero_grad()
+        loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())
+        model_ema.update(model)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        num_updates += 1
+        lr_scheduler.step_update(num_updates=num_updates)
+    return loss
+
+
+model = nn.Sequential(nn.Linear(48, 128), nn.BatchNorm1d(128), nn.GELU(), nn.Linear(128, 10)).to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+loader = [(torch.randn(32, 48, device=device), torch.randint(0, 10, (32,), device=device)) for _ in range(20)]
+lr_scheduler = CosineLRScheduler(optimizer, t_initial=steps)
+model_ema = ModelEma(model)
+loss_scaler = NativeScaler()
+loss_fn = nn.CrossEntropyLoss()
+for epoch in range(steps // len(loader)):
+    loss = train_one_epoch(epoch, model, loader, optimizer, loss_fn, loss_scaler, model_ema, lr_scheduler)
+print(f"final loss {loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")

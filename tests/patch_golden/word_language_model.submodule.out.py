@@ -1,0 +1,205 @@
+"""The PyTorch examples' word_language_model main.py over several epochs: batchify(), get_batch()
+with seq_len = min(bptt, len(source) - 1 - i) so each epoch's last batch is shorter, an LSTM LM
+with init_hidden()/repackage_hidden(), zero_grad, clipping, the update by hand (no optimizer), an
+evaluate() under no_grad per epoch, and lr /= 4.0 when the validation loss did not improve."""
+import os
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A module called again while the
+    outputs of its last replay still await their backward (a layer run in a loop, used twice)
+    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
+    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
+                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in inputs]
+        if state and shapes != state["shapes"]:
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in inputs]
+        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if state.get("again"):
+            return eager_forward(*inputs)
+        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
+            state["again"] = True
+            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        waited = [t for t in _tensors(output) if t.requires_grad]
+        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
+        for t in waited:
+            t.register_hook(lambda grad: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+ntokens, emsize, nhid, bptt, batch_size, eval_batch_size, clip = 200, 32, 64, 20, 20, 10, 0.25
+epochs, lr, steps = 5, 20.0, int(os.environ.get("CG_STEPS", "200"))
+
+
+def batchify(data, bsz):
+    data = data.narrow(0, 0, data.size(0) // bsz * bsz)
+    return data.view(bsz, -1).t().contiguous().to(device)
+
+
+class RNNModel(nn.Module):
+    def __init__(self, ntoken, ninp, nhid, nlayers=2, dropout=0.2):
+        super().__init__()
+        self.drop, self.encoder = nn.Dropout(dropout), nn.Embedding(ntoken, ninp)
+        self.rnn, self.decoder = nn.LSTM(ninp, nhid, nlayers, dropout=dropout), nn.Linear(nhid, ntoken)
+
+    def forward(self, input, hidden):
+        output, hidden = self.rnn(self.drop(self.encoder(input)), hidden)
+        return torch.log_softmax(self.decoder(self.drop(output)).view(-1, self.decoder.out_features), dim=1), hidden
+
+    def init_hidden(self, bsz):
+        weight = next(self.parameters())
+        return tuple(weight.new_zeros(self.rnn.num_layers, bsz, self.rnn.hidden_size) for _ in range(2))
+
+
+def repackage_hidden(h):
+    if isinstance(h, torch.Tensor):
+        return h.detach()
+    return tuple(repackage_hidden(v) for v in h)
+
+
+def get_batch(source, i):
+    seq_len = min(bptt, len(source) - 1 - i)
+    return source[i:i + seq_len], source[i + 1:i + 1 + seq_len].view(-1)
+
+
+nbatch = max(1, steps // epochs)  # bptt-long batches per epoch, the last one 10 tokens long
+train_data = batchify(torch.randint(0, ntokens, (((nbatch - 1) * bptt + 11) * batch_size,)), batch_size)
+val_data = batchify(torch.randint(0, ntokens, (4000,)), eval_batch_size)
+model, criterion = RNNModel(ntokens, emsize, nhid).to(device), nn.NLLLoss()
+
+
+def evaluate(data_source):
+    model.eval()
+    total_loss, hidden = 0.0, model.init_hidden(eval_batch_size)
+    with torch.no_grad():
+        for i in range(0, data_source.size(0) - 1, bptt):
+            data, targets = get_batch(data_source, i)
+            output, hidden = model(data, hidden)
+            total_loss += len(data) * criterion(output, targets).item()
+    return total_loss / (len(data_source) - 1)
+
+
+def train():
+    model.train()
+    hidden = model.init_hidden(batch_size)
+    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        if any(p.requires_grad for p in _cg_child.parameters()):
+            _cg_graph_forward(_cg_child)
+
+    for batch, i in enumerate(range(0, train_data.size(0) - 1, bptt)):
+        data, targets = get_batch(train_data, i)
+        model.zero_grad()
+        hidden = repackage_hidden(hidden)
+        output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+    return loss
+
+
+best_val_loss = None
+for epoch in range(1, epochs + 1):
+    loss = train()
+    val_loss = evaluate(val_data)
+    print(f"| end of epoch {epoch:3d} | lr {lr:.2f} | valid loss {val_loss:5.2f}")
+    if not best_val_loss or val_loss < best_val_loss:
+        best_val_loss = val_loss
+    else:
+        lr /= 4.0
+print(f"final loss {loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")
