@@ -718,7 +718,7 @@ def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _
         if obj:
             given["self"] = obj
 
-        def outer(inner_name: str) -> str:
+        def outer(inner_name: str, given=given) -> str:
             root, dot, rest = inner_name.partition(".")
             return (given[root] + dot + rest) if given.get(root) else inner_name
 
