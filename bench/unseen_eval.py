@@ -30,6 +30,7 @@ FRESH = "paired_timing/fresh_loops_2026-11-26"
 NEW = "paired_timing/new_loops_2026-11-27"
 MORE = "paired_timing/more_loops_2026-11-27"
 FIVE = "paired_timing/five_loops_2026-11-27"
+PUBLIC = "paired_timing/public_shapes_2026-11-27"
 
 
 def each_scope(label: str, folder: str, scopes=("full_iteration", "fwd_bwd", "compile"), results: str = "") -> tuple:
@@ -116,6 +117,11 @@ SETS = (
     # reads, tabular BCE, a token classifier with clipping and warm-up, wide & deep with two
     # optimizers), profiled then tuned once with the model of 2026-11-26 unchanged
     *each_scope("H100, 4 next loops x 1 (2026-11-27)", FIVE),
+    # seven loops of public shapes written after every model choice (timm's loss scaler, open_clip's
+    # logit scale, a step skipped on a non-finite norm, MAE, DDPM, FixMatch, the word language
+    # model), profiled then tuned once; and tuned before, on other machine starts of the same day
+    *each_scope("H100, 7 public loop shapes x 1 (2026-11-27)", PUBLIC),
+    *each_scope("H100, 7 public loop shapes, other machines", PUBLIC, results=f"{PUBLIC}/tune_earlier"),
 )
 
 

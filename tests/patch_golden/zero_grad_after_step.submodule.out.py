@@ -6,6 +6,7 @@ import copy as _cg_copy
 import types as _cg_types
 import warnings as _cg_warnings
 import weakref as _cg_weakref
+import torch.utils._pytree as _cg_pytree
 
 
 class _CgForward:
@@ -37,6 +38,10 @@ def _cg_exporting():
     compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
     return torch.jit.is_tracing() or compiling()
 
+# an LSTM's (h, c) state given to the model: graphed where make_graphed_callables takes
+# tuples and lists of tensors as arguments (it flattens them with arg_tree_leaves); eager before
+_CG_NESTED_INPUTS = hasattr(_cg_pytree, "arg_tree_leaves")
+
 
 def _cg_graph_forward(module, warmup=3, accumulate=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
@@ -63,13 +68,15 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
 
     def forward(*inputs, **kwargs):
-        if (kwargs or not torch.is_grad_enabled() or _cg_exporting()
-                or not all(torch.is_tensor(t) and t.is_cuda for t in inputs)):  # a CPU run stays eager
+        leaves, layout = _cg_pytree.tree_flatten(inputs)   # tensors, also in tuples and lists of them
+        nested = len(leaves) != len(inputs) or not all(map(torch.is_tensor, inputs))
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting() or (nested and not _CG_NESTED_INPUTS)
+                or not all(torch.is_tensor(t) and t.is_cuda for t in leaves)):  # a CPU run stays eager
             return eager_forward(*inputs, **kwargs)
-        shapes = [tuple(t.shape) for t in inputs]
-        if state and shapes != state["shapes"]:
+        shapes = [tuple(t.shape) for t in leaves]
+        if state and (shapes != state["shapes"] or layout != state["layout"]):
             return eager_forward(*inputs)
-        needed = [t.requires_grad for t in inputs]
+        needed = [t.requires_grad for t in leaves]
         if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
                 now and not then for now, then in zip(needed, state["needed"]))):
             # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
@@ -82,7 +89,8 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
                 return eager_forward(*inputs)
             module.forward = eager_forward
-            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(inputs, needed))
+            samples = _cg_pytree.tree_unflatten([t.detach().clone().requires_grad_(need)
+                                                 for t, need in zip(leaves, needed)], layout)
             buffers = [(b, b.detach().clone()) for b in module.buffers()]
             torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
             with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
@@ -95,6 +103,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
             state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["layout"] = layout
             state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
             module.forward = holder
         if state.get("again"):
