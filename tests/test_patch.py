@@ -1343,3 +1343,18 @@ def test_state_carried_and_bound_under_an_if_in_a_function_starts_as_none(tmp_pa
                              "        opt.step()\n")
     assert out.index("    h = None  # cg-advise") < out.index("        h = torch.zeros(2, 1)")
     assert "        h = _cg_step_graph(x, h)  # cg-advise" in out
+
+
+def test_a_loss_scaler_that_steps_every_few_calls_accumulates(tmp_path):
+    """MAE's `loss_scaler(loss, optimizer, update_grad=(i + 1) % accum_iter == 0)`: its step is
+    under an `if` (gradient accumulation), so the graphed backward's gradients must be copied
+    out of the buffer the next replay overwrites, and no whole-step graph applies."""
+    script = tmp_path / "mae.py"
+    script.write_text(LIVE_OUT.format(body=(
+        "class NativeScaler:\n    def __call__(self, loss, optimizer, update_grad=True):\n        loss.backward()\n"
+        "        if update_grad:\n            optimizer.step()\n\n\nloss_scaler = NativeScaler()\n"
+        "for i, x in enumerate(data):\n    loss = model(x).sum() / 2\n"
+        "    loss_scaler(loss, opt, update_grad=(i + 1) % 2 == 0)\n    if (i + 1) % 2 == 0:\n        opt.zero_grad()\n")))
+    assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
+    with pytest.raises(PatchRefused, match="runs conditionally"):
+        make_patch(script, "full_iteration")

@@ -729,7 +729,12 @@ def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _
         body.scaler_steps += [(outer(r), outer(o), line) for r, o, _ in inner.scaler_steps]
         body.zero_grad += [outer(r) for r in inner.zero_grad]
         body.clip_grad = body.clip_grad or inner.clip_grad
-        body.step_calls.append((name, line))
+        # MAE's `loss_scaler(..., update_grad=(i + 1) % accum_iter == 0)` steps under an `if`:
+        # gradient accumulation, which the loop's own statements must not be read as stepping
+        held = [s for s in function.body.body if isinstance(s, (cst.If, cst.For, cst.While, cst.Try))]
+        if not any(calls_in(s, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value == "step")
+                   for s in held):
+            body.step_calls.append((name, line))
 
 
 def _optimizers(body: _LoopBody, assignments: _Assignments) -> list:
