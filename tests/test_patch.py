@@ -333,15 +333,17 @@ def test_parameters_frozen_or_unfrozen_after_the_model_is_compiled_refuse_compil
 
 def test_a_step_inside_a_call_of_the_scripts_code_refuses_a_whole_step_graph_only(tmp_path):
     """timm's `loss_scaler(loss, optimizer, ...)` runs the backward and the scaler's step: the
-    graph scopes around the model apply; a whole-step graph cannot split that call."""
+    graphs around the model apply, copying the gradients out (what the call does with them is
+    not read); a whole-step graph cannot split that call, and compile has no such copy."""
     script = tmp_path / "timm.py"
     script.write_text(LIVE_OUT.format(body=(
         "def backward_and_step(loss, opt):\n    loss.backward()\n    opt.step()\n\n\n"
         "for x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    backward_and_step(loss, opt)\n")))
     with pytest.raises(PatchRefused, match="line 15: backward\\(\\) and the optimizer step run inside a call"):
         make_patch(script, "full_iteration")
-    assert "_cg_graph_forward(model)" in make_patch(script, "fwd_bwd").diff()
-    assert "torch.compile(model" in make_patch(script, "compile").diff()
+    assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
+    with pytest.raises(PatchRefused, match="runs inside a call of the script's own code"):
+        make_patch(script, "compile")
 
 
 def test_a_batch_built_sparse_and_made_dense_in_the_loop_is_no_sparse_use(tmp_path):
@@ -1358,3 +1360,95 @@ def test_a_loss_scaler_that_steps_every_few_calls_accumulates(tmp_path):
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
     with pytest.raises(PatchRefused, match="runs conditionally"):
         make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("body, refused", [
+    # gradient accumulation through `continue`: the skip keeps the gradients
+    ("for i, x in enumerate(data):\n    (model(x).sum() / 2).backward()\n    if (i + 1) % 2 != 0:\n        continue\n"
+     "    opt.step()\n    opt.zero_grad()\n", "line 10: the iteration skips the optimizer step and keeps its gradients"),
+    # a host read that skips the step, moved after the replay, would be lost
+    ("for x in data:\n    loss = model(x).sum()\n    if loss.item() > 100:\n        continue\n    loss.backward()\n"
+     "    opt.step()\n    opt.zero_grad()\n", "line 10: the step may end early \\(continue\\)"),
+    # a continue of the statement's own loop (a weighted sum of losses) leaves nothing early
+    ("for x in data:\n    opt.zero_grad()\n    out = model(x)\n    loss = out.sum() * 0\n    for k, v in {'a': out.sum()}.items():\n"
+     "        if k == 'b':\n            continue\n        loss = loss + v\n    loss.backward()\n    opt.step()\n", None),
+    # neither does a function defined in the body and its return
+    ("for x in data:\n    opt.zero_grad()\n    def total(o):\n        return o.sum()\n    loss = total(model(x))\n"
+     "    loss.backward()\n    opt.step()\n", None),
+])
+def test_what_leaves_an_iteration_early_and_what_does_not(body, refused, tmp_path):
+    """Found by review: accumulation through `continue` once got a whole-step graph that wrote
+    the gradients afresh (only the last micro-batch's counted, 0.14 apart on the CPU); a loop
+    over losses with its own `continue`, and a `def` in the body, were refused."""
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=body))
+    if refused is None:
+        assert "_cg_step_graph(" in make_patch(script, "full_iteration").diff()
+    else:
+        with pytest.raises(PatchRefused, match=refused):
+            make_patch(script, "full_iteration")
+
+
+STEP_IN_A_HELPER = """import torch
+from torch import nn
+
+G, D = nn.Linear(2, 4), nn.Linear(4, 1)
+opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+data = [torch.randn(8, 4) for _ in range(3)]
+
+
+def train_critic(real):
+    opt_d.zero_grad({zeroing})
+    fake = G(torch.randn(real.size(0), 2)).detach()
+    loss_d = D(fake).mean() - D(real).mean()
+    loss_d.backward()
+    opt_d.step()
+
+
+for real in data:
+    {loop}
+"""
+
+
+@pytest.mark.parametrize("zeroing", ["", "set_to_none=False"])
+def test_a_step_made_in_a_helper_copies_gradients_and_leaves_a_model_it_calls_twice_eager(zeroing, tmp_path):
+    """Found by review: a loop whose backward and step run in a function of the script was
+    rewritten from what the loop body alone shows: gradients zeroed in place there, or a model
+    called twice there (a critic), were missed (0.18 and 5e-3 apart, emulated on the CPU)."""
+    script = tmp_path / "critic.py"
+    script.write_text(STEP_IN_A_HELPER.format(zeroing=zeroing, loop="train_critic(real)"))
+    diff = make_patch(script, "fwd_bwd").diff()
+    assert "_cg_graph_forward(G, accumulate=True)" in diff and "_cg_graph_forward(D" not in diff
+    with pytest.raises(PatchRefused, match="cannot apply compile"):
+        make_patch(script, "compile")
+
+
+def test_a_training_loop_that_steps_itself_wins_over_a_loop_of_a_stepping_helper(tmp_path):
+    """A WGAN's `for _ in range(5): train_critic(real)` inside its training loop: the inner
+    loop, shorter, was picked once loops of stepping helpers counted."""
+    script = tmp_path / "wgan.py"
+    script.write_text(STEP_IN_A_HELPER.format(zeroing="", loop=(
+        "for _ in range(5):\n        train_critic(real)\n    opt_g.zero_grad()\n    loss_g = -D(G(torch.randn(8, 2))).mean()\n"
+        "    loss_g.backward()\n    opt_g.step()")))
+    assert discover(script).line == 17
+
+
+def test_a_method_named_as_a_function_of_the_script_does_not_hide_the_function(tmp_path):
+    script = tmp_path / "ema.py"
+    script.write_text(LIVE_OUT.format(body=(
+        "class EMA:\n    def update(self, model):\n        pass\n\n\n"
+        "def update(model, x, optimizer):\n    optimizer.zero_grad()\n    model(x).sum().backward()\n    optimizer.step()\n\n\n"
+        "ema = EMA()\nfor x in data:\n    update(model, x, opt)\n    ema.update(model)\n")))
+    spec = discover(script)
+    assert (spec.line, spec.step_call, spec.models) == (19, 20, ["model"])
+
+
+def test_compile_is_refused_where_an_epoch_loop_of_the_caller_unfreezes(tmp_path):
+    """The batch loop in `train_one_epoch(...)`, the backbone unfrozen in main()'s epoch loop."""
+    script = tmp_path / "caller.py"
+    script.write_text(LIVE_OUT.format(body=(
+        "def train_one_epoch():\n    for x in data:\n        opt.zero_grad()\n        model(x).sum().backward()\n"
+        "        opt.step()\n\n\nmodel.requires_grad_(False)\nfor epoch in range(3):\n    if epoch == 1:\n"
+        "        model.requires_grad_(True)\n    train_one_epoch()\n")))
+    with pytest.raises(PatchRefused, match="line 17: the loop changes which parameters require grad"):
+        make_patch(script, "compile")

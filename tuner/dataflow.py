@@ -225,8 +225,12 @@ def leaves_iteration(statement):
     iteration it sits in (not one of a loop or a function inside it), or None. A step that a
     condition cuts short (`if not torch.isfinite(grad_norm): optimizer.zero_grad(); continue`)
     cannot be one captured function: the replay runs it whole."""
-    functions = [n for n in nodes(statement, (cst.FunctionDef, cst.Lambda)) if n is not statement]
-    loops = [n for n in nodes(statement, (cst.For, cst.While)) if n is not statement]
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return None   # a function defined in the body: its returns leave it, not the iteration
+    functions = [n for n in nodes(statement, (cst.FunctionDef, cst.Lambda))]
+    loops = [n for n in nodes(statement, (cst.For, cst.While))]   # the statement's own loop too
+    if isinstance(statement, (cst.For, cst.While)):   # its else block runs in this iteration
+        loops = [n for n in loops if n is not statement] + [statement.body]
     found = (nodes(statement, (cst.Continue, cst.Break), skip=functions + loops)
              + nodes(statement, (cst.Return,), skip=functions))
     return found[0] if found else None

@@ -66,6 +66,7 @@ class StepSpec:
     calls: dict = field(default_factory=dict)       # model -> how often the loop body calls it (a loop inside: 2)
     backwards: int = 1            # backward() calls an iteration makes; 0: they vary (inside a condition, a loop of unknown length)
     step_call: Optional[int] = None   # the line of a call of the script's code that runs backward and the step
+    through_calls: bool = False   # backward or step found inside such a call (conditional or not)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -212,6 +213,8 @@ class _LoopBody(cst.CSTVisitor):
         self.scaler_steps, self.calls, self.outside = [], [], []
         self.call_nodes = []      # the Call nodes of ``calls``, in the same order
         self.step_calls = []      # (name, line) of calls of the script's code that run backward and step
+        self.through_calls = False   # the backward or the step found inside such a call
+        self.inline = False          # backward and step called in the loop itself
         self.autocast = False
         self.clip_grad = False
         self.assigned_from_next = []
@@ -414,6 +417,12 @@ def node_args(call: cst.Call) -> list:
     return [arg.value for arg in call.args]
 
 
+def _on_side_stream(node: cst.With) -> bool:
+    """``with torch.cuda.stream(side):``: the warm-up of a CUDA graph the script captures itself."""
+    return any(isinstance(item.item, cst.Call) and dotted(item.item.func).endswith("cuda.stream")
+               for item in node.items)
+
+
 class _Loops(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
 
@@ -422,6 +431,13 @@ class _Loops(cst.CSTVisitor):
         self.qualnames = {}   # loop -> "Class.method" / "outer.inner" / "" at module level
         self._functions = []
         self._scopes = []
+        self._side_streams = 0   # inside `with torch.cuda.stream(...)`
+
+    def visit_With(self, node) -> None:
+        self._side_streams += _on_side_stream(node)
+
+    def leave_With(self, node) -> None:
+        self._side_streams -= _on_side_stream(node)
 
     def visit_ClassDef(self, node) -> None:
         self._scopes.append(node.name.value)
@@ -444,6 +460,8 @@ class _Loops(cst.CSTVisitor):
         self._add(node)
 
     def _add(self, node) -> None:
+        if self._side_streams:
+            return   # the warm-up before a capture the script writes itself (PyTorch's docs' pattern)
         self.loops.append((node, self._functions[-1] if self._functions else None))
         self.qualnames[node] = ".".join(self._scopes)
 
@@ -490,6 +508,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     for node, function in loops.loops:
         body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
+        body.inline = bool(body.backward and (body.step or body.scaler_steps or body.manual_updates))
         _steps_inside_calls(body, assignments, functions, positions)
         _schedulers_given_a_value(body, assignments)
         optimizers = _optimizers(body, assignments)
@@ -520,7 +539,10 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
                              f"torch.no_grad() or torch.inference_mode()) found; loops seen: "
                              f"{', '.join(found) or 'none'}")
     # innermost: the candidate no other candidate lies inside
-    node, function, body, optimizers = min(candidates, key=lambda c: _span(positions, c[0]))
+    # a loop that runs backward and step itself wins over one that reaches them through a call
+    # (a WGAN's `for _ in range(5): train_critic(real)` inside its training loop)
+    inline = [c for c in candidates if c[2].inline] or candidates
+    node, function, body, optimizers = min(inline, key=lambda c: _span(positions, c[0]))
     optimizer = optimizers[0] if optimizers else ""   # "": a hand-written update, no optimizer object
     loss = body.backward[0][0]
     scaler = next((r for r, opt, _ in body.scaler_steps if opt == optimizer), None)
@@ -566,6 +588,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     spec.step_name, spec.optimizers, spec.models, spec.calls = step, optimizers, models, calls
     spec.lr_set = body.lr_set[0] if body.lr_set else None
     spec.step_call = body.step_calls[0][1] if body.step_calls else None
+    spec.through_calls = body.through_calls
     spec.manual_update = body.manual_updates[0][0] if body.manual_updates and not optimizers else None
     spec.backwards = 0 if None in body.backward_times else sum(body.backward_times)
     return spec
@@ -631,12 +654,16 @@ class _FunctionDefs(cst.CSTVisitor):
     def __init__(self):
         self.by_name = {}
         self.classes = {}
+        self._methods = set()   # a method is called through its object, never by its bare name
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.by_name.setdefault(node.name.value, node)
+        if id(node) not in self._methods:
+            self.by_name.setdefault(node.name.value, node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes[node.name.value] = {n.name.value: n for n in node.body.body if isinstance(n, cst.FunctionDef)}
+        methods = {n.name.value: n for n in node.body.body if isinstance(n, cst.FunctionDef)}
+        self.classes[node.name.value] = methods
+        self._methods.update(map(id, methods.values()))
 
     def callee(self, name: str, assignments: "_Assignments") -> tuple:
         """(FunctionDef, the object it is a method of, or None) that a call of ``name`` runs: a
@@ -729,6 +756,8 @@ def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _
         body.scaler_steps += [(outer(r), outer(o), line) for r, o, _ in inner.scaler_steps]
         body.zero_grad += [outer(r) for r in inner.zero_grad]
         body.clip_grad = body.clip_grad or inner.clip_grad
+        body.with_grad += [(outer(n), line) for n, _ in inner.with_grad]   # a model called twice in it counts twice
+        body.through_calls = True
         # MAE's `loss_scaler(..., update_grad=(i + 1) % accum_iter == 0)` steps under an `if`:
         # gradient accumulation, which the loop's own statements must not be read as stepping
         held = [s for s in function.body.body if isinstance(s, (cst.If, cst.For, cst.While, cst.Try))]

@@ -340,7 +340,14 @@ class _Rewriter:
         on the H100 (torch 2.11) the compiled fine-tuning loop trained its head alone and ended
         at loss 2.118 where eager ends at 0.229; the graph scopes capture again on such a change."""
         models = set(self.spec.models or [self.spec.model])
-        found = requires_grad_change([outer], self.functions, models)
+        region = [outer]
+        function = self._enclosing_scope(self.parents, outer)
+        if function is not None:   # the loops that call the function holding it (an epoch loop in main())
+            name = function.name.value
+            region += [n for n in self.parents if isinstance(n, (cst.For, cst.While))
+                       and calls_in(n.body, lambda c: dotted(c.func) in (name, f"self.{name}"))]
+        found = next((f for f in (requires_grad_change([r], self.functions, models) for r in region)
+                      if f is not None), None)
         if found is not None:
             raise self.refuse(f"line {self.positions[found].start.line}: the loop changes which parameters require "
                               "grad after the model is compiled; torch.compile keeps the graph of the flags it first "
@@ -395,6 +402,16 @@ class _Rewriter:
         zeroed_in_place = calls_in(loop.body, lambda c: is_method(c, None, "zero_grad")
                                    and any(dotted(a.value) == "False" for a in c.args))
         accumulates = bool(zeroed_in_place) or self._step_is_conditional(list(loop.body.body), self._step_flags(loop))
+        if self.spec.through_calls and self.spec.kind != "inference":
+            # backward or step inside a call of the script's code (timm's loss_scaler): how the
+            # gradients are zeroed, accumulated or taken twice there is not read, so the graphed
+            # backward's gradients are copied out whatever it does, and compile (whose CUDA graphs
+            # have no such copy) is refused
+            if self.scope == "compile":
+                raise self.refuse(f"line {self.spec.step_call or self.spec.line}: the backward or the optimizer step "
+                                  "runs inside a call of the script's own code, where compile's CUDA graphs could "
+                                  "overwrite gradients it accumulates; use fwd_bwd, which copies them")
+            accumulates = True
         if self.scope == "compile" and accumulates and self.spec.kind != "inference":
             # torch.compile's CUDA graphs have the same buffers and no copy to ask for: on the GPU
             # backward failed with "accessing tensor output of CUDAGraphs that has been overwritten"
@@ -491,9 +508,17 @@ class _Rewriter:
         end = len(is_step) - 1 - is_step[::-1].index(True)   # the last optimizer step: a GAN steps two
         first_step = is_step.index(True)
         backwards = [i for i in range(first_step) if calls_backward(body[i])]
-        if backwards and any(leaves_iteration(s) for s in body[backwards[-1] + 1:first_step]):
+        skips = [s for s in body[backwards[-1] + 1:first_step] if leaves_iteration(s)] if backwards else []
+        if skips:
             # a step skipped on a value of this one (a non-finite gradient norm): the graph ends
-            # at the backward, and the check and the optimizer step run eagerly after each replay
+            # at the backward, and the check and the optimizer step run eagerly after each replay.
+            # Only where the skip throws the gradients away: a `continue` that keeps them is
+            # gradient accumulation, which a graph that writes them afresh would lose
+            kept = next((s for s in skips if not calls_in(s, lambda c: is_method(c, None, "zero_grad"))), None)
+            if kept is not None:
+                raise self.refuse(f"line {self.positions[leaves_iteration(kept)].start.line}: the iteration skips the "
+                                  "optimizer step and keeps its gradients (gradient accumulation?); a captured "
+                                  "backward writes them afresh at every replay (use fwd_bwd)")
             self.optimizer_outside = True
         if self.optimizer_outside:
             if len(optimizers) > 1:
@@ -583,7 +608,7 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
-        jump = next((j for j in map(leaves_iteration, core) if j is not None), None)
+        jump = next((j for j in map(leaves_iteration, core + moved) if j is not None), None)
         if jump is not None:
             raise self.refuse(f"line {positions[jump].start.line}: the step may end early "
                               f"({type(jump).__name__.lower()}) on a value it computes; a captured step runs whole "

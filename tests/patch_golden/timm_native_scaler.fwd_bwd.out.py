@@ -180,7 +180,7 @@ class CosineLRScheduler:
 def train_one_epoch(epoch, model, loader, optimizer, loss_fn, loss_scaler, model_ema, lr_scheduler):
     num_updates = epoch * len(loader)
     model.train()
-    _cg_graph_forward(model)  # cg-advise: forward and backward as CUDA graphs
+    _cg_graph_forward(model, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
 
     for input, target in loader:
         with torch.autocast(device, dtype=torch.float16, enabled=device == "cuda", cache_enabled=False):

@@ -182,7 +182,7 @@ def train_one_epoch(epoch, model, loader, optimizer, loss_fn, loss_scaler, model
     model.train()
     for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
-            _cg_graph_forward(_cg_child)
+            _cg_graph_forward(_cg_child, accumulate=True)
 
     for input, target in loader:
         with torch.autocast(device, dtype=torch.float16, enabled=device == "cuda", cache_enabled=False):
