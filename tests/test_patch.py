@@ -1219,10 +1219,14 @@ def test_gradients_zeroed_in_place_are_copied_out_of_the_graphed_backward():
         assert "accumulate=True" not in (GOLDEN / f"loss_after_loop.{scope}.out.py").read_text()
 
 
-def _patched(tmp_path, body, scope="full_iteration"):
+def _written(tmp_path, body):
     script = tmp_path / "train.py"
     script.write_text(LIVE_OUT.format(body=body))
-    return make_patch(script, scope).patched
+    return script
+
+
+def _patched(tmp_path, body, scope="full_iteration"):
+    return make_patch(_written(tmp_path, body), scope).patched
 
 
 def test_a_batch_fetched_after_the_step_is_the_next_replays_input(tmp_path):
@@ -1434,21 +1438,18 @@ def test_a_training_loop_that_steps_itself_wins_over_a_loop_of_a_stepping_helper
 
 
 def test_a_method_named_as_a_function_of_the_script_does_not_hide_the_function(tmp_path):
-    script = tmp_path / "ema.py"
-    script.write_text(LIVE_OUT.format(body=(
+    spec = discover(_written(tmp_path, (
         "class EMA:\n    def update(self, model):\n        pass\n\n\n"
         "def update(model, x, optimizer):\n    optimizer.zero_grad()\n    model(x).sum().backward()\n    optimizer.step()\n\n\n"
         "ema = EMA()\nfor x in data:\n    update(model, x, opt)\n    ema.update(model)\n")))
-    spec = discover(script)
     assert (spec.line, spec.step_call, spec.models) == (19, 20, ["model"])
 
 
 def test_compile_is_refused_where_an_epoch_loop_of_the_caller_unfreezes(tmp_path):
     """The batch loop in `train_one_epoch(...)`, the backbone unfrozen in main()'s epoch loop."""
-    script = tmp_path / "caller.py"
-    script.write_text(LIVE_OUT.format(body=(
+    script = _written(tmp_path, (
         "def train_one_epoch():\n    for x in data:\n        opt.zero_grad()\n        model(x).sum().backward()\n"
         "        opt.step()\n\n\nmodel.requires_grad_(False)\nfor epoch in range(3):\n    if epoch == 1:\n"
-        "        model.requires_grad_(True)\n    train_one_epoch()\n")))
+        "        model.requires_grad_(True)\n    train_one_epoch()\n"))
     with pytest.raises(PatchRefused, match="line 17: the loop changes which parameters require grad"):
         make_patch(script, "compile")
