@@ -339,7 +339,7 @@ def test_a_step_inside_a_call_of_the_scripts_code_refuses_a_whole_step_graph_onl
     script.write_text(LIVE_OUT.format(body=(
         "def backward_and_step(loss, opt):\n    loss.backward()\n    opt.step()\n\n\n"
         "for x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    backward_and_step(loss, opt)\n")))
-    with pytest.raises(PatchRefused, match="line 15: backward\\(\\) and the optimizer step run inside a call"):
+    with pytest.raises(PatchRefused, match="line 15: backward\\(\\) or the optimizer step runs inside a call"):
         make_patch(script, "full_iteration")
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
     with pytest.raises(PatchRefused, match="runs inside a call of the script's own code"):
@@ -1362,7 +1362,7 @@ def test_a_loss_scaler_that_steps_every_few_calls_accumulates(tmp_path):
         "for i, x in enumerate(data):\n    loss = model(x).sum() / 2\n"
         "    loss_scaler(loss, opt, update_grad=(i + 1) % 2 == 0)\n    if (i + 1) % 2 == 0:\n        opt.zero_grad()\n")))
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
-    with pytest.raises(PatchRefused, match="runs conditionally"):
+    with pytest.raises(PatchRefused, match="the optimizer step runs inside a call"):
         make_patch(script, "full_iteration")
 
 
@@ -1453,3 +1453,18 @@ def test_compile_is_refused_where_an_epoch_loop_of_the_caller_unfreezes(tmp_path
         "        model.requires_grad_(True)\n    train_one_epoch()\n"))
     with pytest.raises(PatchRefused, match="line 17: the loop changes which parameters require grad"):
         make_patch(script, "compile")
+
+
+def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
+    """`loss = forward_backward(model, x); opt.step()`, or a scaler whose step is one call
+    deeper: the loop trains. Read before as a loop without backward: with a validation loop in
+    the script, that loop was tuned in its place."""
+    script = _written(tmp_path, (
+        "def forward_backward(model, x):\n    loss = model(x).sum()\n    loss.backward()\n    return loss\n\n\n"
+        "for x in data:\n    opt.zero_grad()\n    loss = forward_backward(model, x)\n    opt.step()\n"
+        "with torch.no_grad():\n    for x in data:\n        model(x)\n"))
+    spec = discover(script)
+    assert (spec.line, spec.kind, spec.through_calls, spec.loss) == (13, "train", True, "loss")
+    assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
+    with pytest.raises(PatchRefused, match="line 13: backward\\(\\) or the optimizer step runs inside a call"):
+        make_patch(script, "full_iteration")

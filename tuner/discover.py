@@ -737,8 +737,6 @@ def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _
             continue   # a function that trains a whole epoch (the MNIST example's train()) has its own loop
         inner = _LoopBody(positions)
         function.body.visit(inner)
-        if not (inner.step or inner.scaler_steps):
-            continue
         params = [p.name.value for p in function.params.params][1 if obj else 0:]
         given = dict(zip(params, [dotted(a.value) for a in call.args if not a.keyword and not a.star]))
         given.update({a.keyword.value: dotted(a.value) for a in call.args if a.keyword})
@@ -752,12 +750,16 @@ def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _
         line = positions[call].start.line
         body.backward += [(outer(r), line) for r, _ in inner.backward]
         body.backward_times += inner.backward_times
+        body.through_calls = True
+        if not (inner.step or inner.scaler_steps):
+            # a helper that runs the backward alone (the step in the loop, or one call deeper,
+            # a scaler's own `_apply`): the loop trains, and no validation loop is tuned in its place
+            continue
         body.step += [(outer(r), line) for r, _ in inner.step]
         body.scaler_steps += [(outer(r), outer(o), line) for r, o, _ in inner.scaler_steps]
         body.zero_grad += [outer(r) for r in inner.zero_grad]
         body.clip_grad = body.clip_grad or inner.clip_grad
         body.with_grad += [(outer(n), line) for n, _ in inner.with_grad]   # a model called twice in it counts twice
-        body.through_calls = True
         # MAE's `loss_scaler(..., update_grad=(i + 1) % accum_iter == 0)` steps under an `if`:
         # gradient accumulation, which the loop's own statements must not be read as stepping
         held = [s for s in function.body.body if isinstance(s, (cst.If, cst.For, cst.While, cst.Try))]

@@ -201,10 +201,10 @@ class _Rewriter:
         if self.scope == "compile":
             self._check_requires_grad_under_compile(outer)
         if self.scope.startswith("full_iteration"):
-            if self.spec.step_call:
-                raise self.refuse(f"line {self.spec.step_call}: backward() and the optimizer step run inside a call of "
-                                  "the script's own code (a loss scaler's __call__?); cg-advise captures a whole step "
-                                  "only where the loop calls them itself (try --scope fwd_bwd)")
+            if self.spec.through_calls:
+                raise self.refuse(f"line {self.spec.step_call or self.spec.line}: backward() or the optimizer step runs "
+                                  "inside a call of the script's own code (a loss scaler's __call__?); cg-advise "
+                                  "captures a whole step only where the loop calls them itself (try --scope fwd_bwd)")
             self._check_requires_grad(loop)
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             before, new_loop = self._full_iteration(loop, outer, scope, positions)
