@@ -10,19 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .discover import calls_backward, calls_in, dotted, host_call, target_names
-
-
-class SkippingVisitor(cst.CSTVisitor):
-    """A visitor that does not descend into the nodes it is given (the captured step's
-    statements, when what is asked is what lies around them)."""
-
-    def __init__(self, skip=()) -> None:
-        super().__init__()
-        self.skipped = {id(n) for n in skip}
-
-    def on_visit(self, node) -> bool:
-        return id(node) not in self.skipped and super().on_visit(node)
+from .discover import SkippingVisitor, calls_backward, calls_in, dotted, host_call, nodes, target_names
 
 
 def is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
@@ -204,20 +192,6 @@ def backward_passes(loop) -> int:
     inner = [n for n in nodes(loop.body, (cst.For, cst.While))
              if calls_backward(n.body)]
     return count + len(inner)
-
-
-def nodes(node, types, skip=()) -> list:
-    """The nodes of ``types`` in ``node`` (itself included), not in or under the nodes in ``skip``."""
-    found = []
-
-    class Finder(SkippingVisitor):
-        def on_visit(self, n) -> bool:
-            if isinstance(n, types) and id(n) not in self.skipped:
-                found.append(n)
-            return super().on_visit(n)
-
-    node.visit(Finder(skip))
-    return found
 
 
 def leaves_iteration(statement):

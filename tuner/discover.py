@@ -177,6 +177,32 @@ def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definiti
     return models, counts
 
 
+class SkippingVisitor(cst.CSTVisitor):
+    """A visitor that does not descend into the nodes it is given (the captured step's
+    statements, when what is asked is what lies around them)."""
+
+    def __init__(self, skip=()) -> None:
+        super().__init__()
+        self.skipped = {id(n) for n in skip}
+
+    def on_visit(self, node) -> bool:
+        return id(node) not in self.skipped and super().on_visit(node)
+
+
+def nodes(node, types, skip=()) -> list:
+    """The nodes of ``types`` in ``node`` (itself included), not in or under the nodes in ``skip``."""
+    found = []
+
+    class Finder(SkippingVisitor):
+        def on_visit(self, n) -> bool:
+            if isinstance(n, types) and id(n) not in self.skipped:
+                found.append(n)
+            return super().on_visit(n)
+
+    node.visit(Finder(skip))
+    return found
+
+
 def calls_in(node, predicate) -> list:
     """The calls inside ``node`` (itself included) for which ``predicate`` holds, in source order."""
     found = []
@@ -681,31 +707,18 @@ def _returned_closure(function: cst.FunctionDef) -> Optional[cst.FunctionDef]:
     """The function ``function`` defines inside itself and returns (open_clip's
     ``cosine_lr(optimizer, ...)`` returns its ``_lr_adjuster``), or None."""
     inner = {n.name.value: n for n in function.body.body if isinstance(n, cst.FunctionDef)}
-    returned = [r.value for r in _nodes_of(function.body, cst.Return)]
+    returned = [r.value for r in nodes(function.body, cst.Return)]
     return next((inner[dotted(v)] for v in returned if isinstance(v, cst.Name) and v.value in inner), None)
-
-
-def _nodes_of(node, kind) -> list:
-    found = []
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, n) -> bool:
-            if isinstance(n, kind):
-                found.append(n)
-            return True
-
-    node.visit(Finder())
-    return found
 
 
 def _sets_lr(function: cst.FunctionDef, functions: dict, depth: int = 2) -> bool:
     """Whether ``function``, or a function of the script it calls (``depth`` deep), sets a
     param group's learning rate by hand."""
-    targets = [t.target for a in _nodes_of(function, cst.Assign) for t in a.targets]
-    targets += [a.target for a in _nodes_of(function, cst.AugAssign)]
+    targets = [t.target for a in nodes(function, cst.Assign) for t in a.targets]
+    targets += [a.target for a in nodes(function, cst.AugAssign)]
     if any(_is_lr_key(t) for t in targets):
         return True
-    called = [functions.get(dotted(c.func)) for c in _nodes_of(function.body, cst.Call)] if depth else []
+    called = [functions.get(dotted(c.func)) for c in nodes(function.body, cst.Call)] if depth else []
     return any(f is not None and f is not function and _sets_lr(f, functions, depth - 1) for f in called)
 
 
@@ -733,7 +746,7 @@ def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _
         name = dotted(call.func)
         function, obj = functions.callee(name, assignments)
         if function is None or not calls_backward(function.body) or any(
-                calls_backward(loop.body) for loop in _nodes_of(function.body, (cst.For, cst.While))):
+                calls_backward(loop.body) for loop in nodes(function.body, (cst.For, cst.While))):
             continue   # a function that trains a whole epoch (the MNIST example's train()) has its own loop
         inner = _LoopBody(positions)
         function.body.visit(inner)

@@ -39,7 +39,7 @@ from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_co
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
-from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted
+from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes
 from .harness import COMPILE_MARK
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -344,8 +344,8 @@ class _Rewriter:
         function = self._enclosing_scope(self.parents, outer)
         if function is not None:   # the loops that call the function holding it (an epoch loop in main())
             name = function.name.value
-            region += [n for n in self.parents if isinstance(n, (cst.For, cst.While))
-                       and calls_in(n.body, lambda c: dotted(c.func) in (name, f"self.{name}"))]
+            region += [n for n in nodes(self.module, (cst.For, cst.While))
+                       if calls_in(n.body, lambda c: dotted(c.func) in (name, f"self.{name}"))]
         found = next((f for f in (requires_grad_change([r], self.functions, models) for r in region)
                       if f is not None), None)
         if found is not None:
