@@ -1455,6 +1455,20 @@ def test_compile_is_refused_where_an_epoch_loop_of_the_caller_unfreezes(tmp_path
         make_patch(script, "compile")
 
 
+def test_compile_sees_the_unfreezing_function_behind_a_method_of_its_name(tmp_path):
+    """`unfreeze(model, epoch)` called in the loop, and a class defined later with a method
+    `unfreeze`: the bare call runs the function, which flips requires_grad, so compile is
+    refused. The data-flow rules once read the name through a map where the later method
+    replaced the function, and let compile train with the flags of its first call."""
+    script = _written(tmp_path, (
+        "def unfreeze(model, epoch):\n    model.requires_grad_(epoch > 0)\n\n\n"
+        "class Freezer:\n    def unfreeze(self, model, epoch):\n        pass\n\n\n"
+        "for epoch in range(2):\n    unfreeze(model, epoch)\n    for x in data:\n        opt.zero_grad()\n"
+        "        model(x).sum().backward()\n        opt.step()\n"))
+    with pytest.raises(PatchRefused, match="the loop changes which parameters require grad"):
+        make_patch(script, "compile")
+
+
 def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
     """`loss = forward_backward(model, x); opt.step()`, or a scaler whose step is one call
     deeper: the loop trains. Read before as a loop without backward: with a validation loop in

@@ -180,11 +180,6 @@ def is_bookkeeping(statement, later) -> bool:
     return bool(assigned) and not (assigned & read_later)
 
 
-def script_functions(module) -> dict:
-    """name -> FunctionDef of every function the script defines (methods by their name too)."""
-    return {n.name.value: n for n in nodes(module, (cst.FunctionDef,))}
-
-
 def backward_passes(loop) -> int:
     """How many backward() calls one iteration of ``loop`` makes, at least: a backward inside a
     loop in the body (micro-steps) counts as two."""

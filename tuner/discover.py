@@ -528,7 +528,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         loops.restrict(path, step)
 
     functions = _FunctionDefs()
-    wrapper.module.visit(functions)
+    wrapper.module.visit(functions)   # with its classes' methods, beside script_functions' map
     bodies = {}
     candidates = []
     for node, function in loops.loops:
@@ -674,22 +674,39 @@ def _schedulers_given_a_value(body: _LoopBody, assignments: _Assignments) -> Non
 
 
 class _FunctionDefs(cst.CSTVisitor):
-    """name -> FunctionDef of every function the script defines, nested ones and methods too;
-    class name -> {method name -> FunctionDef}."""
+    """name -> FunctionDef of every function the script defines, nested ones too, but not its
+    methods (called through their object, never by a bare name: a method ``train`` does not
+    stand for the script's function ``train``); where two share a name, the one a bare call
+    there runs: the last defined at module level (which rebinds the name), else the first
+    nested one. class name -> {method name -> FunctionDef}."""
 
     def __init__(self):
         self.by_name = {}
         self.classes = {}
-        self._methods = set()   # a method is called through its object, never by its bare name
+        self._methods = set()
+        self._module_level = set()
+        self._depth = 0   # functions and classes the visit is inside
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if id(node) not in self._methods:
-            self.by_name.setdefault(node.name.value, node)
+        name = node.name.value
+        if self._depth == 0:
+            self.by_name[name] = node
+            self._module_level.add(name)
+        elif id(node) not in self._methods and name not in self._module_level:
+            self.by_name.setdefault(name, node)
+        self._depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._depth -= 1
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._depth -= 1
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         methods = {n.name.value: n for n in node.body.body if isinstance(n, cst.FunctionDef)}
         self.classes[node.name.value] = methods
         self._methods.update(map(id, methods.values()))
+        self._depth += 1
 
     def callee(self, name: str, assignments: "_Assignments") -> tuple:
         """(FunctionDef, the object it is a method of, or None) that a call of ``name`` runs: a
@@ -701,6 +718,14 @@ class _FunctionDefs(cst.CSTVisitor):
         obj, _, method = name.rpartition(".") if "." in name else (name, "", "__call__")
         methods = self.classes.get(assignments.constructed.get(obj, "").rpartition(".")[2], {})
         return (methods[method], obj) if method in methods else (None, None)
+
+
+def script_functions(module: cst.Module) -> dict:
+    """name -> FunctionDef that a bare call of the name in ``module`` runs (``_FunctionDefs``):
+    the map discover follows calls through, and patch's data-flow rules too."""
+    functions = _FunctionDefs()
+    module.visit(functions)
+    return functions.by_name
 
 
 def _returned_closure(function: cst.FunctionDef) -> Optional[cst.FunctionDef]:

@@ -35,11 +35,11 @@ from advisor.sourcefile import SourceFile, read_source
 from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
                        keeps_reference, leaves_iteration, names_assigned, names_read, names_rebound, plain_target_names, read_first,
-                       requires_grad_change, rnn_module, script_functions, sparse_use, step_start, varying_numbers,
+                       requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
-from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes
+from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
 from .harness import COMPILE_MARK
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
