@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import types
+import warnings
 
 import pytest
 import torch
@@ -575,7 +576,9 @@ def test_gradients_set_to_none_after_a_replay_are_the_next_replays_again():
 def _graphed_forward_on_the_cpu():
     """The graphed-forward helper with make_graphed_callables replaced by an autograd Function
     that, like its graphed callables, hands back outputs detached from their computation and
-    recomputes in its backward (no GPU: the helper's own bookkeeping is what is under test)."""
+    recomputes in its backward from the inputs of the LAST replay, as a graph's backward reads
+    its static buffers, which each replay overwrites (no GPU: the helper's own bookkeeping is
+    what is under test)."""
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
     from tuner.templates import GRAPHED_FORWARD
@@ -588,14 +591,14 @@ def _graphed_forward_on_the_cpu():
         class Replay(torch.autograd.Function):
             @staticmethod
             def forward(ctx, *args):
-                ctx.inputs = args[:len(flat_samples)]
-                flat, Replay.spec = tree_flatten(eager(*tree_unflatten(list(ctx.inputs), layout)))
+                Replay.static = [a.detach().clone() for a in args[:len(flat_samples)]]
+                flat, Replay.spec = tree_flatten(eager(*tree_unflatten(list(Replay.static), layout)))
                 return tuple(o.detach() for o in flat)
 
             @staticmethod
             def backward(ctx, *grads):
                 with torch.enable_grad():
-                    ins = [i.detach().requires_grad_(need) for i, need in zip(ctx.inputs, needed)]
+                    ins = [i.detach().requires_grad_(need) for i, need in zip(Replay.static, needed)]
                     flat, _ = tree_flatten(eager(*tree_unflatten(ins, layout)))
                     wanted = [i for i in ins if i.requires_grad]
                     found = list(torch.autograd.grad(flat, wanted + params, grads, allow_unused=True))
@@ -618,30 +621,45 @@ def _helper_state(module) -> dict:
     return cells["state"].cell_contents
 
 
-@pytest.mark.parametrize("loop, again", [
+@pytest.mark.parametrize("loop, warns", [
     ("twice", True),        # called again before its backward (a decoder cell per token)
-    ("skipped", False),     # a forward whose backward is skipped (a non-finite loss): its outputs freed
+    ("reduced", True),      # twice, each output reduced at once: D(fake).mean() - D(real).mean()
+    ("skipped", True),      # a forward whose backward is skipped, its loss kept to the next call
     ("validation", False),  # a forward with grad whose loss is only read (validation without no_grad)
     ("once", False),
 ])
-def test_the_graphed_forward_helper_runs_eagerly_only_a_module_called_again_before_its_backward(loop, again):
+def test_the_graphed_forward_helper_never_replays_before_the_last_replays_backward(loop, warns):
+    """Each step's gradients equal an eager twin's: a replay made before the backward of the
+    last one would overwrite what that backward reads (the WGAN critic's two calls, each output
+    reduced at once, were replayed both: the output's weakref was dead, its backward to come)."""
     graph_forward = _graphed_forward_on_the_cpu()
     torch.manual_seed(0)
-    x = torch.randn(4, 8)
-    module = graph_forward(torch.nn.Linear(8, 8))
-    for step in range(5):
-        if loop == "twice":
-            (module(x) * module(x + 1)).sum().backward()
-        elif loop == "skipped":
-            loss = module(x).sum()
-            if step % 2 == 0:
-                loss.backward()
-        elif loop == "validation":
-            module(x).square().mean().item()
-            module(x).sum().backward()
-        else:
-            module(x).sum().backward()
-    assert bool(_helper_state(module).get("again")) is again
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+    module = graph_forward(copy.deepcopy(eager))
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(5):
+            x = torch.randn(4, 8)
+            for model in (eager, module):
+                model.zero_grad()
+                if loop == "twice":
+                    (model(x) * model(x + 1)).sum().backward()
+                elif loop == "reduced":
+                    (model(x).mean() - model(x * 2).square().mean()).backward()
+                elif loop == "skipped":
+                    model.loss = model(x).sum()   # kept until the next step's call
+                    if step % 2 == 0:
+                        model.loss.backward()
+                elif loop == "validation":
+                    model(x).square().mean().item()
+                    model(x).sum().backward()
+                else:
+                    model(x).sum().backward()
+            seen += [(a.grad, b.grad) for a, b in zip(eager.parameters(), module.parameters())]
+    for a, b in seen:
+        torch.testing.assert_close(a, b)
+    assert any("is called again before the backward of its last call" in str(w.message) for w in caught) is warns
 
 
 def test_a_graphed_forward_is_captured_again_when_its_parameters_are_unfrozen():
@@ -901,7 +919,7 @@ def test_a_module_returning_a_dict_is_watched_through_its_values():
     x = torch.randn(4, 8)
     with pytest.warns(UserWarning, match="Heads is called again before the backward of its last call"):
         (module(x)["a"] * module(x + 1)["a"]).sum().backward()
-    assert _helper_state(module)["again"]
+    assert _helper_state(module)["done"]
 
 
 def test_python_bookkeeping_stays_out_of_the_captured_step():

@@ -49,10 +49,11 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
     shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
     passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
-    graph's static buffer, which the next replay overwrites. A module called again while the
-    outputs of its last replay still await their backward (a layer run in a loop, used twice)
-    runs eagerly from then on: a replay would overwrite what that backward reads. Outputs freed
-    without a backward (a forward whose loss is skipped) leave nothing to overwrite."""
+    graph's static buffer, which the next replay overwrites. A call made while the backward of
+    the last replay is still to come (a layer run in a loop, a model called twice in a step,
+    even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
+    eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
     if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
         return module  # a function, or a module with nothing to train (a loss): stays eager
     if isinstance(vars(module).get("forward"), _CgForward):
@@ -78,7 +79,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         if state and (shapes != state["shapes"] or layout != state["layout"]):
             return eager_forward(*inputs)
         needed = [t.requires_grad for t in leaves]
-        if state and not state.get("again") and (any(p.requires_grad for p in state["frozen"]) or any(
+        if state and (any(p.requires_grad for p in state["frozen"]) or any(
                 now and not then for now, then in zip(needed, state["needed"]))):
             # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
             # that needs its gradient now (the output of a layer before it, unfrozen): the backward
@@ -107,18 +108,19 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             state["layout"] = layout
             state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
             module.forward = holder
-        if state.get("again"):
-            return eager_forward(*inputs)
-        if not state.get("done", True) and any(alive() is not None for alive in state["alive"]):
-            state["again"] = True
-            _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
-                              "last call (in a loop, or twice); it runs eagerly from now on", stacklevel=2)
+        if not state.get("done", True) and state["pending"]() is not None:
+            if not state.get("warned"):
+                state["warned"] = True
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                                  "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
+                                  "such calls run eagerly", stacklevel=2)
             return eager_forward(*inputs)
         output = state["graphed"](*inputs)
-        waited = [t for t in _tensors(output) if t.requires_grad]
-        state["alive"], state["done"] = [_cg_weakref.ref(t) for t in waited], not waited
-        for t in waited:
-            t.register_hook(lambda grad: state.update(done=True))
+        node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
+        state["done"] = node is None
+        if node is not None:
+            state["pending"] = _cg_weakref.ref(node)
+            node.register_hook(lambda *grads: state.update(done=True))
         return output
 
     module.forward = holder = _CgForward(forward, module)
