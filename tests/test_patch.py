@@ -1487,6 +1487,36 @@ def test_compile_sees_the_unfreezing_function_behind_a_method_of_its_name(tmp_pa
         make_patch(script, "compile")
 
 
+@pytest.mark.parametrize("body, applies", [
+    # torchvision's fine-tuning tutorial: backward and step under one condition, inside a with
+    ("for phase in ['train', 'val']:\n    for x in data:\n        opt.zero_grad()\n"
+     "        with torch.set_grad_enabled(phase == 'train'):\n            loss = model(x).sum()\n"
+     "            if phase == 'train':\n                loss.backward()\n                opt.step()\n", True),
+    # torchvision's classification reference: a backward and a step in each branch
+    ("use_clip = True\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    if use_clip:\n"
+     "        loss.backward()\n        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        opt.step()\n"
+     "    else:\n        loss.backward()\n        opt.step()\n", True),
+    # accumulation: the backward every iteration, the step every second
+    ("for i, x in enumerate(data):\n    loss = model(x).sum()\n    loss.backward()\n    if i % 2 == 1:\n"
+     "        opt.step()\n        opt.zero_grad()\n", False),
+    # a branch that steps without a backward of its own
+    ("for i, x in enumerate(data):\n    loss = model(x).sum()\n    if i % 2:\n        loss.backward()\n"
+     "    else:\n        opt.step()\n", False),
+    # two backward passes before the step in one branch
+    ("for x in data:\n    opt.zero_grad()\n    if True:\n        model(x).sum().backward()\n"
+     "        model(x + 1).sum().backward()\n        opt.step()\n", False),
+])
+def test_compile_reads_a_conditional_step_after_its_own_backward_as_no_accumulation(tmp_path, body, applies):
+    """compile is refused where gradients accumulate (its CUDA graphs overwrite them); a step
+    under a condition is accumulation only where a backward can run without its step."""
+    script = _written(tmp_path, body)
+    if applies:
+        assert "_cg_compiled_model" in make_patch(script, "compile").patched
+    else:
+        with pytest.raises(PatchRefused, match="gradients accumulate across backward calls"):
+            make_patch(script, "compile")
+
+
 def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
     """`loss = forward_backward(model, x); opt.step()`, or a scaler whose step is one call
     deeper: the loop trains. Read before as a loop without backward: with a validation loop in

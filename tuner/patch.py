@@ -401,7 +401,9 @@ class _Rewriter:
         # and the next backward would add it to itself (doubled gradients, found on the GPU)
         zeroed_in_place = calls_in(loop.body, lambda c: is_method(c, None, "zero_grad")
                                    and any(dotted(a.value) == "False" for a in c.args))
-        accumulates = bool(zeroed_in_place) or self._step_is_conditional(list(loop.body.body), self._step_flags(loop))
+        body, is_step = list(loop.body.body), self._step_flags(loop)
+        accumulates = bool(zeroed_in_place) or (self._step_is_conditional(body, is_step)
+                                                and not self._each_backward_stepped(body))
         if self.spec.through_calls and self.spec.kind != "inference":
             # backward or step inside a call of the script's code (timm's loss_scaler): how the
             # gradients are zeroed, accumulated or taken twice there is not read, so the graphed
@@ -470,6 +472,48 @@ class _Rewriter:
 
         return [bool(calls_in(s, lambda c: any(is_method(c, r, "step") for r in steppers))) or updates(s)
                 for s in loop.body.body]
+
+    def _each_backward_stepped(self, body) -> bool:
+        """Whether every backward of the body is followed by its own optimizer step, where the
+        steps are conditional: torchvision's ``if scaler is not None: scaler.scale(loss).backward()
+        ... scaler.step(optimizer) else: loss.backward() ... optimizer.step()``, a fine-tuning
+        loop's ``with torch.set_grad_enabled(phase == 'train'): ... if phase == 'train':
+        loss.backward(); optimizer.step()``. No gradient lives on to the next backward there, so
+        none accumulates. Read block by block: one backward, not in a loop, then a step at the
+        block's top level; or backward and step both in one ``if`` or ``with`` read likewise."""
+        steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
+        if self.spec.manual_update or self.spec.step_call:
+            return False
+
+        def steps(node) -> bool:
+            return bool(calls_in(node, lambda c: any(is_method(c, r, "step") for r in steppers)))
+
+        def looped(node) -> bool:
+            return any(calls_backward(n.body) for n in nodes(node, (cst.For, cst.While)))
+
+        def block(statements) -> bool:
+            backwards = [i for i, s in enumerate(statements) if calls_backward(s)]
+            stepping = [i for i, s in enumerate(statements) if steps(s)]
+            if not backwards and not stepping:
+                return True
+            if len(backwards) != 1 or not stepping or looped(statements[backwards[0]]):
+                return False
+            if backwards == stepping[:1]:   # both under one if or with
+                return compound(statements[backwards[0]])
+            return backwards[0] < stepping[0] and isinstance(statements[stepping[0]], cst.SimpleStatementLine)
+
+        def compound(node) -> bool:
+            if isinstance(node, cst.With):
+                return block(node.body.body)
+            branches = []
+            while isinstance(node, cst.If):
+                branches.append(node.body.body)
+                node = node.orelse
+            if isinstance(node, cst.Else):
+                branches.append(node.body.body)
+            return bool(branches) and all(map(block, branches))
+
+        return block(list(body))
 
     def _optimizers(self) -> list:
         return self.spec.optimizers or [o for o in [self.spec.optimizer] if o]

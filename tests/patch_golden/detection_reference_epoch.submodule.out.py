@@ -1,0 +1,241 @@
+"""torchvision's references/detection engine.py train_one_epoch(model, optimizer, data_loader,
+device, epoch, print_freq): the model in train mode takes (images, targets), a list of image
+tensors and a list of dicts of tensors ("boxes", "labels"), and returns a dict of losses
+("loss_classifier", "loss_box_reg"); losses = sum(loss for loss in loss_dict.values()); a
+reduce_dict (the identity without distributed) for logging, loss_value = losses_reduced.item()
+and `if not math.isfinite(loss_value): print(...); sys.exit(1)`; zero_grad, losses.backward(),
+optimizer.step(); a warmup LinearLR created inside train_one_epoch only when epoch == 0 and
+stepped per iteration (`if lr_scheduler is not None`); a MetricLogger-like log_every generator.
+main() builds SGD over the params that require grad and a MultiStepLR stepped per epoch."""
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+import torch.utils._pytree as _cg_pytree
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+# an LSTM's (h, c) state given to the model: graphed where make_graphed_callables takes
+# tuples and lists of tensors as arguments (it flattens them with arg_tree_leaves); eager before
+_CG_NESTED_INPUTS = hasattr(_cg_pytree, "arg_tree_leaves")
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A call made while the backward of
+    the last replay is still to come (a layer run in a loop, a model called twice in a step,
+    even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
+    eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        leaves, layout = _cg_pytree.tree_flatten(inputs)   # tensors, also in tuples and lists of them
+        nested = len(leaves) != len(inputs) or not all(map(torch.is_tensor, inputs))
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting() or (nested and not _CG_NESTED_INPUTS)
+                or not all(torch.is_tensor(t) and t.is_cuda for t in leaves)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in leaves]
+        if state and (shapes != state["shapes"] or layout != state["layout"]):
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in leaves]
+        if state and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = _cg_pytree.tree_unflatten([t.detach().clone().requires_grad_(need)
+                                                 for t, need in zip(leaves, needed)], layout)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["layout"] = layout
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if not state.get("done", True) and state["pending"]() is not None:
+            if not state.get("warned"):
+                state["warned"] = True
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                                  "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
+                                  "such calls run eagerly", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
+        state["done"] = node is None
+        if node is not None:
+            state["pending"] = _cg_weakref.ref(node)
+            node.register_hook(lambda *grads: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+num_classes, boxes_per_image, batch_size = 5, 3, 4
+
+
+def reduce_dict(input_dict, average=True):
+    return input_dict  # world_size == 1
+
+
+def log_every(iterable, print_freq, header):
+    for i, obj in enumerate(iterable):
+        yield obj
+        if i % print_freq == 0 or i == len(iterable) - 1:
+            print(f"{header} [{i}/{len(iterable)}]")
+
+
+class TinyDetector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                                      nn.Flatten())
+        self.box_head = nn.Sequential(nn.Linear(16 + 4, 32), nn.ReLU())
+        self.cls_score, self.bbox_pred = nn.Linear(32, num_classes), nn.Linear(32, 4)
+
+    def forward(self, images, targets=None):
+        features = self.backbone(torch.stack(images))
+        proposals = [t["boxes"] + 0.1 for t in targets] if targets is not None else [
+            torch.full((boxes_per_image, 4), 0.5, device=features.device) for _ in images]
+        rois = torch.cat([torch.cat([f.expand(len(p), -1), p], 1) for f, p in zip(features, proposals)])
+        x = self.box_head(rois)
+        class_logits, box_regression = self.cls_score(x), self.bbox_pred(x)
+        if not self.training:
+            return [{"boxes": b, "scores": s.softmax(-1).max(-1).values}
+                    for b, s in zip(box_regression.split(boxes_per_image), class_logits.split(boxes_per_image))]
+        labels = torch.cat([t["labels"] for t in targets])
+        regression_targets = torch.cat([t["boxes"] for t in targets])
+        loss_classifier = nn.functional.cross_entropy(class_logits, labels)
+        loss_box_reg = nn.functional.smooth_l1_loss(box_regression, regression_targets, beta=1 / 9)
+        return {"loss_classifier": loss_classifier, "loss_box_reg": loss_box_reg}
+
+
+def train_one_epoch(model, optimizer, data_loader, device, epoch, print_freq):
+    model.train()
+    header = f"Epoch: [{epoch}]"
+    lr_scheduler = None
+    if epoch == 0:
+        warmup_factor = 1.0 / 1000
+        warmup_iters = min(1000, len(data_loader) - 1)
+        lr_scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=warmup_factor, total_iters=warmup_iters)
+    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        if any(p.requires_grad for p in _cg_child.parameters()):
+            _cg_graph_forward(_cg_child)
+
+    for images, targets in log_every(data_loader, print_freq, header):
+        images = list(image.to(device) for image in images)
+        targets = [{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in t.items()} for t in targets]
+        loss_dict = model(images, targets)
+        losses = sum(loss for loss in loss_dict.values())
+        loss_dict_reduced = reduce_dict(loss_dict)
+        losses_reduced = sum(loss for loss in loss_dict_reduced.values())
+        loss_value = losses_reduced.item()
+        if not math.isfinite(loss_value):
+            print(f"Loss is {loss_value}, stopping training")
+            print(loss_dict_reduced)
+            sys.exit(1)
+        optimizer.zero_grad()
+        losses.backward()
+        optimizer.step()
+        if lr_scheduler is not None:
+            lr_scheduler.step()
+    return losses
+
+
+def make_batch():
+    images = tuple(torch.rand(3, 32, 32, device=device) for _ in range(batch_size))
+    targets = tuple({"boxes": torch.rand(boxes_per_image, 4, device=device).sort(-1).values,
+                     "labels": torch.randint(1, num_classes, (boxes_per_image,), device=device),
+                     "image_id": i} for i in range(batch_size))
+    return images, targets
+
+
+def main():
+    data_loader = [make_batch() for _ in range(10)]
+    model = TinyDetector().to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=0.02, momentum=0.9, weight_decay=1e-4)
+    epochs = max(1, steps // len(data_loader))
+    lr_scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[int(epochs * 0.7), int(epochs * 0.9)],
+                                                        gamma=0.1)
+    for epoch in range(epochs):
+        losses = train_one_epoch(model, optimizer, data_loader, device, epoch, print_freq=5)
+        lr_scheduler.step()
+        model.eval()
+        with torch.no_grad():
+            detections = model(list(data_loader[0][0]))
+        print(f"epoch {epoch}: {len(detections)} images, mean score {torch.cat([d['scores'] for d in detections]).mean():.4f}")
+    print(f"final loss {losses.item():.6f}")
+    print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The PyTorch "Reinforcement Learning (DQN)" tutorial: a policy_net and a target_net (a copy),
+a ReplayMemory (a deque of Transition namedtuples) filled by an environment (a small fake one,
+its states and rewards drawn from a seeded torch generator), select_action() epsilon-greedy with
+the greedy action under torch.no_grad(), and optimize_model(): return early while
+len(memory) < BATCH_SIZE, sample a batch (seeded random.sample), a non_final_mask (the episode's
+last transition has next_state None, so the target_net's input varies in size),
+policy_net(state_batch).gather(1, action_batch), the next state values under no_grad from the
+target_net, SmoothL1Loss, zero_grad/backward, clip_grad_value_(..., 100) and step (AdamW with
+amsgrad=True); after each optimize_model() the target net is soft-updated through state dicts
+(target_net.load_state_dict of policy*TAU + target*(1-TAU))."""
+import math
+import os
+import random
+from collections import deque, namedtuple
+from itertools import count
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+import torch.utils._pytree as _cg_pytree
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+# an LSTM's (h, c) state given to the model: graphed where make_graphed_callables takes
+# tuples and lists of tensors as arguments (it flattens them with arg_tree_leaves); eager before
+_CG_NESTED_INPUTS = hasattr(_cg_pytree, "arg_tree_leaves")
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A call made while the backward of
+    the last replay is still to come (a layer run in a loop, a model called twice in a step,
+    even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
+    eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        leaves, layout = _cg_pytree.tree_flatten(inputs)   # tensors, also in tuples and lists of them
+        nested = len(leaves) != len(inputs) or not all(map(torch.is_tensor, inputs))
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting() or (nested and not _CG_NESTED_INPUTS)
+                or not all(torch.is_tensor(t) and t.is_cuda for t in leaves)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in leaves]
+        if state and (shapes != state["shapes"] or layout != state["layout"]):
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in leaves]
+        if state and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = _cg_pytree.tree_unflatten([t.detach().clone().requires_grad_(need)
+                                                 for t, need in zip(leaves, needed)], layout)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["layout"] = layout
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if not state.get("done", True) and state["pending"]() is not None:
+            if not state.get("warned"):
+                state["warned"] = True
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                                  "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
+                                  "such calls run eagerly", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
+        state["done"] = node is None
+        if node is not None:
+            state["pending"] = _cg_weakref.ref(node)
+            node.register_hook(lambda *grads: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+random.seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+BATCH_SIZE, GAMMA, EPS_START, EPS_END, EPS_DECAY, TAU, LR = 16, 0.99, 0.9, 0.05, max(1, steps // 2), 0.005, 1e-4
+EPISODE_LEN = 10
+num_episodes = max(2, (steps + BATCH_SIZE) // EPISODE_LEN)
+Transition = namedtuple("Transition", ("state", "action", "next_state", "reward"))
+
+
+class FakeEnv:
+    """CartPole-like: 4 observations, 2 actions, terminated after EPISODE_LEN steps."""
+
+    def __init__(self):
+        self.gen, self.n_actions = torch.Generator().manual_seed(0), 2
+
+    def reset(self):
+        self.t, self.state = 0, torch.randn(4, generator=self.gen) * 0.1
+        return self.state.tolist(), {}
+
+    def sample_action(self):
+        return int(torch.randint(self.n_actions, (1,), generator=self.gen))
+
+    def step(self, action):
+        self.t += 1
+        push = torch.tensor([0.1, 0.0, -0.1, 0.0]) * (2 * action - 1)
+        self.state = self.state * 0.9 + push + torch.randn(4, generator=self.gen) * 0.05
+        return self.state.tolist(), 1.0 - abs(self.state[2].item()), self.t >= EPISODE_LEN, False, {}
+
+
+class ReplayMemory:
+    def __init__(self, capacity):
+        self.memory = deque([], maxlen=capacity)
+
+    def push(self, *args):
+        self.memory.append(Transition(*args))
+
+    def sample(self, batch_size):
+        return random.sample(self.memory, batch_size)
+
+    def __len__(self):
+        return len(self.memory)
+
+
+class DQN(nn.Module):
+    def __init__(self, n_observations, n_actions):
+        super().__init__()
+        self.layer1, self.layer2, self.layer3 = nn.Linear(n_observations, 64), nn.Linear(64, 64), nn.Linear(64, n_actions)
+
+    def forward(self, x):
+        return self.layer3(torch.relu(self.layer2(torch.relu(self.layer1(x)))))
+
+
+env = FakeEnv()
+state, info = env.reset()
+policy_net = DQN(len(state), env.n_actions).to(device)
+target_net = DQN(len(state), env.n_actions).to(device)
+target_net.load_state_dict(policy_net.state_dict())
+optimizer = torch.optim.AdamW(policy_net.parameters(), lr=LR, amsgrad=True)
+memory = ReplayMemory(10000)
+eps_gen = torch.Generator().manual_seed(1)
+steps_done, last_loss, episode_durations = 0, None, []
+
+
+def select_action(state):
+    global steps_done
+    sample = torch.rand(1, generator=eps_gen).item()
+    eps_threshold = EPS_END + (EPS_START - EPS_END) * math.exp(-1.0 * steps_done / EPS_DECAY)
+    steps_done += 1
+    if sample > eps_threshold:
+        with torch.no_grad():
+            return policy_net(state).max(1).indices.view(1, 1)
+    return torch.tensor([[env.sample_action()]], device=device, dtype=torch.long)
+
+
+def optimize_model():
+    global last_loss
+    if len(memory) < BATCH_SIZE:
+        return
+    transitions = memory.sample(BATCH_SIZE)
+    batch = Transition(*zip(*transitions))
+    non_final_mask = torch.tensor(tuple(map(lambda s: s is not None, batch.next_state)), device=device, dtype=torch.bool)
+    non_final_next_states = torch.cat([s for s in batch.next_state if s is not None])
+    state_batch, action_batch, reward_batch = torch.cat(batch.state), torch.cat(batch.action), torch.cat(batch.reward)
+    state_action_values = policy_net(state_batch).gather(1, action_batch)
+    next_state_values = torch.zeros(BATCH_SIZE, device=device)
+    with torch.no_grad():
+        next_state_values[non_final_mask] = target_net(non_final_next_states).max(1).values
+    expected_state_action_values = (next_state_values * GAMMA) + reward_batch
+    criterion = nn.SmoothL1Loss()
+    loss = criterion(state_action_values, expected_state_action_values.unsqueeze(1))
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_value_(policy_net.parameters(), 100)
+    optimizer.step()
+    last_loss = loss
+
+
+_cg_graph_forward(policy_net, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
+_cg_graph_forward(Transition, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
+
+for i_episode in range(num_episodes):
+    state, info = env.reset()
+    state = torch.tensor(state, dtype=torch.float32, device=device).unsqueeze(0)
+    for t in count():
+        action = select_action(state)
+        observation, reward, terminated, truncated, _ = env.step(action.item())
+        reward = torch.tensor([reward], device=device)
+        done = terminated or truncated
+        next_state = None if terminated else torch.tensor(observation, dtype=torch.float32, device=device).unsqueeze(0)
+        memory.push(state, action, next_state, reward)
+        state = next_state
+        optimize_model()
+        target_net_state_dict, policy_net_state_dict = target_net.state_dict(), policy_net.state_dict()
+        for key in policy_net_state_dict:
+            target_net_state_dict[key] = policy_net_state_dict[key] * TAU + target_net_state_dict[key] * (1 - TAU)
+        target_net.load_state_dict(target_net_state_dict)
+        if done:
+            episode_durations.append(t + 1)
+            if i_episode % 10 == 0:
+                print(f"episode {i_episode}: duration {t + 1}, memory {len(memory)}")
+            break
+print(f"final loss {last_loss.item():.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in policy_net.parameters()):.6f}")

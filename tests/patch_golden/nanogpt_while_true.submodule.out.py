@@ -1,0 +1,276 @@
+"""Karpathy's nanoGPT train.py: a tiny GPT (2 blocks of causal self-attention through
+F.scaled_dot_product_attention(is_causal=True) and an MLP, LayerNorms, lm_head tied to the token
+embedding) whose forward(idx, targets) returns (logits, loss); configure_optimizers() (decay and
+no-decay groups by p.dim() >= 2, AdamW fused on cuda); get_batch() (seeded windows of a token
+tensor); X, Y fetched before `while True:`; the lr set by hand on every param group (warmup +
+cosine); estimate_loss() (@torch.no_grad(), eval()/train()) every eval_interval; micro-steps under
+ctx (nullcontext on the CPU, bf16 autocast on cuda), the next batch fetched between forward and
+backward, scaler.scale(loss).backward() (GradScaler enabled only for float16: off here), unscale_
++ clip_grad_norm_, scaler.step/update, zero_grad(set_to_none=True), a loss.item() log every
+log_interval, and `if iter_num > max_iters: break`."""
+import inspect
+import math
+import os
+import time
+from contextlib import nullcontext
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+import torch.utils._pytree as _cg_pytree
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+# an LSTM's (h, c) state given to the model: graphed where make_graphed_callables takes
+# tuples and lists of tensors as arguments (it flattens them with arg_tree_leaves); eager before
+_CG_NESTED_INPUTS = hasattr(_cg_pytree, "arg_tree_leaves")
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A call made while the backward of
+    the last replay is still to come (a layer run in a loop, a model called twice in a step,
+    even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
+    eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        leaves, layout = _cg_pytree.tree_flatten(inputs)   # tensors, also in tuples and lists of them
+        nested = len(leaves) != len(inputs) or not all(map(torch.is_tensor, inputs))
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting() or (nested and not _CG_NESTED_INPUTS)
+                or not all(torch.is_tensor(t) and t.is_cuda for t in leaves)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in leaves]
+        if state and (shapes != state["shapes"] or layout != state["layout"]):
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in leaves]
+        if state and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = _cg_pytree.tree_unflatten([t.detach().clone().requires_grad_(need)
+                                                 for t, need in zip(leaves, needed)], layout)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["layout"] = layout
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if not state.get("done", True) and state["pending"]() is not None:
+            if not state.get("warned"):
+                state["warned"] = True
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                                  "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
+                                  "such calls run eagerly", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
+        state["done"] = node is None
+        if node is not None:
+            state["pending"] = _cg_weakref.ref(node)
+            node.register_hook(lambda *grads: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+device_type = "cuda" if "cuda" in device else "cpu"
+dtype = "bfloat16" if device_type == "cuda" else "float32"
+max_iters = int(os.environ.get("CG_STEPS", "200"))
+eval_interval, eval_iters, log_interval, gradient_accumulation_steps = max(1, max_iters // 4), 2, 10, 4
+batch_size, block_size, vocab_size, n_embd, n_head, n_layer = 4, 16, 64, 32, 4, 2
+learning_rate, min_lr, warmup_iters, lr_decay_iters, weight_decay, grad_clip = 1e-3, 1e-4, 10, max(max_iters, 11), 0.1, 1.0
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+ctx = nullcontext() if device_type == "cpu" else torch.autocast(device_type=device_type, dtype=ptdtype, cache_enabled=False)
+train_data, val_data = torch.randint(0, vocab_size, (20000,)), torch.randint(0, vocab_size, (2000,))
+gen = torch.Generator().manual_seed(1337)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
+        self.c_attn, self.c_proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
+        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
+
+    def attn(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(n_embd, dim=2)
+        q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab_size, n_embd), nn.Embedding(block_size, n_embd)
+        self.h, self.ln_f = nn.ModuleList(Block() for _ in range(n_layer)), nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.wte.weight = self.lm_head.weight
+
+    def forward(self, idx, targets=None):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        if targets is not None:
+            logits = self.lm_head(x)
+            return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return self.lm_head(x[:, [-1], :]), None
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+        optim_groups = [{"params": [p for p in param_dict.values() if p.dim() >= 2], "weight_decay": weight_decay},
+                        {"params": [p for p in param_dict.values() if p.dim() < 2], "weight_decay": 0.0}]
+        use_fused = "fused" in inspect.signature(torch.optim.AdamW).parameters and device_type == "cuda"
+        extra_args = dict(fused=True) if use_fused else dict()
+        return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
+
+
+def get_batch(split):
+    data = train_data if split == "train" else val_data
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=gen)
+    x = torch.stack([data[i:i + block_size] for i in ix])
+    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
+    if device_type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
+
+
+model = GPT().to(device)
+scaler = torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (0.9, 0.95), device_type)
+
+
+@torch.no_grad()
+def estimate_loss():
+    out = {}
+    model.eval()
+    for split in ["train", "val"]:
+        losses = torch.zeros(eval_iters)
+        for k in range(eval_iters):
+            X, Y = get_batch(split)
+            with ctx:
+                logits, loss = model(X, Y)
+            losses[k] = loss.item()
+        out[split] = losses.mean()
+    model.train()
+    return out
+
+
+def get_lr(it):
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    decay_ratio = min(1.0, (it - warmup_iters) / (lr_decay_iters - warmup_iters))
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) * (learning_rate - min_lr)
+
+
+X, Y = get_batch("train")
+t0, iter_num = time.time(), 0
+for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child, accumulate=True)
+
+while True:
+    lr = get_lr(iter_num)
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = lr
+    if iter_num % eval_interval == 0:
+        losses = estimate_loss()
+        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+    for _micro_step in range(gradient_accumulation_steps):
+        with ctx:
+            logits, loss = model(X, Y)
+            loss = loss / gradient_accumulation_steps
+        X, Y = get_batch("train")
+        scaler.scale(loss).backward()
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    t1 = time.time()
+    dt, t0 = t1 - t0, t1  # timed as nanoGPT does; not printed, to keep the output deterministic
+    if iter_num % log_interval == 0:
+        lossf = loss.item() * gradient_accumulation_steps
+        print(f"iter {iter_num}: loss {lossf:.4f}")
+    iter_num += 1
+    if iter_num > max_iters:
+        break
+print(f"final loss {loss.item() * gradient_accumulation_steps:.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")

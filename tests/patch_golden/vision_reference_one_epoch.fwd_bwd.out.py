@@ -1,0 +1,228 @@
+"""torchvision's references/classification/train.py train_one_epoch(model, criterion, optimizer,
+data_loader, device, epoch, args, model_ema=None, scaler=None): the loop runs over
+metric_logger.log_every(data_loader, print_freq, header) (a generator that yields the batches
+and prints now and then); the forward under torch.autocast("cuda", enabled=scaler is not None);
+zero_grad, then either scaler.scale(loss).backward() with unscale_ + clip_grad_norm_ when
+args.clip_grad_norm is set, scaler.step and scaler.update, or the plain backward/clip/step; an
+ExponentialMovingAverage (an AveragedModel subclass) updated every args.model_ema_steps
+iterations; metric_logger.update(loss=loss.item(), lr=param_groups[0]["lr"]) per batch. main()
+builds args as an argparse.Namespace (amp only on cuda: the GradScaler is None on the CPU) and
+steps a SequentialLR (LinearLR warmup, then CosineAnnealingLR) per epoch after train_one_epoch."""
+import argparse
+import os
+from collections import defaultdict
+
+import torch
+from torch import nn
+import copy as _cg_copy
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+import torch.utils._pytree as _cg_pytree
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+# an LSTM's (h, c) state given to the model: graphed where make_graphed_callables takes
+# tuples and lists of tensors as arguments (it flattens them with arg_tree_leaves); eager before
+_CG_NESTED_INPUTS = hasattr(_cg_pytree, "arg_tree_leaves")
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
+    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A call made while the backward of
+    the last replay is still to come (a layer run in a loop, a model called twice in a step,
+    even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
+    eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
+        if torch.is_tensor(out):
+            return [out]
+        if isinstance(out, dict):
+            out = list(out.values())
+        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
+
+    def forward(*inputs, **kwargs):
+        leaves, layout = _cg_pytree.tree_flatten(inputs)   # tensors, also in tuples and lists of them
+        nested = len(leaves) != len(inputs) or not all(map(torch.is_tensor, inputs))
+        if (kwargs or not torch.is_grad_enabled() or _cg_exporting() or (nested and not _CG_NESTED_INPUTS)
+                or not all(torch.is_tensor(t) and t.is_cuda for t in leaves)):  # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        shapes = [tuple(t.shape) for t in leaves]
+        if state and (shapes != state["shapes"] or layout != state["layout"]):
+            return eager_forward(*inputs)
+        needed = [t.requires_grad for t in leaves]
+        if state and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs)
+            module.forward = eager_forward
+            samples = _cg_pytree.tree_unflatten([t.detach().clone().requires_grad_(need)
+                                                 for t, need in zip(leaves, needed)], layout)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            trained = [p for p in module.parameters() if p.requires_grad]
+            if accumulate:
+                for p in trained:
+                    if id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
+            state["layout"] = layout
+            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
+            module.forward = holder
+        if not state.get("done", True) and state["pending"]() is not None:
+            if not state.get("warned"):
+                state["warned"] = True
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                                  "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
+                                  "such calls run eagerly", stacklevel=2)
+            return eager_forward(*inputs)
+        output = state["graphed"](*inputs)
+        node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
+        state["done"] = node is None
+        if node is not None:
+            state["pending"] = _cg_weakref.ref(node)
+            node.register_hook(lambda *grads: state.update(done=True))
+        return output
+
+    module.forward = holder = _CgForward(forward, module)
+    return module
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+
+
+class MetricLogger:
+    def __init__(self, delimiter="  "):
+        self.meters, self.delimiter = defaultdict(list), delimiter
+
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            self.meters[k].append(v)
+
+    def __str__(self):
+        return self.delimiter.join(f"{k}: {sum(v[-20:]) / len(v[-20:]):.4f}" for k, v in self.meters.items())
+
+    def log_every(self, iterable, print_freq, header=""):
+        for i, obj in enumerate(iterable):
+            yield obj
+            if i % print_freq == 0 or i == len(iterable) - 1:
+                print(f"{header} [{i}/{len(iterable)}] {self}")
+
+
+class ExponentialMovingAverage(torch.optim.swa_utils.AveragedModel):
+    def __init__(self, model, decay, device="cpu"):
+        def ema_avg(avg_model_param, model_param, num_averaged):
+            return decay * avg_model_param + (1 - decay) * model_param
+
+        super().__init__(model, device, ema_avg, use_buffers=True)
+
+
+def train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, args, model_ema=None, scaler=None):
+    model.train()
+    metric_logger = MetricLogger(delimiter="  ")
+    header = f"Epoch: [{epoch}]"
+    _cg_graph_forward(model, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
+
+    for i, (image, target) in enumerate(metric_logger.log_every(data_loader, args.print_freq, header)):
+        image, target = image.to(device), target.to(device)
+        with torch.autocast("cuda", enabled=scaler is not None, cache_enabled=False):
+            output = model(image)
+            loss = criterion(output, target)
+        optimizer.zero_grad()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            if args.clip_grad_norm is not None:
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            if args.clip_grad_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
+            optimizer.step()
+        if model_ema and i % args.model_ema_steps == 0:
+            model_ema.update_parameters(model)
+        metric_logger.update(loss=loss.item(), lr=optimizer.param_groups[0]["lr"])
+    return loss
+
+
+def main(args):
+    data_loader = [(torch.randn(16, 3, 8, 8, device=device), torch.randint(0, 10, (16,), device=device))
+                   for _ in range(10)]
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(16, 10)).to(device)
+    criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+    scaler = torch.amp.GradScaler("cuda") if args.amp and device == "cuda" else None
+    args.epochs = max(1, steps // len(data_loader))
+    warmup_lr_scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=args.lr_warmup_decay,
+                                                            total_iters=args.lr_warmup_epochs)
+    main_lr_scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, args.epochs - args.lr_warmup_epochs))
+    lr_scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup_lr_scheduler, main_lr_scheduler],
+                                                         milestones=[args.lr_warmup_epochs])
+    model_ema = ExponentialMovingAverage(model, decay=1.0 - args.model_ema_decay, device=device) if args.model_ema else None
+    for epoch in range(args.start_epoch, args.epochs):
+        loss = train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, args, model_ema, scaler)
+        lr_scheduler.step()
+    print(f"final loss {loss.item():.6f}")
+    print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")
+    print(f"checksum {sum(p.double().sum().item() for p in model_ema.parameters()):.6f}")
+
+
+if __name__ == "__main__":
+    main(argparse.Namespace(amp=device == "cuda", clip_grad_norm=1.0, model_ema=True, model_ema_steps=4,
+                            model_ema_decay=0.01, print_freq=5, lr=0.1, momentum=0.9, weight_decay=1e-4,
+                            label_smoothing=0.1, lr_warmup_epochs=3, lr_warmup_decay=0.1, epochs=20,
+                            start_epoch=0))
