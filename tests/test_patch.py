@@ -452,11 +452,11 @@ def test_a_model_given_a_python_value_refuses_fwd_bwd(setup, body, argument, giv
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_a_graphed_module_called_again_before_its_backward_runs_eagerly_from_then_on():
+def test_a_graphed_module_called_again_before_its_backward_runs_that_call_eagerly():
     """A seq2seq decoder's GRUCell, run once per output token: its submodule rewrite replayed
     the cell's graph at every call, each replay overwriting what the last one's backward reads,
     and the script ended 0.99 (relative) away from eager on the H100. The helper now sees the
-    second call before a backward, runs it and every later call eagerly, and warns."""
+    second call before a backward, runs it (and each call until that backward) eagerly, and warns."""
     from tuner.templates import GRAPHED_FORWARD
 
     namespace = {"torch": torch}
