@@ -1517,6 +1517,21 @@ def test_compile_reads_a_conditional_step_after_its_own_backward_as_no_accumulat
             make_patch(script, "compile")
 
 
+def test_a_namedtuple_called_in_the_step_is_no_model_and_the_submodule_rewrite_skips_what_is_none(tmp_path):
+    """The DQN tutorial's `Transition = namedtuple(...)`, called in its step: taken for a model,
+    the submodule rewrite died at start-up on `Transition.children()` (H100)."""
+    script = _written(tmp_path, (
+        "from collections import namedtuple\nPair = namedtuple('Pair', ('x', 'y'))\n"
+        "for x in data:\n    pair = Pair(x, x + 1)\n    opt.zero_grad()\n    model(pair.x).sum().backward()\n"
+        "    opt.step()\n"))
+    assert discover(script).models == ["model"]
+    from tuner.templates import SUBMODULE_CHILDREN
+    namespace = {"torch": torch}
+    exec(SUBMODULE_CHILDREN, namespace)
+    layers = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    assert list(namespace["_cg_children"](layers)) == list(layers) and list(namespace["_cg_children"](tuple)) == []
+
+
 def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
     """`loss = forward_backward(model, x); opt.step()`, or a scaler whose step is one call
     deeper: the loop trains. Read before as a loop without backward: with a validation loop in

@@ -150,6 +150,11 @@ class _Definitions(cst.CSTVisitor):
 
 
 LOSS_HINTS = ("loss", "criterion")
+# what a name built by one of these is called for is no model: a record type (the DQN tutorial's
+# ``Transition = namedtuple(...)``, then ``Transition(*zip(*transitions))`` in its step), a
+# getter or a bound call
+NOT_MODEL_FACTORIES = ("namedtuple", "NamedTuple", "make_dataclass", "partial", "itemgetter", "attrgetter",
+                       "methodcaller")
 
 
 def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definitions, steppers: set,
@@ -168,7 +173,7 @@ def _models(body: "_LoopBody", assignments: _Assignments, definitions: _Definiti
         constructed = assignments.constructed.get(name, "")
         if (root in definitions.names or name in body.bound or root in steppers or name in steppers
                 or ("." in name and name.rsplit(".", 1)[1] in definitions.names)   # self.trigger_callbacks()
-                or any(h in name.lower() for h in LOSS_HINTS) or "Loss" in constructed or constructed.endswith("partial")):
+                or any(h in name.lower() for h in LOSS_HINTS) or "Loss" in constructed or constructed.rpartition(".")[2] in NOT_MODEL_FACTORIES):
             continue
         counts[name] = counts.get(name, 0) + 1
     models = sorted(counts, key=lambda m: m != owner)

@@ -437,7 +437,7 @@ class _Rewriter:
             code = "".join(f"_cg_graph_forward({self._wrapped(m)}{accumulate})  # cg-advise: forward and backward as "
                            f"CUDA graphs{self._eager_allreduce(m)}\n" for m in models)
         else:
-            code = "".join(f"for _cg_child in {self._wrapped(m)}.children():  # cg-advise: each top-level submodule as "
+            code = "".join(f"for _cg_child in _cg_children({self._wrapped(m)}):  # cg-advise: each top-level submodule as "
                            f"CUDA graphs{self._eager_allreduce(m)}\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)

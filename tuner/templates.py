@@ -475,5 +475,14 @@ def _cg_graph_inference(module, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
     return module
 '''
 
-HELPERS = {"full_iteration": FULL_ITERATION, "full_iteration_allreduce_outside": FULL_ITERATION, "fwd_bwd": GRAPHED_FORWARD, "submodule": GRAPHED_FORWARD,
+SUBMODULE_CHILDREN = '''
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+'''
+
+HELPERS = {"full_iteration": FULL_ITERATION, "full_iteration_allreduce_outside": FULL_ITERATION, "fwd_bwd": GRAPHED_FORWARD,
+           "submodule": GRAPHED_FORWARD + SUBMODULE_CHILDREN,
            "forward": GRAPHED_INFERENCE}

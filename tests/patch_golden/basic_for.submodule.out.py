@@ -123,12 +123,18 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 criterion = nn.MSELoss()
 data = [(torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")) for _ in range(200)]
 
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

@@ -126,6 +126,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 steps = int(os.environ.get("CG_STEPS", "200"))
@@ -133,7 +139,7 @@ model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x, y = torch.randn(32, 8, device=device), torch.randn(32, 1, device=device)
 
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

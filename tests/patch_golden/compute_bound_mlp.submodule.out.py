@@ -128,6 +128,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 torch.backends.cuda.matmul.allow_tf32 = False
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -140,7 +146,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 x = torch.randn(2048, width, device=device)
 y = torch.randint(0, 10, (2048,), device=device)
 
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

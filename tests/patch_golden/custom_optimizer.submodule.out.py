@@ -126,6 +126,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class SignSGD(torch.optim.Optimizer):
     """A hand-written optimizer: no `capturable` option, so its step stays out of the graph."""
 
@@ -147,7 +153,7 @@ model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
 optimizer = SignSGD(model.parameters(), lr=1e-3)
 data = [(torch.randn(16, 32, device=device), torch.randn(16, 1, device=device)) for _ in range(steps)]
 
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

@@ -125,6 +125,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class Trainer:
     def __init__(self, model):
         self.model = model.cuda()
@@ -132,7 +138,7 @@ class Trainer:
 
     def fit(self, dataset, epochs=2):
         loader = DataLoader(dataset, batch_size=16, shuffle=True)
-        for _cg_child in self.model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        for _cg_child in _cg_children(self.model):  # cg-advise: each top-level submodule as CUDA graphs
             if any(p.requires_grad for p in _cg_child.parameters()):
                 _cg_graph_forward(_cg_child)
 

@@ -129,6 +129,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 def _cg_on_side_stream(build):
     """cg-advise: DistributedDataParallel built under a side stream, so that the gradient
     accumulators it keeps run off the default stream, which a captured backward cannot use;
@@ -158,7 +164,7 @@ net = nn.Sequential(nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 128)).cuda()
 ddp_model = _cg_on_side_stream(lambda: DistributedDataParallel(net, device_ids=[local_rank]))
 optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.01)
 accumulation = 4
-for _cg_child in _cg_unwrapped(ddp_model).children():  # cg-advise: each top-level submodule as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
+for _cg_child in _cg_children(_cg_unwrapped(ddp_model)):  # cg-advise: each top-level submodule as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child, accumulate=True)
 

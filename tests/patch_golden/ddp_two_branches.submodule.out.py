@@ -131,6 +131,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 def _cg_on_side_stream(build):
     """cg-advise: DistributedDataParallel built under a side stream, so that the gradient
     accumulators it keeps run off the default stream, which a captured backward cannot use;
@@ -169,7 +175,7 @@ def main():
     generator = torch.Generator().manual_seed(rank)
     steps = int(os.environ.get("CG_STEPS", "200"))
     data = [(torch.randn(8, 16, generator=generator), torch.randn(8, 1, generator=generator)) for _ in range(steps)]
-    for _cg_child in _cg_unwrapped(model).children():  # cg-advise: each top-level submodule as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
+    for _cg_child in _cg_children(_cg_unwrapped(model)):  # cg-advise: each top-level submodule as CUDA graphs (under DDP, the module it wraps: DDP all-reduces eagerly after the graphed backward)
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 

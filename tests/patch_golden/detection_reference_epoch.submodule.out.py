@@ -136,6 +136,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 steps = int(os.environ.get("CG_STEPS", "200"))
@@ -186,7 +192,7 @@ def train_one_epoch(model, optimizer, data_loader, device, epoch, print_freq):
         warmup_factor = 1.0 / 1000
         warmup_iters = min(1000, len(data_loader) - 1)
         lr_scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=warmup_factor, total_iters=warmup_iters)
-    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 

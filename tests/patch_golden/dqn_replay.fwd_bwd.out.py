@@ -238,7 +238,6 @@ def optimize_model():
 
 
 _cg_graph_forward(policy_net, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
-_cg_graph_forward(Transition, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
 
 for i_episode in range(num_episodes):
     state, info = env.reset()

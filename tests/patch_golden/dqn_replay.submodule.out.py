@@ -139,6 +139,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 random.seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -237,10 +243,7 @@ def optimize_model():
     last_loss = loss
 
 
-for _cg_child in policy_net.children():  # cg-advise: each top-level submodule as CUDA graphs
-    if any(p.requires_grad for p in _cg_child.parameters()):
-        _cg_graph_forward(_cg_child, accumulate=True)
-for _cg_child in Transition.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(policy_net):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child, accumulate=True)
 

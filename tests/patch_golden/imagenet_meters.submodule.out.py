@@ -130,6 +130,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class AverageMeter:
     def __init__(self):
         self.sum, self.count, self.avg = 0.0, 0, 0.0
@@ -152,7 +158,7 @@ def train(train_loader, model, criterion, optimizer, device, print_freq=50):
     batch_time, losses, top1 = AverageMeter(), AverageMeter(), AverageMeter()
     model.train()
     end = time.time()
-    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 

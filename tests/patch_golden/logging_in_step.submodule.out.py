@@ -123,12 +123,18 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10)).cuda()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 crit = nn.CrossEntropyLoss()
 batches = [(torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")) for _ in range(200)]
 
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

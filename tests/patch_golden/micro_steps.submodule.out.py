@@ -130,6 +130,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 device_type = "cuda" if device == "cuda" else "cpu"
@@ -174,7 +180,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 
 scaler = torch.amp.GradScaler(device_type, enabled=False)
 X, Y = get_batch("train")
 iter_num = 0
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child, accumulate=True)
 

@@ -130,6 +130,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 steps = int(os.environ.get("CG_STEPS", "200"))
@@ -147,10 +153,10 @@ def regression_loss(x, y):
     return 2 - 2 * F.cosine_similarity(x, y, dim=-1).mean()
 
 
-for _cg_child in online.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(online):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
-for _cg_child in predictor.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(predictor):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

@@ -123,6 +123,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 # a regression trained with NAdam, whose state holds a running product (mu_product) beside its
 # step: a graph's warm-up must leave it where NAdam's first step starts it
 torch.manual_seed(0)
@@ -130,7 +136,7 @@ model = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 1)).cuda()
 optimizer = torch.optim.NAdam(model.parameters(), lr=1e-3)
 inputs = torch.randn(512, 16, device="cuda")
 targets = inputs.sum(dim=1, keepdim=True).sin()
-for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

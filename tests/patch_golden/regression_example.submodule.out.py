@@ -128,6 +128,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 POLY_DEGREE = 4
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -152,7 +158,7 @@ def get_batch(batch_size=32):
 
 fc = torch.nn.Linear(W_target.size(0), 1).to(device)
 max_steps = int(os.environ.get("CG_STEPS", "200"))
-for _cg_child in fc.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(fc):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

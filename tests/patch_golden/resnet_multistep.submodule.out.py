@@ -132,6 +132,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class BasicBlock(nn.Module):
     def __init__(self, in_planes, planes, stride=1):
         super().__init__()
@@ -175,7 +181,7 @@ criterion = nn.CrossEntropyLoss()
 optimizer = optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, nesterov=True)
 scheduler = optim.lr_scheduler.MultiStepLR(optimizer, milestones=[2, 3], gamma=0.1)
 
-for _cg_child in net.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(net):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 

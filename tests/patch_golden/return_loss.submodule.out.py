@@ -126,9 +126,15 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 def train(model, optimizer, steps, device):
     x, y = torch.randn(64, 8, device=device), torch.randint(0, 4, (64,), device=device)
-    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 

@@ -131,6 +131,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class SiameseNetwork(nn.Module):
     def __init__(self):
         super().__init__()
@@ -151,7 +157,7 @@ class SiameseNetwork(nn.Module):
 def train(model, device, train_loader, optimizer, epoch, log_interval=50):
     model.train()
     criterion = nn.BCELoss()
-    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 

@@ -130,6 +130,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class Net(nn.Module):
     def __init__(self, upscale_factor):
         super().__init__()
@@ -163,7 +169,7 @@ training_data_loader = [(torch.rand(4, 1, 24, 24), torch.rand(4, 1, 72, 72))
 
 def train(epoch):
     epoch_loss = 0
-    for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+    for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
             _cg_graph_forward(_cg_child)
 

@@ -128,6 +128,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     return module
 
 
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+
 class TinyGPT(nn.Module):
     def __init__(self, vocab=64, width=64):
         super().__init__()
@@ -156,7 +162,7 @@ class Trainer:
         model = self.model
         model.train()
         data_iter = iter(self.data)
-        for _cg_child in model.children():  # cg-advise: each top-level submodule as CUDA graphs
+        for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
             if any(p.requires_grad for p in _cg_child.parameters()):
                 _cg_graph_forward(_cg_child)
 

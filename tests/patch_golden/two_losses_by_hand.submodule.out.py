@@ -129,6 +129,12 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 steps = int(os.environ.get("CG_STEPS", "200"))
@@ -137,7 +143,7 @@ decoder = nn.Sequential(nn.Linear(16, 128), nn.ReLU(), nn.Linear(128, 64)).to(de
 lr = 0.05
 batches = [torch.randn(32, 64, device=device) for _ in range(8)]
 
-for _cg_child in decoder.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(decoder):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child, accumulate=True)
 

@@ -123,11 +123,17 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     module.forward = holder = _CgForward(forward, module)
     return module
 
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
 net = nn.Linear(10, 2).cuda()
 opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
 loader = iter([(torch.randn(4, 10, device="cuda"), torch.randint(0, 2, (4,), device="cuda")) for _ in range(200)])
 step = 0
-for _cg_child in net.children():  # cg-advise: each top-level submodule as CUDA graphs
+for _cg_child in _cg_children(net):  # cg-advise: each top-level submodule as CUDA graphs
     if any(p.requires_grad for p in _cg_child.parameters()):
         _cg_graph_forward(_cg_child)
 
