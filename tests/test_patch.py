@@ -1532,6 +1532,33 @@ def test_a_namedtuple_called_in_the_step_is_no_model_and_the_submodule_rewrite_s
     assert list(namespace["_cg_children"](layers)) == list(layers) and list(namespace["_cg_children"](tuple)) == []
 
 
+def test_compile_of_an_accumulating_loop_copies_each_gradient_out_of_its_graphs(tmp_path):
+    """Hugging Face's run_glue_no_trainer steps every k batches: compile was refused there (its
+    CUDA graphs hand gradients out of memory their next run overwrites); a hook per parameter
+    now copies each gradient out, as fwd_bwd's helper does."""
+    script = _written(tmp_path, (
+        "for i, x in enumerate(data):\n    loss = model(x).sum() / 2\n    loss.backward()\n"
+        "    if i % 2 == 1:\n        opt.step()\n        opt.zero_grad()\n"))
+    out = make_patch(script, "compile").patched
+    assert ("for _cg_p in (model.parameters() if isinstance(model, torch.nn.Module) else ()):" in out
+            and "        _cg_p.register_hook(torch.clone)\n" in out)
+    compile(out, "train.py", "exec")
+    plain = make_patch(_written(tmp_path, "for x in data:\n    opt.zero_grad()\n    model(x).sum().backward()\n"
+                                          "    opt.step()\n"), "compile").patched
+    assert "register_hook" not in plain
+
+
+@pytest.mark.parametrize("scope", ["compile", "fwd_bwd", "submodule"])
+def test_a_step_that_differentiates_a_backward_again_is_refused_where_a_graph_backward_cannot_be(tmp_path, scope):
+    """WGAN-GP's penalty, one call deeper: torch.autograd.grad(..., create_graph=True)."""
+    script = _written(tmp_path, (
+        "def penalty(model, x):\n    x = x.requires_grad_(True)\n"
+        "    g, = torch.autograd.grad(model(x).sum(), x, create_graph=True)\n    return g.pow(2).mean()\n\n\n"
+        "for x in data:\n    opt.zero_grad()\n    (model(x).sum() + penalty(model, x)).backward()\n    opt.step()\n"))
+    with pytest.raises(PatchRefused, match="line 9: the step differentiates a backward again"):
+        make_patch(script, scope)
+
+
 def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
     """`loss = forward_backward(model, x); opt.step()`, or a scaler whose step is one call
     deeper: the loop trains. Read before as a loop without backward: with a validation loop in

@@ -607,6 +607,20 @@ def sparse_use(module, statements, functions: dict, models=None):
     return None
 
 
+def double_backward(statements, functions: dict):
+    """The first call in ``statements``, or in the script's functions they call, that
+    differentiates a backward again (``create_graph=True``: WGAN-GP's gradient penalty, an R1
+    regulariser, MAML's inner step), or None. A graphed callable's backward and compile's are
+    not differentiable: torch.compile fails on it with "does not currently support double
+    backward", make_graphed_callables' backward is once_differentiable."""
+    for statement in statements:
+        for call in calls_through(statement, functions):
+            if any(a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) != "False"
+                   for a in call.args):
+                return call
+    return None
+
+
 def requires_grad_change(statements, functions: dict, models=(), depth: int = 2):
     """The first node in ``statements``, or in the script's functions they call, that changes
     whether parameters require grad, or None: ``p.requires_grad = flag`` or ``requires_grad_``

@@ -32,7 +32,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (backward_passes, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+from .dataflow import (backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
                        keeps_reference, leaves_iteration, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
@@ -198,6 +198,8 @@ class _Rewriter:
             raise self.refuse(f"this is {'an inference' if self.spec.kind == 'inference' else 'a training'} loop; "
                               f"its scopes are {', '.join(allowed)}")
         self._check_sparse(loop)
+        if not self.scope.startswith("full_iteration"):
+            self._check_double_backward(loop)
         if self.scope == "compile":
             self._check_requires_grad_under_compile(outer)
         if self.scope.startswith("full_iteration"):
@@ -320,6 +322,16 @@ class _Rewriter:
                               "whose kernels size their outputs from the data; a CUDA graph cannot capture them "
                               "(try --scope compile)")
 
+    def _check_double_backward(self, loop) -> None:
+        """A step that differentiates a backward again (``double_backward``): refused for the
+        scopes that graph a model's calls with a backward of their own (compile, fwd_bwd,
+        submodule); a graph of the whole step captures the second backward's kernels as well."""
+        found = double_backward(list(loop.body.body), self.functions)
+        if found is not None:
+            raise self.refuse(f"line {self.positions[found].start.line}: the step differentiates a backward again "
+                              "(create_graph=True); the backward of a graphed or compiled model cannot be "
+                              "differentiated (try --scope full_iteration)")
+
     def _check_requires_grad(self, loop) -> None:
         """A step that freezes or unfreezes parameters itself (pix2pix's discriminator, frozen
         for the generator's update and unfrozen at the top of the next iteration): refused for
@@ -414,12 +426,6 @@ class _Rewriter:
                                   "runs inside a call of the script's own code, where compile's CUDA graphs could "
                                   "overwrite gradients it accumulates; use fwd_bwd, which copies them")
             accumulates = True
-        if self.scope == "compile" and accumulates and self.spec.kind != "inference":
-            # torch.compile's CUDA graphs have the same buffers and no copy to ask for: on the GPU
-            # backward failed with "accessing tensor output of CUDAGraphs that has been overwritten"
-            raise self.refuse("gradients accumulate across backward calls (micro-steps, or zero_grad("
-                              "set_to_none=False)): compile's CUDA graphs overwrite them on the next run; "
-                              "use fwd_bwd, which copies them")
         if self.scope == "compile":
             # the loop calls a compiled alias; the model itself is not rebound, so code after the
             # loop (a checkpoint's state_dict) sees the module as it was, and a model that is a
@@ -427,6 +433,20 @@ class _Rewriter:
             aliases = {m: _compiled_name(m) for m in models}
             code = "".join(f'{aliases[m]} = torch.compile({m}, mode="reduce-overhead")  # {COMPILE_MARK}\n'
                            for m in models)
+            if accumulates and self.ddp is not None and self.spec.kind != "inference":
+                # the copy beside DDP's reducer hooks, under no_sync, not run on several GPUs yet
+                raise self.refuse("gradients accumulate across backward calls of a DistributedDataParallel model; "
+                                  "compile's CUDA graphs overwrite them on the next run (try --scope fwd_bwd)")
+            if accumulates and self.spec.kind != "inference":
+                # compile's CUDA graphs hand the backward's gradients out of memory their next run
+                # overwrites, and .grad would be that memory: backward failed on the GPU with
+                # "accessing tensor output of CUDAGraphs that has been overwritten". A hook on each
+                # parameter copies its gradient out first, as fwd_bwd's helper does
+                code += "".join(f"for _cg_p in ({m}.parameters() if isinstance({m}, torch.nn.Module) else ()):  "
+                                "# cg-advise: gradients add up over backward calls: each is copied out of "
+                                "compile's CUDA graph memory\n"
+                                "    if _cg_p.requires_grad:\n        _cg_p.register_hook(torch.clone)\n"
+                                for m in models)
             return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
         # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well
         accumulate = ", accumulate=True" if accumulates or backward_passes(loop) > 1 else ""
