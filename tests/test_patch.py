@@ -605,7 +605,9 @@ def _graphed_forward_on_the_cpu():
                 made = [found.pop(0) if need else None for need in needed]
                 return tuple(made) + tuple(found)
 
-        module.forward = lambda *a: tree_unflatten(list(Replay.apply(*tree_flatten(a)[0], *params)), Replay.spec)
+        training = module.training   # as make_graphed_callables: the module's own forward where the flag differs
+        module.forward = lambda *a: (tree_unflatten(list(Replay.apply(*tree_flatten(a)[0], *params)), Replay.spec)
+                                     if module.training == training else eager(*a))
         module.replays = getattr(module, "replays", 0)
         return module
 
@@ -626,6 +628,7 @@ def _helper_state(module) -> dict:
     ("reduced", True),      # twice, each output reduced at once: D(fake).mean() - D(real).mean()
     ("skipped", True),      # a forward whose backward is skipped, its loss kept to the next call
     ("validation", False),  # a forward with grad whose loss is only read (validation without no_grad)
+    ("eval mode", False),   # model.eval() with grad: make_graphed_callables runs the eager forward
     ("once", False),
 ])
 def test_the_graphed_forward_helper_never_replays_before_the_last_replays_backward(loop, warns):
@@ -653,6 +656,11 @@ def test_the_graphed_forward_helper_never_replays_before_the_last_replays_backwa
                         model.loss.backward()
                 elif loop == "validation":
                     model(x).square().mean().item()
+                    model(x).sum().backward()
+                elif loop == "eval mode":
+                    model.eval()
+                    model(x).square().mean().item()   # autograd nodes of eager ops: no weak reference
+                    model.train()
                     model(x).sum().backward()
                 else:
                     model(x).sum().backward()

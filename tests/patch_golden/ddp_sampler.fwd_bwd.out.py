@@ -119,9 +119,14 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             return eager_forward(*inputs)
         output = state["graphed"](*inputs)
         node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
-        state["done"] = node is None
-        if node is not None:
-            state["pending"] = _cg_weakref.ref(node)
+        try:
+            state["pending"] = _cg_weakref.ref(node) if node is not None else None
+        except TypeError:
+            # a node of eager ops: no replay (make_graphed_callables runs the module's own
+            # forward where its training flag differs from the capture's: a model.eval() with grad)
+            state["pending"] = None
+        state["done"] = state["pending"] is None
+        if state["pending"] is not None:
             node.register_hook(lambda *grads: state.update(done=True))
         return output
 
