@@ -369,8 +369,8 @@ class _Rewriter:
     def _models(self, loop) -> list:
         """The models this scope applies to: every module the iteration calls with grad (data
         flow, not the optimizer's constructor). A graphed forward and backward keeps one call's
-        activations, so a module called twice per iteration, or with keyword arguments, is
-        left eager; compile takes them all."""
+        activations, so a module called twice per iteration is left eager (and one called with
+        keyword arguments, for the inference helper); compile takes them all."""
         spec = self.spec
         models = spec.models or ([spec.model] if spec.model else [])
         if not models:
@@ -388,9 +388,11 @@ class _Rewriter:
             given = (host_value_argument(list(loop.body.body), {model}, self.module,
                                          self._enclosing_scope(self.parents, loop))
                      if self.scope in ("fwd_bwd", "forward") else None)
-            if calls_in(loop.body, lambda c, m=model: dotted(c.func) == m and any(a.keyword or a.star for a in c.args)):
-                why.append(f"{model} is called with keyword or ** arguments; a graphed forward takes positional "
-                           "tensors (try --scope compile)")
+            if self.scope == "forward" and calls_in(loop.body, lambda c, m=model: dotted(c.func) == m
+                                                    and any(a.keyword or a.star for a in c.args)):
+                # the inference helper's buckets cut positional batches (fwd_bwd's helper takes keywords)
+                why.append(f"{model} is called with keyword or ** arguments; a graphed inference forward takes "
+                           "positional tensors (try --scope compile)")
             elif given:
                 why.append(f"{model} is given a Python value ({given[1]}); a graphed forward takes CUDA tensors only "
                            "and would run every such call eagerly (pass it as a tensor, or try --scope compile)")

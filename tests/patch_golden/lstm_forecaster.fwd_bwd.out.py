@@ -5,6 +5,7 @@ import os
 import torch
 from torch import nn
 import copy as _cg_copy
+import dataclasses as _cg_dataclasses
 import types as _cg_types
 import warnings as _cg_warnings
 import weakref as _cg_weakref
@@ -40,15 +41,80 @@ def _cg_exporting():
     compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
     return torch.jit.is_tracing() or compiling()
 
-# an LSTM's (h, c) state given to the model: graphed where make_graphed_callables takes
-# tuples and lists of tensors as arguments (it flattens them with arg_tree_leaves); eager before
-_CG_NESTED_INPUTS = hasattr(_cg_pytree, "arg_tree_leaves")
+
+def _cg_output_tensors(out):
+    """cg-advise: (the tensors of a forward's output, a function that builds the output again
+    from such tensors): tensors in tuples, lists, dicts (a Hugging Face ModelOutput is one) and
+    dataclasses; what is no tensor (None, a number) is kept as the capture made it."""
+    if torch.is_tensor(out):
+        return [out], next
+    if isinstance(out, (tuple, list)):
+        parts = [_cg_output_tensors(o) for o in out]
+        fields = hasattr(out, "_fields")   # a namedtuple takes its fields one by one
+
+        def build(it):
+            made = [rebuild(it) for _, rebuild in parts]
+            return type(out)(*made) if fields else type(out)(made)
+    elif isinstance(out, dict) or (_cg_dataclasses.is_dataclass(out) and not isinstance(out, type)):
+        items = out.items() if isinstance(out, dict) else ((f.name, getattr(out, f.name))
+                                                            for f in _cg_dataclasses.fields(out))
+        named = [(key, _cg_output_tensors(value)) for key, value in items]
+        parts = [part for _, part in named]
+
+        def build(it):
+            made = _cg_copy.copy(out)
+            for key, (_, rebuild) in named:
+                if isinstance(made, dict):
+                    made[key] = rebuild(it)
+                else:
+                    object.__setattr__(made, key, rebuild(it))
+            return made
+    else:
+        return [], lambda it: out
+    return [t for found, _ in parts for t in found], build
+
+
+class _CgPositional(torch.nn.Module):
+    """cg-advise: a module's call as make_graphed_callables takes one: its tensors in as
+    positional arguments (the call's own arguments and keyword arguments are built around them
+    again, with the values that are no tensors as the capture saw them), its output's tensors
+    out (``build`` makes the output again from a replay's)."""
+
+    def __init__(self, module, forward, layout, leaves):
+        super().__init__()
+        self.inner = module   # its parameters and buffers are the graph's
+        self.eager_forward, self.layout = forward, layout
+        self.slots = [(torch.is_tensor(leaf), leaf) for leaf in leaves]
+        self.build = None
+
+    def forward(self, *tensors):
+        it = iter(tensors)
+        args, kwargs = _cg_pytree.tree_unflatten([next(it) if is_tensor else value for is_tensor, value in self.slots],
+                                                 self.layout)
+        found, self.build = _cg_output_tensors(self.eager_forward(*args, **kwargs))
+        return tuple(found)
+
+
+def _cg_call_key(leaves, layout):
+    # what a replay must find as the capture did: the call's structure, each tensor's shape and
+    # dtype, and every value that is no tensor (a flag, a None, a number)
+    return (layout, [(tuple(t.shape), t.dtype) if torch.is_tensor(t) else (type(t), t) for t in leaves])
+
+
+def _cg_same_key(key, captured):
+    try:
+        return bool(key == captured)
+    except Exception:   # a value whose comparison is no single bool
+        return False
 
 
 def _cg_graph_forward(module, warmup=3, accumulate=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
-    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; inputs of another
-    shape, calls without grad and CPU inputs run the eager forward. With `accumulate` (several backward
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; a call of another
+    structure, shape or non-tensor argument than the capture's, calls without grad or in the
+    other train/eval mode, and CPU inputs run the eager forward. Tensors may come in tuples,
+    lists, dicts and keyword arguments (a Hugging Face model's **batch); the output may hold
+    them in those and in dataclasses. With `accumulate` (several backward
     passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
     graph's static buffer, which the next replay overwrites. A call made while the backward of
     the last replay is still to come (a layer run in a loop, a model called twice in a step,
@@ -63,23 +129,17 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
 
-    def _tensors(out):   # the output's tensors, in tuples, lists and dicts (as make_graphed_callables takes them)
-        if torch.is_tensor(out):
-            return [out]
-        if isinstance(out, dict):
-            out = list(out.values())
-        return [t for o in out for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
-
     def forward(*inputs, **kwargs):
-        leaves, layout = _cg_pytree.tree_flatten(inputs)   # tensors, also in tuples and lists of them
-        nested = len(leaves) != len(inputs) or not all(map(torch.is_tensor, inputs))
-        if (kwargs or not torch.is_grad_enabled() or _cg_exporting() or (nested and not _CG_NESTED_INPUTS)
-                or not all(torch.is_tensor(t) and t.is_cuda for t in leaves)):  # a CPU run stays eager
+        if not torch.is_grad_enabled() or _cg_exporting():
             return eager_forward(*inputs, **kwargs)
-        shapes = [tuple(t.shape) for t in leaves]
-        if state and (shapes != state["shapes"] or layout != state["layout"]):
-            return eager_forward(*inputs)
-        needed = [t.requires_grad for t in leaves]
+        leaves, layout = _cg_pytree.tree_flatten((inputs, kwargs))
+        tensors = [t for t in leaves if torch.is_tensor(t)]
+        if not tensors or not all(t.is_cuda for t in tensors):   # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        key = _cg_call_key(leaves, layout)
+        if state and (module.training != state["training"] or not _cg_same_key(key, state["key"])):
+            return eager_forward(*inputs, **kwargs)
+        needed = [t.requires_grad for t in tensors]
         if state and (any(p.requires_grad for p in state["frozen"]) or any(
                 now and not then for now, then in zip(needed, state["needed"]))):
             # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
@@ -90,46 +150,41 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             state.clear()
         if not state:
             if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
-                return eager_forward(*inputs)
-            module.forward = eager_forward
-            samples = _cg_pytree.tree_unflatten([t.detach().clone().requires_grad_(need)
-                                                 for t, need in zip(leaves, needed)], layout)
+                return eager_forward(*inputs, **kwargs)
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(tensors, needed))
+            positional = _CgPositional(module, eager_forward, layout, leaves).train(module.training)
             buffers = [(b, b.detach().clone()) for b in module.buffers()]
-            torch.cuda.make_graphed_callables(module, samples, num_warmup_iters=warmup)
+            torch.cuda.make_graphed_callables(positional, samples, num_warmup_iters=warmup)
             with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
                 for buffer, saved in buffers:
                     buffer.copy_(saved)
-            trained = [p for p in module.parameters() if p.requires_grad]
             if accumulate:
-                for p in trained:
-                    if id(p) not in hooked:
+                for p in module.parameters():
+                    if p.requires_grad and id(p) not in hooked:
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
-            state["graphed"], state["shapes"], state["needed"] = module.forward, shapes, needed
-            state["layout"] = layout
-            state["frozen"] = [p for p in module.parameters() if not p.requires_grad]
-            module.forward = holder
+            state.update(positional=positional, key=key, needed=needed, training=module.training,
+                         frozen=[p for p in module.parameters() if not p.requires_grad])
         if not state.get("done", True) and state["pending"]() is not None:
             if not state.get("warned"):
                 state["warned"] = True
                 _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
                                   "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
                                   "such calls run eagerly", stacklevel=2)
-            return eager_forward(*inputs)
-        output = state["graphed"](*inputs)
-        node = next((t.grad_fn for t in _tensors(output) if t.grad_fn is not None), None)   # one for all outputs
+            return eager_forward(*inputs, **kwargs)
+        positional = state["positional"]
+        found = positional(*tensors)
+        node = next((t.grad_fn for t in found if t.grad_fn is not None), None)   # one for all outputs
         try:
             state["pending"] = _cg_weakref.ref(node) if node is not None else None
-        except TypeError:
-            # a node of eager ops: no replay (make_graphed_callables runs the module's own
-            # forward where its training flag differs from the capture's: a model.eval() with grad)
+        except TypeError:   # a node of eager ops: nothing was replayed
             state["pending"] = None
         state["done"] = state["pending"] is None
         if state["pending"] is not None:
             node.register_hook(lambda *grads: state.update(done=True))
-        return output
+        return positional.build(iter(found))
 
-    module.forward = holder = _CgForward(forward, module)
+    module.forward = _CgForward(forward, module)
     return module
 
 torch.manual_seed(0)

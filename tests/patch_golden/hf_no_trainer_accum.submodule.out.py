@@ -1,0 +1,306 @@
+"""Hugging Face's examples/pytorch/text-classification/run_glue_no_trainer.py, without accelerate:
+a model whose forward(input_ids, attention_mask, labels) returns an output object with .loss and
+.logits (a small dataclass, as a SequenceClassifierOutput); AdamW over two param groups (no
+weight decay for bias and LayerNorm.weight); a LambdaLR linear warmup then decay (as
+get_linear_schedule_with_warmup); batches are dicts from a collate function; the epoch loop
+`for step, batch in enumerate(train_dataloader)`: outputs = model(**batch), total_loss +=
+loss.detach().float(), loss / gradient_accumulation_steps, backward, and an update only
+`if step % gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1` (step, the
+scheduler's step, zero_grad, completed_steps += 1), `break` once completed_steps reaches
+max_train_steps; an eval loop under torch.no_grad() computing accuracy after each epoch."""
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+import copy as _cg_copy
+import dataclasses as _cg_dataclasses
+import types as _cg_types
+import warnings as _cg_warnings
+import weakref as _cg_weakref
+import torch.utils._pytree as _cg_pytree
+
+
+class _CgForward:
+    """cg-advise: the forward a graphed module calls (its graphs, or its eager forward); to
+    copy.deepcopy (a best model kept, an EMA copy made later) and to pickle (torch.save of the
+    whole module) it is the module's own eager forward, so that a copy never replays the
+    original's graphs and a saved module loads without cg-advise."""
+
+    def __init__(self, run, module):
+        self.run, self.module = run, module
+
+    def __call__(self, *inputs, **kwargs):
+        return self.run(*inputs, **kwargs)
+
+    @property
+    def __code__(self):   # read by torch.export (non-strict) of the module
+        return type(self.module).forward.__code__
+
+    def __reduce__(self):   # unpickled: the loaded module's own forward, bound to it
+        return getattr, (self.module, "forward")
+
+    def __deepcopy__(self, memo):
+        return _cg_types.MethodType(type(self.module).forward, _cg_copy.deepcopy(self.module, memo))
+
+
+def _cg_exporting():
+    # traced (torch.jit.trace, an ONNX export) or compiled (torch.compile, torch.export): the
+    # eager forward, whose operations the trace must hold, not the graph's replay
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling   # before torch 2.3
+    return torch.jit.is_tracing() or compiling()
+
+
+def _cg_output_tensors(out):
+    """cg-advise: (the tensors of a forward's output, a function that builds the output again
+    from such tensors): tensors in tuples, lists, dicts (a Hugging Face ModelOutput is one) and
+    dataclasses; what is no tensor (None, a number) is kept as the capture made it."""
+    if torch.is_tensor(out):
+        return [out], next
+    if isinstance(out, (tuple, list)):
+        parts = [_cg_output_tensors(o) for o in out]
+        fields = hasattr(out, "_fields")   # a namedtuple takes its fields one by one
+
+        def build(it):
+            made = [rebuild(it) for _, rebuild in parts]
+            return type(out)(*made) if fields else type(out)(made)
+    elif isinstance(out, dict) or (_cg_dataclasses.is_dataclass(out) and not isinstance(out, type)):
+        items = out.items() if isinstance(out, dict) else ((f.name, getattr(out, f.name))
+                                                            for f in _cg_dataclasses.fields(out))
+        named = [(key, _cg_output_tensors(value)) for key, value in items]
+        parts = [part for _, part in named]
+
+        def build(it):
+            made = _cg_copy.copy(out)
+            for key, (_, rebuild) in named:
+                if isinstance(made, dict):
+                    made[key] = rebuild(it)
+                else:
+                    object.__setattr__(made, key, rebuild(it))
+            return made
+    else:
+        return [], lambda it: out
+    return [t for found, _ in parts for t in found], build
+
+
+class _CgPositional(torch.nn.Module):
+    """cg-advise: a module's call as make_graphed_callables takes one: its tensors in as
+    positional arguments (the call's own arguments and keyword arguments are built around them
+    again, with the values that are no tensors as the capture saw them), its output's tensors
+    out (``build`` makes the output again from a replay's)."""
+
+    def __init__(self, module, forward, layout, leaves):
+        super().__init__()
+        self.inner = module   # its parameters and buffers are the graph's
+        self.eager_forward, self.layout = forward, layout
+        self.slots = [(torch.is_tensor(leaf), leaf) for leaf in leaves]
+        self.build = None
+
+    def forward(self, *tensors):
+        it = iter(tensors)
+        args, kwargs = _cg_pytree.tree_unflatten([next(it) if is_tensor else value for is_tensor, value in self.slots],
+                                                 self.layout)
+        found, self.build = _cg_output_tensors(self.eager_forward(*args, **kwargs))
+        return tuple(found)
+
+
+def _cg_call_key(leaves, layout):
+    # what a replay must find as the capture did: the call's structure, each tensor's shape and
+    # dtype, and every value that is no tensor (a flag, a None, a number)
+    return (layout, [(tuple(t.shape), t.dtype) if torch.is_tensor(t) else (type(t), t) for t in leaves])
+
+
+def _cg_same_key(key, captured):
+    try:
+        return bool(key == captured)
+    except Exception:   # a value whose comparison is no single bool
+        return False
+
+
+def _cg_graph_forward(module, warmup=3, accumulate=False):
+    """cg-advise: on the first call in training, capture `module`'s forward and backward as
+    CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; a call of another
+    structure, shape or non-tensor argument than the capture's, calls without grad or in the
+    other train/eval mode, and CPU inputs run the eager forward. Tensors may come in tuples,
+    lists, dicts and keyword arguments (a Hugging Face model's **batch); the output may hold
+    them in those and in dataclasses. With `accumulate` (several backward
+    passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
+    graph's static buffer, which the next replay overwrites. A call made while the backward of
+    the last replay is still to come (a layer run in a loop, a model called twice in a step,
+    even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
+    eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
+    if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
+        return module  # a function, or a module with nothing to train (a loss): stays eager
+    if isinstance(vars(module).get("forward"), _CgForward):
+        return module  # set up already (a train() called once per epoch): never a graph of a graph
+    eager_forward = module.forward
+    hooked = set()   # accumulate: the parameters whose gradient hook is registered
+    state = {}
+
+    def forward(*inputs, **kwargs):
+        if not torch.is_grad_enabled() or _cg_exporting():
+            return eager_forward(*inputs, **kwargs)
+        leaves, layout = _cg_pytree.tree_flatten((inputs, kwargs))
+        tensors = [t for t in leaves if torch.is_tensor(t)]
+        if not tensors or not all(t.is_cuda for t in tensors):   # a CPU run stays eager
+            return eager_forward(*inputs, **kwargs)
+        key = _cg_call_key(leaves, layout)
+        if state and (module.training != state["training"] or not _cg_same_key(key, state["key"])):
+            return eager_forward(*inputs, **kwargs)
+        needed = [t.requires_grad for t in tensors]
+        if state and (any(p.requires_grad for p in state["frozen"]) or any(
+                now and not then for now, then in zip(needed, state["needed"]))):
+            # a parameter frozen at the capture and trained now (a backbone unfrozen), or an input
+            # that needs its gradient now (the output of a layer before it, unfrozen): the backward
+            # graph makes only the gradients needed at its capture. Captured again, for inputs
+            # that needed one then too (a gradient made for nothing is dropped)
+            needed = [now or then for now, then in zip(needed, state["needed"])]
+            state.clear()
+        if not state:
+            if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
+                return eager_forward(*inputs, **kwargs)
+            samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(tensors, needed))
+            positional = _CgPositional(module, eager_forward, layout, leaves).train(module.training)
+            buffers = [(b, b.detach().clone()) for b in module.buffers()]
+            torch.cuda.make_graphed_callables(positional, samples, num_warmup_iters=warmup)
+            with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            if accumulate:
+                for p in module.parameters():
+                    if p.requires_grad and id(p) not in hooked:
+                        p.register_hook(torch.clone)
+                        hooked.add(id(p))
+            state.update(positional=positional, key=key, needed=needed, training=module.training,
+                         frozen=[p for p in module.parameters() if not p.requires_grad])
+        if not state.get("done", True) and state["pending"]() is not None:
+            if not state.get("warned"):
+                state["warned"] = True
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} is called again before the backward of its "
+                                  "last call (in a loop, twice in a step, or a step skipped with its loss kept); "
+                                  "such calls run eagerly", stacklevel=2)
+            return eager_forward(*inputs, **kwargs)
+        positional = state["positional"]
+        found = positional(*tensors)
+        node = next((t.grad_fn for t in found if t.grad_fn is not None), None)   # one for all outputs
+        try:
+            state["pending"] = _cg_weakref.ref(node) if node is not None else None
+        except TypeError:   # a node of eager ops: nothing was replayed
+            state["pending"] = None
+        state["done"] = state["pending"] is None
+        if state["pending"] is not None:
+            node.register_hook(lambda *grads: state.update(done=True))
+        return positional.build(iter(found))
+
+    module.forward = _CgForward(forward, module)
+    return module
+
+
+def _cg_children(model):
+    """cg-advise: the top-level submodules the submodule scope graphs; none for what is not a
+    module (a name the rewrite took for a model: a namedtuple type, a function), left as it is."""
+    return model.children() if isinstance(model, torch.nn.Module) else ()
+
+torch.manual_seed(0)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+steps = int(os.environ.get("CG_STEPS", "200"))
+vocab, max_length, num_labels = 100, 16, 2
+per_device_train_batch_size, gradient_accumulation_steps, weight_decay, learning_rate = 8, 4, 0.01, 5e-4
+max_train_steps = max(1, steps // gradient_accumulation_steps)
+
+
+@dataclass
+class SequenceClassifierOutput:
+    loss: Optional[torch.Tensor] = None
+    logits: Optional[torch.Tensor] = None
+
+
+class TinyForSequenceClassification(nn.Module):
+    def __init__(self, hidden=32):
+        super().__init__()
+        self.embeddings = nn.Embedding(vocab, hidden)
+        self.LayerNorm = nn.LayerNorm(hidden)
+        self.dense, self.classifier = nn.Linear(hidden, hidden), nn.Linear(hidden, num_labels)
+
+    def forward(self, input_ids, attention_mask, labels=None):
+        h = self.LayerNorm(self.embeddings(input_ids))
+        mask = attention_mask.unsqueeze(-1).float()
+        pooled = torch.tanh(self.dense((h * mask).sum(1) / mask.sum(1)))
+        logits = self.classifier(pooled)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+def make_features(n):
+    features = []
+    for _ in range(n):
+        length = int(torch.randint(4, max_length + 1, (1,)))
+        ids = torch.zeros(max_length, dtype=torch.long, device=device)
+        ids[:length] = torch.randint(1, vocab, (length,), device=device)
+        mask = (torch.arange(max_length, device=device) < length).long()
+        features.append({"input_ids": ids, "attention_mask": mask, "labels": (ids[0] < vocab // 2).long()})
+    return features
+
+
+def data_collator(features):
+    return {k: torch.stack([f[k] for f in features]) for k in features[0]}
+
+
+def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+    def lr_lambda(current_step):
+        if current_step < num_warmup_steps:
+            return float(current_step) / float(max(1, num_warmup_steps))
+        return max(0.0, float(num_training_steps - current_step) / float(max(1, num_training_steps - num_warmup_steps)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+
+
+train_dataloader = DataLoader(make_features(16 * 8), shuffle=True, collate_fn=data_collator,
+                              batch_size=per_device_train_batch_size, generator=torch.Generator().manual_seed(0))
+eval_dataloader = DataLoader(make_features(4 * 8), collate_fn=data_collator, batch_size=8)
+model = TinyForSequenceClassification().to(device)
+no_decay = ["bias", "LayerNorm.weight"]
+optimizer_grouped_parameters = [
+    {"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)], "weight_decay": weight_decay},
+    {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+]
+optimizer = torch.optim.AdamW(optimizer_grouped_parameters, lr=learning_rate)
+num_update_steps_per_epoch = math.ceil(len(train_dataloader) / gradient_accumulation_steps)
+num_train_epochs = math.ceil(max_train_steps / num_update_steps_per_epoch)
+lr_scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=max_train_steps // 10,
+                                               num_training_steps=max_train_steps)
+completed_steps, starting_epoch = 0, 0
+for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
+    if any(p.requires_grad for p in _cg_child.parameters()):
+        _cg_graph_forward(_cg_child, accumulate=True)
+
+for epoch in range(starting_epoch, num_train_epochs):
+    model.train()
+    total_loss = 0
+    for step, batch in enumerate(train_dataloader):
+        outputs = model(**batch)
+        loss = outputs.loss
+        total_loss += loss.detach().float()
+        loss = loss / gradient_accumulation_steps
+        loss.backward()
+        if step % gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1:
+            optimizer.step()
+            lr_scheduler.step()
+            optimizer.zero_grad()
+            completed_steps += 1
+        if completed_steps >= max_train_steps:
+            break
+    model.eval()
+    correct, samples_seen = 0, 0
+    for batch in eval_dataloader:
+        with torch.no_grad():
+            outputs = model(**batch)
+        predictions = outputs.logits.argmax(dim=-1)
+        correct += (predictions == batch["labels"]).sum().item()
+        samples_seen += batch["labels"].numel()
+    print(f"epoch {epoch}: accuracy {correct / samples_seen:.4f} train_loss {total_loss.item() / len(train_dataloader):.4f}")
+print(f"final loss {loss.item() * gradient_accumulation_steps:.6f}")
+print(f"checksum {sum(p.double().sum().item() for p in model.parameters()):.6f}")
