@@ -31,6 +31,7 @@ NEW = "paired_timing/new_loops_2026-11-27"
 MORE = "paired_timing/more_loops_2026-11-27"
 FIVE = "paired_timing/five_loops_2026-11-27"
 PUBLIC = "paired_timing/public_shapes_2026-11-27"
+CLASSIC = "paired_timing/classic_loops_2026-11-27"
 
 
 def each_scope(label: str, folder: str, scopes=("full_iteration", "fwd_bwd", "compile"), results: str = "") -> tuple:
@@ -122,6 +123,13 @@ SETS = (
     # model), profiled then tuned once; and tuned before, on other machine starts of the same day
     *each_scope("H100, 7 public loop shapes x 1 (2026-11-27)", PUBLIC),
     *each_scope("H100, 7 public loop shapes, other machines", PUBLIC, results=f"{PUBLIC}/tune_earlier"),
+    # classic public loops (torchvision's fine-tuning tutorial and classification and detection
+    # references, Hugging Face's run_glue_no_trainer, a BERT fed dict batches), profiled then tuned
+    # once after fwd_bwd took keyword arguments, with the model of 2026-11-26 unchanged; three of
+    # them on the machine before, compile alone (their fwd_bwd failed on a helper bug since fixed)
+    *each_scope("H100, 5 classic loops x 1 (2026-11-27)", CLASSIC),
+    ("H100, 3 classic loops x 1, machine before", f"{CLASSIC}/profiles_first/unseen_rows.csv",
+     f"{CLASSIC}/tune_first", "compile", 0.25),
 )
 
 
