@@ -130,6 +130,9 @@ SETS = (
     *each_scope("H100, 5 classic loops x 1 (2026-11-27)", CLASSIC),
     ("H100, 3 classic loops x 1, machine before", f"{CLASSIC}/profiles_first/unseen_rows.csv",
      f"{CLASSIC}/tune_first", "compile", 0.25),
+    # nanoGPT's while-True loop and the DQN tutorial, with three of the five again, on the next machine
+    *each_scope("H100, 5 classic loops x 1, next machine", f"{CLASSIC}/profiles_next",
+                results=f"{CLASSIC}/tune_next"),
 )
 
 
