@@ -607,6 +607,7 @@ def _graphed_forward_on_the_cpu():
                 made = [found.pop(0) if need else None for need in needed]
                 return tuple(made) + tuple(found)
 
+        eager(*samples)   # a warm-up call, as make_graphed_callables makes before its capture
         training = module.training   # as make_graphed_callables: the module's own forward where the flag differs
         module.forward = lambda *a: (tree_unflatten(list(Replay.apply(*tree_flatten(a)[0], *params)), Replay.spec)
                                      if module.training == training else eager(*a))
@@ -780,6 +781,78 @@ def test_a_model_called_with_keywords_is_graphed_and_its_dataclass_output_rebuil
         for a, b in zip(eager.parameters(), graphed.parameters()):
             torch.testing.assert_close(a.grad, b.grad)
     assert _helper_state(graphed)["positional"].replays == 3   # the fourth call's flag differs: eager
+
+
+def test_the_graphed_forward_helper_keeps_each_submodules_mode():
+    """`model.train(); model.bn.eval()` (a frozen BatchNorm): the capture set every submodule
+    to the top module's mode, for good, and replayed BatchNorm in training mode."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+    eager.train()
+    eager[1].eval()
+    graphed = graph_forward(copy.deepcopy(eager))
+    for _ in range(3):
+        x = torch.randn(16, 8)
+        for model in (eager, graphed):
+            model.zero_grad()
+            model(x).square().sum().backward()
+        for a, b in zip(eager.parameters(), graphed.parameters()):
+            torch.testing.assert_close(a.grad, b.grad)
+    assert not graphed[1].training and _helper_state(graphed)["positional"].replays == 3
+    torch.testing.assert_close(eager[1].running_mean, graphed[1].running_mean)
+
+
+def test_a_call_given_a_module_or_an_object_runs_eagerly():
+    """`decoder(x, embed)`: a graph would hold the module given as a constant and make no
+    gradient for its weights (make_graphed_callables differentiates the sample tensors and the
+    graphed module's own parameters)."""
+    graph_forward = _graphed_forward_on_the_cpu()
+
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x, embed):
+            return self.lin(embed(x))
+
+    torch.manual_seed(0)
+    embed = torch.nn.Linear(8, 8)
+    decoder = graph_forward(Decoder())
+    for _ in range(3):
+        embed.zero_grad()
+        decoder(torch.randn(4, 8), embed).sum().backward()
+        assert embed.weight.grad is not None
+    assert "positional" not in _helper_state(decoder)
+
+
+def test_a_module_whose_output_holds_an_object_runs_eagerly_for_good():
+    """An actor-critic's policy returning `(Categorical(logits=...), value)`: every replay would
+    hand back the capture's distribution, whose tensors belong to a graph long gone."""
+    graph_forward = _graphed_forward_on_the_cpu()
+
+    class Policy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            logits = self.lin(x)
+            return torch.distributions.Categorical(logits=logits), logits.sum(-1)
+
+    torch.manual_seed(0)
+    eager = Policy()
+    graphed = graph_forward(copy.deepcopy(eager))
+    with pytest.warns(UserWarning, match="Policy runs eagerly: its output holds a Categorical"):
+        for _ in range(3):
+            x, action = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+            for model in (eager, graphed):
+                model.zero_grad()
+                dist, value = model(x)
+                (-dist.log_prob(action).sum() + value.sum()).backward()
+            for a, b in zip(eager.parameters(), graphed.parameters()):
+                torch.testing.assert_close(a.grad, b.grad)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -1553,6 +1626,11 @@ def test_compile_sees_the_unfreezing_function_behind_a_method_of_its_name(tmp_pa
     # a branch that steps without a backward of its own
     ("for i, x in enumerate(data):\n    loss = model(x).sum()\n    if i % 2:\n        loss.backward()\n"
      "    else:\n        opt.step()\n", False),
+    # accelerate's `with accelerator.accumulate(model):`, which skips the step it holds k-1 times in k
+    ("import contextlib\n\n\nclass Accelerator:\n    def accumulate(self, model):\n"
+     "        return contextlib.nullcontext()\n\n\naccelerator = Accelerator()\nfor x in data:\n"
+     "    with accelerator.accumulate(model):\n        loss = model(x).sum()\n        loss.backward()\n"
+     "        opt.step()\n        opt.zero_grad()\n", False),
     # two backward passes before the step in one branch
     ("for x in data:\n    opt.zero_grad()\n    if True:\n        model(x).sum().backward()\n"
      "        model(x + 1).sum().backward()\n        opt.step()\n", False),

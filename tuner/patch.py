@@ -526,7 +526,9 @@ class _Rewriter:
 
         def compound(node) -> bool:
             if isinstance(node, cst.With):
-                return block(node.body.body)
+                # grad mode and autocast only: another context may skip the step it holds
+                # (accelerate's `with accelerator.accumulate(model):` steps every k batches)
+                return all(_sets_grad_mode(item.item) for item in node.items) and block(node.body.body)
             branches = []
             while isinstance(node, cst.If):
                 branches.append(node.body.body)
@@ -868,6 +870,16 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     arg = cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return call.with_changes(args=[*args, arg])
+
+
+GRAD_MODE_CONTEXTS = ("set_grad_enabled", "no_grad", "enable_grad", "inference_mode", "autocast")
+
+
+def _sets_grad_mode(item) -> bool:
+    """A ``with`` item that only sets grad mode or autocast (``torch.set_grad_enabled(...)``,
+    ``torch.autocast(...)``), which runs its body whatever it holds."""
+    called = dotted(item.func) if isinstance(item, cst.Call) else ""
+    return called.rpartition(".")[2] in GRAD_MODE_CONTEXTS
 
 
 def _compiled_name(model: str) -> str:

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 import copy as _cg_copy
 import dataclasses as _cg_dataclasses
+import enum as _cg_enum
 import types as _cg_types
 import warnings as _cg_warnings
 import weakref as _cg_weakref
@@ -70,9 +71,23 @@ def _cg_output_tensors(out):
                 else:
                     object.__setattr__(made, key, rebuild(it))
             return made
-    else:
+    elif _cg_plain_value(out):
         return [], lambda it: out
+    else:   # a distribution, a namespace: its tensors would be the capture's, replayed never again
+        raise _CgNotGraphable(f"its output holds a {type(out).__name__}")
     return [t for found, _ in parts for t in found], build
+
+
+class _CgNotGraphable(Exception):
+    """cg-advise: a call that make_graphed_callables cannot take as it is (said why)."""
+
+
+def _cg_plain_value(value):
+    # a value a capture may keep as it found it and compare by ==: a number, a flag, a string,
+    # None, a dtype or device. Anything else (a module, an object holding tensors) may change
+    # under the same identity, or carry parameters the graph would not differentiate
+    return value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype, torch.device,
+                                               torch.Size, _cg_enum.Enum))
 
 
 class _CgPositional(torch.nn.Module):
@@ -114,8 +129,10 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; a call of another
     structure, shape or non-tensor argument than the capture's, calls without grad or in the
     other train/eval mode, and CPU inputs run the eager forward. Tensors may come in tuples,
-    lists, dicts and keyword arguments (a Hugging Face model's **batch); the output may hold
-    them in those and in dataclasses. With `accumulate` (several backward
+    lists, dicts and keyword arguments (a Hugging Face model's **batch), beside plain values (a
+    flag, None, a number; a call given any other object, a module among them, runs eagerly);
+    the output may hold them in those and in dataclasses (a module whose output holds anything
+    else, a distribution, runs eagerly for good, with a warning). With `accumulate` (several backward
     passes per optimizer step, or gradients zeroed in place) each gradient is copied out of the
     graph's static buffer, which the next replay overwrites. A call made while the backward of
     the last replay is still to come (a layer run in a loop, a model called twice in a step,
@@ -129,13 +146,15 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     eager_forward = module.forward
     hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
+    refused = []     # why the module cannot be graphed (an output no capture can keep): eager for good
 
     def forward(*inputs, **kwargs):
         if not torch.is_grad_enabled() or _cg_exporting():
             return eager_forward(*inputs, **kwargs)
         leaves, layout = _cg_pytree.tree_flatten((inputs, kwargs))
         tensors = [t for t in leaves if torch.is_tensor(t)]
-        if not tensors or not all(t.is_cuda for t in tensors):   # a CPU run stays eager
+        if (refused or not tensors or not all(t.is_cuda for t in tensors)   # a CPU run stays eager
+                or not all(torch.is_tensor(v) or _cg_plain_value(v) for v in leaves)):   # a module given, an object
             return eager_forward(*inputs, **kwargs)
         key = _cg_call_key(leaves, layout)
         if state and (module.training != state["training"] or not _cg_same_key(key, state["key"])):
@@ -153,12 +172,19 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
             if not any(p.requires_grad for p in module.parameters()):   # frozen whole: nothing to graph yet
                 return eager_forward(*inputs, **kwargs)
             samples = tuple(t.detach().clone().requires_grad_(need) for t, need in zip(tensors, needed))
-            positional = _CgPositional(module, eager_forward, layout, leaves).train(module.training)
+            positional = _CgPositional(module, eager_forward, layout, leaves)
+            positional.training = module.training   # its flag alone: .train() would set every submodule's
             buffers = [(b, b.detach().clone()) for b in module.buffers()]
-            torch.cuda.make_graphed_callables(positional, samples, num_warmup_iters=warmup)
+            try:
+                torch.cuda.make_graphed_callables(positional, samples, num_warmup_iters=warmup)
+            except _CgNotGraphable as why:
+                refused.append(str(why))
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} runs eagerly: {why}", stacklevel=2)
             with torch.no_grad():  # the warm-up ran forwards: put BatchNorm's running stats back
                 for buffer, saved in buffers:
                     buffer.copy_(saved)
+            if refused:
+                return eager_forward(*inputs, **kwargs)
             if accumulate:
                 for p in module.parameters():
                     if p.requires_grad and id(p) not in hooked:
