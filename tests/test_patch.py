@@ -595,7 +595,12 @@ def _graphed_forward_on_the_cpu():
                 module.replays += 1
                 Replay.static = [a.detach().clone() for a in args[:len(flat_samples)]]
                 flat, Replay.spec = tree_flatten(eager(*tree_unflatten(list(Replay.static), layout)))
-                return tuple(o.detach() for o in flat)
+                # the graph's output buffers, written in place by each replay and handed out as views
+                if [o.shape for o in getattr(Replay, "outputs", [])] != [o.shape for o in flat]:
+                    Replay.outputs = [o.detach().clone() for o in flat]
+                for buffer, o in zip(Replay.outputs, flat):
+                    buffer.copy_(o.detach())
+                return tuple(o.detach() for o in Replay.outputs)
 
             @staticmethod
             def backward(ctx, *grads):
@@ -781,6 +786,62 @@ def test_a_model_called_with_keywords_is_graphed_and_its_dataclass_output_rebuil
         for a, b in zip(eager.parameters(), graphed.parameters()):
             torch.testing.assert_close(a.grad, b.grad)
     assert _helper_state(graphed)["positional"].replays == 3   # the fourth call's flag differs: eager
+
+
+@pytest.mark.parametrize("clone_outputs", [False, True])
+def test_outputs_kept_past_the_next_replay_are_copies_where_asked(clone_outputs):
+    """A replay hands back views of its graph's output buffers, which the next replay writes:
+    `history.append(out.detach())` kept the last step's output N times over. With
+    `clone_outputs` (patch asks for it where the loop keeps an output) each is a copy."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    eager = torch.nn.Linear(8, 2)
+    graphed = graph_forward(copy.deepcopy(eager), clone_outputs=clone_outputs)
+    kept = {eager: [], graphed: []}
+    for _ in range(3):
+        x = torch.randn(4, 8)
+        for model in (eager, graphed):
+            out = model(x)
+            kept[model].append(out.detach())
+            out.sum().backward()
+    same = all(torch.allclose(a, b) for a, b in zip(kept[eager], kept[graphed]))
+    assert same is clone_outputs
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("clone_outputs", [False, True])
+def test_on_the_gpu_a_kept_output_is_overwritten_by_the_next_replay_unless_copied(clone_outputs):
+    from tuner.templates import GRAPHED_FORWARD
+
+    namespace = {"torch": torch}
+    exec(GRAPHED_FORWARD, namespace)
+    torch.manual_seed(0)
+    eager = torch.nn.Linear(8, 2).cuda()
+    graphed = namespace["_cg_graph_forward"](copy.deepcopy(eager), clone_outputs=clone_outputs)
+    kept = {eager: [], graphed: []}
+    for _ in range(5):
+        x = torch.randn(4, 8, device="cuda")
+        for model in (eager, graphed):
+            out = model(x)
+            kept[model].append(out.detach())
+            out.sum().backward()
+    same = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(kept[eager], kept[graphed]))
+    assert same is clone_outputs
+
+
+@pytest.mark.parametrize("body, clones", [
+    ("history = []\nfor x in data:\n    opt.zero_grad()\n    out = model(x)\n    history.append(out.detach())\n"
+     "    out.sum().backward()\n    opt.step()\n", True),
+    ("best = None\nfor x in data:\n    opt.zero_grad()\n    out = model(x)\n    loss = out.sum()\n"
+     "    best = out.detach()\n    loss.backward()\n    opt.step()\n", True),
+    ("total = 0.0\nfor x in data:\n    opt.zero_grad()\n    out = model(x)\n    loss = out.pow(2).mean()\n"
+     "    loss.backward()\n    opt.step()\n    total += loss.item()\n", False),
+    ("for x in data:\n    opt.zero_grad()\n    out = model(x)\n    both = torch.cat((x, out.detach()), 1)\n"
+     "    (out.sum() + both.sum()).backward()\n    opt.step()\n", False),
+])
+def test_fwd_bwd_copies_the_outputs_a_loop_keeps(tmp_path, body, clones):
+    out = make_patch(_written(tmp_path, body), "fwd_bwd").patched
+    assert ("_cg_graph_forward(model, clone_outputs=True)" in out) is clones
 
 
 def test_the_graphed_forward_helper_keeps_each_submodules_mode():

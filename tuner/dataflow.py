@@ -149,6 +149,66 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
     return any(found)
 
 
+def model_outputs(body, models: set) -> set:
+    """The names ``body`` binds to what a call of one of ``models`` returns, or to a part or view
+    (``outputs = model(**batch)``, ``loss = outputs.loss``, ``logits = out[0]``): a graphed
+    forward hands back its graph's output buffers, which the next replay overwrites. A view or
+    another name for one (``best = loss.detach()``) is what ``keeps_output`` looks for."""
+    names = set()
+
+    def rooted(expr) -> bool:   # the call, or a part of what it returned (an attribute, an item)
+        if isinstance(expr, cst.Call):
+            return dotted(expr.func) in models
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            return rooted(expr.value) or (isinstance(expr.value, cst.Name) and expr.value.value in names)
+        return False
+
+    assignments = nodes(body, (cst.Assign,))
+    for _ in range(2):   # a part bound before the whole in the text (a loop's second turn) too
+        for assign in assignments:
+            if rooted(assign.value):
+                names.update(n for t in assign.targets for n in plain_target_names(t.target))
+    return names
+
+
+def keeps_output(statements, names: set) -> bool:
+    """Whether the statements keep one of ``names`` (a model's output, ``model_outputs``), or a
+    view of it, where the next call of the model may find it: bound to another name
+    (``last = loss``), stored (``losses.append(loss.detach())``), or put in a tuple, list or
+    dict that is. Unpacking a call's result (``output, hidden = model(x, hidden)``) and passing
+    a value to a call that makes a new one (``torch.cat((a, fake.detach()))``) keep nothing."""
+
+    def aliased(expr) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in names
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
+            return aliased(expr.func.value)
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            return aliased(expr.value)
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            return any(aliased(e.value) for e in expr.elements)
+        if isinstance(expr, cst.Dict):
+            return any(aliased(e.value) for e in expr.elements if isinstance(e, cst.DictElement))
+        return False
+
+    found = []
+
+    class Keeper(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            bound = {n for t in node.targets for n in plain_target_names(t.target)}
+            # a part of an output (`loss = outputs.loss`) is one of the outputs itself
+            part = isinstance(node.value, (cst.Attribute, cst.Subscript)) and bound <= names
+            found.append(aliased(node.value) and not part)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in STORE_METHODS:
+                found.extend(aliased(arg.value) for arg in node.args)
+
+    for statement in statements:
+        statement.visit(Keeper())
+    return any(found)
+
+
 HOST_VALUE_CALLS = ("float", "str", "repr", "format", "time.time", "time.perf_counter", "time.monotonic")
 
 

@@ -34,7 +34,7 @@ from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
-                       keeps_reference, leaves_iteration, names_assigned, names_read, names_rebound, plain_target_names, read_first,
+                       keeps_output, keeps_reference, leaves_iteration, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
@@ -452,6 +452,11 @@ class _Rewriter:
             return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
         # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well
         accumulate = ", accumulate=True" if accumulates or backward_passes(loop) > 1 else ""
+        # an output kept past the next call (`losses.append(outputs.loss.detach())`) is a copy: a
+        # replay hands back its graph's output buffers, which the next one overwrites
+        if self.scope in ("fwd_bwd", "submodule") and keeps_output(list(loop.body.body),
+                                                                   model_outputs(loop.body, set(models))):
+            accumulate += ", clone_outputs=True"
         if self.scope == "forward":
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "
                            "batch-size bucket\n" for m in models)

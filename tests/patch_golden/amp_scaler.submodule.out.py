@@ -119,7 +119,7 @@ def _cg_same_key(key, captured):
         return False
 
 
-def _cg_graph_forward(module, warmup=3, accumulate=False):
+def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; a call of another
     structure, shape or non-tensor argument than the capture's, calls without grad or in the
@@ -133,7 +133,9 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
     the last replay is still to come (a layer run in a loop, a model called twice in a step,
     even where its first output was reduced at once: D(fake).mean() - D(real).mean()) runs
     eagerly: a replay would overwrite what that backward reads. The last replay's autograd node
-    tells: its hook marks the backward done, and it is freed with a loss dropped unused."""
+    tells: its hook marks the backward done, and it is freed with a loss dropped unused. With
+    `clone_outputs` (the loop keeps an output past the next call) each replay's outputs are
+    copies: the graph's own output buffers are overwritten by the next replay."""
     if not isinstance(module, torch.nn.Module) or not any(p.requires_grad for p in module.parameters()):
         return module  # a function, or a module with nothing to train (a loss): stays eager
     if isinstance(vars(module).get("forward"), _CgForward):
@@ -204,6 +206,8 @@ def _cg_graph_forward(module, warmup=3, accumulate=False):
         state["done"] = state["pending"] is None
         if state["pending"] is not None:
             node.register_hook(lambda *grads: state.update(done=True))
+        if clone_outputs:
+            found = [t.clone() for t in found]
         return positional.build(iter(found))
 
     module.forward = _CgForward(forward, module)
