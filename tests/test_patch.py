@@ -844,6 +844,14 @@ def test_fwd_bwd_copies_the_outputs_a_loop_keeps(tmp_path, body, clones):
     assert ("_cg_graph_forward(model, clone_outputs=True)" in out) is clones
 
 
+class _OneLinear(torch.nn.Module):
+    """A module of one Linear(8, n) layer; its forward is each test's."""
+
+    def __init__(self, n=8):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, n)
+
+
 def test_the_graphed_forward_helper_keeps_each_submodules_mode():
     """`model.train(); model.bn.eval()` (a frozen BatchNorm): the capture set every submodule
     to the top module's mode, for good, and replayed BatchNorm in training mode."""
@@ -870,11 +878,7 @@ def test_a_call_given_a_module_or_an_object_runs_eagerly():
     graphed module's own parameters)."""
     graph_forward = _graphed_forward_on_the_cpu()
 
-    class Decoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(8, 8)
-
+    class Decoder(_OneLinear):
         def forward(self, x, embed):
             return self.lin(embed(x))
 
@@ -893,17 +897,13 @@ def test_a_module_whose_output_holds_an_object_runs_eagerly_for_good():
     hand back the capture's distribution, whose tensors belong to a graph long gone."""
     graph_forward = _graphed_forward_on_the_cpu()
 
-    class Policy(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(8, 3)
-
+    class Policy(_OneLinear):
         def forward(self, x):
             logits = self.lin(x)
             return torch.distributions.Categorical(logits=logits), logits.sum(-1)
 
     torch.manual_seed(0)
-    eager = Policy()
+    eager = Policy(3)
     graphed = graph_forward(copy.deepcopy(eager))
     with pytest.warns(UserWarning, match="Policy runs eagerly: its output holds a Categorical"):
         for _ in range(3):
@@ -1092,11 +1092,7 @@ def test_torch_export_of_a_graphed_module_holds_its_eager_operations(strict):
 def test_a_module_returning_a_dict_is_watched_through_its_values():
     graph_forward = _graphed_forward_on_the_cpu()
 
-    class Heads(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(8, 8)
-
+    class Heads(_OneLinear):
         def forward(self, x):
             return {"a": self.lin(x).tanh(), "b": [self.lin(x)]}
 
