@@ -256,8 +256,8 @@ def leaves_iteration(statement):
     cannot be one captured function: the replay runs it whole."""
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
         return None   # a function defined in the body: its returns leave it, not the iteration
-    functions = [n for n in nodes(statement, (cst.FunctionDef, cst.Lambda))]
-    loops = [n for n in nodes(statement, (cst.For, cst.While))]   # the statement's own loop too
+    functions = nodes(statement, (cst.FunctionDef, cst.Lambda))
+    loops = nodes(statement, (cst.For, cst.While))   # the statement's own loop too
     if isinstance(statement, (cst.For, cst.While)):   # its else block runs in this iteration
         loops = [n for n in loops if n is not statement] + [statement.body]
     found = (nodes(statement, (cst.Continue, cst.Break), skip=functions + loops)

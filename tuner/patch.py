@@ -39,7 +39,7 @@ from .dataflow import (backward_passes, double_backward, has_sync, host_data_cal
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
-from .discover import StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
+from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
 from .harness import COMPILE_MARK
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
@@ -489,7 +489,6 @@ class _Rewriter:
     def _step_flags(self, loop) -> list:
         """For each top-level statement of the loop body: does it step an optimizer, or hold the
         hand-written update (``for p in model.parameters(): p.data.add_(...)``)?"""
-        steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
         manual, through = self.spec.manual_update, self.spec.step_call
 
         def updates(statement) -> bool:
@@ -497,8 +496,12 @@ class _Rewriter:
             where = self.positions[statement]
             return any(line and where.start.line <= line <= where.end.line for line in (manual, through))
 
-        return [bool(calls_in(s, lambda c: any(is_method(c, r, "step") for r in steppers))) or updates(s)
-                for s in loop.body.body]
+        return [self._steps_in(s) or updates(s) for s in loop.body.body]
+
+    def _steps_in(self, node) -> bool:
+        """Whether ``node`` calls ``step()`` of one of the loop's optimizers or of its GradScaler."""
+        steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
+        return bool(calls_in(node, lambda c: any(is_method(c, r, "step") for r in steppers)))
 
     def _each_backward_stepped(self, body) -> bool:
         """Whether every backward of the body is followed by its own optimizer step, where the
@@ -508,19 +511,15 @@ class _Rewriter:
         loss.backward(); optimizer.step()``. No gradient lives on to the next backward there, so
         none accumulates. Read block by block: one backward, not in a loop, then a step at the
         block's top level; or backward and step both in one ``if`` or ``with`` read likewise."""
-        steppers = {*self._optimizers(), *([self.spec.scaler] if self.spec.scaler else [])}
         if self.spec.manual_update or self.spec.step_call:
             return False
-
-        def steps(node) -> bool:
-            return bool(calls_in(node, lambda c: any(is_method(c, r, "step") for r in steppers)))
 
         def looped(node) -> bool:
             return any(calls_backward(n.body) for n in nodes(node, (cst.For, cst.While)))
 
         def block(statements) -> bool:
             backwards = [i for i, s in enumerate(statements) if calls_backward(s)]
-            stepping = [i for i, s in enumerate(statements) if steps(s)]
+            stepping = [i for i, s in enumerate(statements) if self._steps_in(s)]
             if not backwards and not stepping:
                 return True
             if len(backwards) != 1 or not stepping or looped(statements[backwards[0]]):
@@ -877,7 +876,7 @@ def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     return call.with_changes(args=[*args, arg])
 
 
-GRAD_MODE_CONTEXTS = ("set_grad_enabled", "no_grad", "enable_grad", "inference_mode", "autocast")
+GRAD_MODE_CONTEXTS = (*NO_GRAD, "set_grad_enabled", "enable_grad", "autocast")
 
 
 def _sets_grad_mode(item) -> bool:
