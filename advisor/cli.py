@@ -165,7 +165,8 @@ def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=
               help="Folder of the report.")
 @click.option("--force", is_flag=True, help="Replace an existing report (the old one is kept as .bak).")
 @click.option("--warmup", type=click.IntRange(min=0), help="Iterations run untraced before recording starts; the "
-              "second half of them, and as many after the recording, are timed as the eager baseline.  [default: 50]")
+              "second half of them, and as many after the recording (more, up to 3 s in all), are timed as the eager "
+              "baseline.  [default: 50]")
 @click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then (after the baseline's second stretch) stop the script.  "
               "[default: 20]")
 @click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
@@ -200,7 +201,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
 
     By default the first --warmup iterations run untraced (the second half of them timed:
     the eager baseline of the prediction), the next --iterations are recorded, as many
-    iterations as were timed run untraced and timed again, and the script is stopped.
+    iterations as were timed run untraced and timed again (more, until 3 s are timed, where
+    the script runs that long), and the script is stopped.
     Beside the report, NAME.cg-advise-run.json keeps that baseline, a few seconds'
     calibration of this GPU, and the capture scopes as `patch` would apply them.
     With --backend torch (or no nsys found) the report is NAME.kineto.json.gz, torch.profiler's
@@ -317,6 +319,9 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
 @click.option("--iterations", default=100, show_default=True, type=click.IntRange(min=1),
               help="Training steps timed, in --repeats windows (ms/iteration is their median).")
 @click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="Timed windows.")
+@click.option("--min-time", "min_seconds", default=3.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds to time at least: past --iterations, windows of the same size go on while the script "
+                   "runs (a host's launch speed drifts from second to second; 0: exactly --iterations).")
 @click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1),
               help="Processes per candidate, ms/iteration their median (use 5, with as many --iterations as the "
                    "script allows, for loops with host work: their timing varies from process to process; the "
@@ -339,8 +344,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
 @click.option("--force", is_flag=True, help="Replace an existing --html file.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @one_line_errors
-def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, runs, cpus, no_pairing,
-         check_steps, tolerance, keep_workdir, as_json, apply_, html_path, force, command):
+def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterations, repeats, min_seconds, runs, cpus,
+         no_pairing, check_steps, tolerance, keep_workdir, as_json, apply_, html_path, force, command):
     """Run eager and each capture scope of SCRIPT on this GPU, each in its own process, check
     them against eager, and rank them; the result is saved beside the script for `patch`.
 
@@ -373,7 +378,8 @@ def tune(scopes, exhaustive, step, report, model_path, budget_s, warmup, iterati
         raise CgAdviseError("--cpus pins one process; under torchrun the ranks would share those CPUs: leave it out")
     options = TuneOptions(scopes=parse_scopes(scopes), exhaustive=exhaustive,
                           budget_s=budget_s, settings=Settings(warmup=warmup, iterations=iterations,
-                                                               repeats=repeats, check_steps=check_steps,
+                                                               repeats=repeats, min_seconds=min_seconds,
+                                                               check_steps=check_steps,
                                                                cpus=_cpu_list(cpus)),
                           tolerance=tolerance, runs=runs, step=step, keep_workdir=keep_workdir,
                           python=target.python, launcher=launcher, paired=not no_pairing)

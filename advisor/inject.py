@@ -18,7 +18,8 @@ script runs as ``__main__`` with its own ``sys.argv``, and PyTorch's global hook
 
 With a window, the warm-up iterations run untraced: the second half of them is timed here
 (CUDA events on the current stream, and the host clock), and as many iterations again after
-the window (then the script stops, unless it runs to its end), and the figures go into the
+the window, more until both stretches span ``CG_ADVISE_BASELINE_SECONDS`` (3 s; then the
+script stops, unless it runs to its end), and the figures go into the
 summary file as ``untraced``: the eager baseline every prediction is measured against, taken without
 the tracer's own cost. The host time of the phases (top-level forward, backward, optimizer
 step) in those iterations is timed too: the untraced split of the host time, which each
@@ -166,6 +167,7 @@ class Window:
     warmup: int = 0
     iterations: Optional[int] = None
     run_to_end: bool = True
+    baseline_seconds: float = 0.0   # the untraced chunks go on after the window until they span this long
     on_start: Callable[[], None] = lambda: None
     on_stop: Callable[[], None] = lambda: None
     on_exit: Callable[[], None] = lambda: None
@@ -728,10 +730,23 @@ class Injector:
         elif self._after_left > 0:
             self._mark()
             self._after_left -= 1
+            if self._after_left == 0 and self._baseline_short():
+                self._after_left = 1   # one more: the host's speed is read over seconds, not one moment
             if self._after_left == 0:
                 self._end_chunk()
                 if not window.run_to_end:
                     window.on_exit()
+
+    def _baseline_short(self) -> bool:
+        """Whether the timed untraced iterations span less than the window's
+        ``baseline_seconds`` (host clock), and the chunk after the window has timed fewer than
+        MAX_AFTER_ITERATIONS. The lent H100's host launches at two speeds and the mix drifts from
+        second to second: a launch-bound loop timed for 100 steps read processes of one script
+        up to 1.58x apart, for 2000 steps 1.07-1.18x (bench/results/timing_span_h100/)."""
+        timed_ms = sum(sum(chunk["host_ms"]) for chunk in self._untraced_chunks)
+        now_ms = (self._marks[-1][0] - self._marks[0][0]) * 1e3 if self._marks else 0.0
+        return (timed_ms + now_ms < self.window.baseline_seconds * 1e3
+                and len(self._marks) <= MAX_AFTER_ITERATIONS)
 
     def _mark(self) -> None:
         try:
@@ -928,6 +943,10 @@ def describe_optimizer(optimizer, made: Optional[list] = None) -> dict:
             "made_capturable": len(made), "made_capturable_elements": sum(p.numel() for p in made)}
 
 
+BASELINE_SECONDS = 3.0         # untraced seconds timed at least (CG_ADVISE_BASELINE_SECONDS), where the script runs that long
+MAX_AFTER_ITERATIONS = 5000   # iterations timed after the window at most, however short
+
+
 def timed_from(warmup: int) -> int:
     """The first warm-up iteration whose end is timed: the first half warms up (allocator,
     cuDNN autotuning, lazy initialisation), the second half is the untraced baseline."""
@@ -942,6 +961,7 @@ def window_from_env(environ=os.environ, recorder: Optional[KinetoRecorder] = Non
         warmup=int(environ.get("CG_ADVISE_WARMUP", "0")),
         iterations=int(iterations) if iterations else None,
         run_to_end=environ.get("CG_ADVISE_RUN_TO_END", "0") == "1",
+        baseline_seconds=float(environ.get("CG_ADVISE_BASELINE_SECONDS", str(BASELINE_SECONDS))),
         on_start=recorder.start if recorder else _cuda_profiler_start,
         on_stop=recorder.stop if recorder else _cuda_profiler_stop,
         on_exit=_exit_now,

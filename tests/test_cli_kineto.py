@@ -139,8 +139,10 @@ def check_torch_run(folder, name, steps_recorded):
     assert not any(e.get("cat") in ("kernel", "cuda_runtime") for e in events)
     record = json.loads((folder / f"{name}.cg-advise-run.json").read_text())
     assert record["backend"] == "torch.profiler" and record["window"] == {"warmup": 4, "iterations": steps_recorded}
-    # iterations 2..4 of the warm-up timed, and as many after the window
-    assert record["untraced"]["iterations"] == 4 and record["untraced"]["chunks"] == [2, 2]
+    # iterations 2..4 of the warm-up timed, and at least as many after the window: more, to the
+    # script's end, until 3 s are timed
+    chunks = record["untraced"]["chunks"]
+    assert chunks[0] == 2 and chunks[1] >= 2 and record["untraced"]["iterations"] == sum(chunks)
     assert record["applied"]["kind"] == "train"
     assert record["bootstrap"]["trained_parameters"] == 6   # the model's feature param_tensors: 3 Linear layers
 
@@ -252,8 +254,8 @@ def test_the_bare_baseline_times_a_step_of_two_backward_calls_whole(tmp_path):
 
 def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_that_fits(tmp_path):
     """30 steps never reach the default warm-up (50): the run ends with no window, and profile
-    runs the script again with one that fits it (40 % warm-up, 20 % recorded, 20 % timed
-    after: 12, 6 and 6 of 30) instead of stopping on the error. A window the user chose is
+    runs the script again with one that fits it (40 % warm-up, 20 % recorded, at least 20 %
+    timed after: 12, 6 and 6 of 30) instead of stopping on the error. A window the user chose is
     theirs: the error stands, one line."""
     env = {"CG_ADVISE_ALLOW_NO_CUDA": "1"}
     code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", SCRIPT,
@@ -263,7 +265,7 @@ def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_tha
     assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))   # a CPU trace
     record = json.loads((tmp_path / "r.cg-advise-run.json").read_text())
     assert record["window"] == {"warmup": 12, "iterations": 6}
-    assert record["untraced"]["chunks"] == [6, 6]
+    assert record["untraced"]["chunks"] == [6, 12]   # after the window: on to the script's end, short of 3 s
     code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "mine", "--warmup", "40",
                             SCRIPT, "--steps", "30", env=env)
     assert (code, out) == (2, "") and err.splitlines()[-1] == (

@@ -260,6 +260,49 @@ def test_the_second_chunk_is_timed_after_the_window(tmp_path):
     assert before <= untraced["host_ms_per_iteration"] <= after and injector.iterations_done == 30
 
 
+SLEEPING_SCRIPT = """
+import time
+import torch
+from torch import nn
+
+model = nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(2, 4)
+for step in range(200):
+    time.sleep(0.01)
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_the_chunk_after_the_window_goes_on_until_the_baseline_spans_its_seconds(tmp_path, monkeypatch):
+    """A host whose speed drifts from second to second is read over seconds: after the
+    window, iterations are timed past the warm-up's count until both chunks span the window's
+    baseline_seconds, then the script stops; at most MAX_AFTER_ITERATIONS after the window."""
+    import advisor.inject as inject
+
+    def stop_script():
+        raise StopScript
+
+    script = tmp_path / "sleeping.py"
+    script.write_text(SLEEPING_SCRIPT)
+
+    def chunks(seconds):
+        injector = Injector(RecordingSink(), Window(warmup=8, iterations=2, run_to_end=False, on_exit=stop_script,
+                                                    baseline_seconds=seconds))
+        with pytest.raises(StopScript):
+            run_file(script, injector=injector)
+        return injector.summary()["untraced"]
+
+    spanned = chunks(0.2)
+    assert spanned["chunks"][0] == 4 and 4 < spanned["chunks"][1] < 30
+    assert sum(spanned["host_ms"]) >= 200 > sum(spanned["host_ms"][:-1])   # it stops at the first that reaches it
+    monkeypatch.setattr(inject, "MAX_AFTER_ITERATIONS", 6)
+    assert chunks(60.0)["chunks"] == [4, 6]
+    assert inject.window_from_env({}).baseline_seconds == inject.BASELINE_SECONDS == 3.0
+    assert inject.window_from_env({"CG_ADVISE_BASELINE_SECONDS": "0"}).baseline_seconds == 0.0
+
+
 def test_a_warm_up_of_one_iteration_times_nothing_after_the_window():
     _, injector = run_script("--steps", "6", window=Window(warmup=1, iterations=2, run_to_end=False))
     assert injector.summary()["untraced"] == {}

@@ -3,6 +3,7 @@ in the candidate's own process, and tune ranks the candidate by their ratio. The
 is bench/paired_windows_probe.py and bench/gpu_paired_tune.sh; here the arithmetic, the window
 schedule (on a stand-in clock) and the switch that lets a graphed module run eagerly."""
 
+import json
 import types
 
 import pytest
@@ -581,6 +582,58 @@ def test_optimizers_switch_at_window_edges_outside_the_timed_windows(tmp_path, m
     assert switches == [("as built", ["adam"]), ("capturable", ["changed"])] * 2
     assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
     assert timer.m.eager_steps == 20 and timer.as_built == []
+
+
+def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0):
+    """A paired StepTimer stepped ``steps`` times past its warm-up on the stand-in clock: 1 ms
+    a graphed step, 3 ms an eager one; each step also waits ``seconds_per_step`` on the host
+    clock, which min_seconds reads."""
+    import time
+
+    clock = _Clock()
+    timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
+    timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
+    timer.m.toggled = 1
+    for _ in range(settings.warmup + steps):
+        clock.now += 3.0 if timer.eager_window else 1.0
+        time.sleep(seconds_per_step)
+        timer._step()
+    return timer
+
+
+def test_paired_windows_go_on_past_the_minimum_in_pairs_until_min_seconds(tmp_path):
+    """Past --iterations the windows alternate on, graphed then eager, while the script runs
+    and less than min_seconds are timed; the timing ends at an edge where every eager window
+    has its graphed one, and the rest of the run is graphed."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.3)
+    timer = _timed_paired(settings, 200, tmp_path, seconds_per_step=0.002)
+    pairs = len(timer.m.window_ms)
+    assert pairs == len(timer.m.eager_window_ms) and pairs > 2            # more than the minimum's 2 pairs
+    assert timer.m.timed_steps == 20 * pairs < 200 and timer.timing_done
+    assert set(timer.m.window_ms) == {1.0} and set(timer.m.eager_window_ms) == {3.0}
+    assert timer.m.paired_speedup == 3.0 and not timer.eager_window
+    assert timer.m.eager_steps == 10 * pairs                              # nothing eager after the timing
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["complete"] and saved["timed_steps"] == timer.m.timed_steps
+
+
+def test_a_script_that_ends_while_more_windows_are_timed_keeps_the_pairs_it_made(tmp_path):
+    """min_seconds not reached: the script's end takes in every whole pair of windows timed
+    past the minimum (an unpaired graphed window at the end is left out)."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, 40 + 30, tmp_path)                   # 3 windows past the minimum
+    assert len(timer.m.window_ms) == 2 and not timer.timing_done          # measured at the minimum
+    timer._at_exit()
+    assert timer.m.window_ms == [1.0] * 3 and timer.m.eager_window_ms == [3.0] * 3
+    assert timer.m.timed_steps == 60
+    assert json.loads((tmp_path / "result.json").read_text())["eager_window_ms"] == [3.0] * 3
+
+
+def test_min_seconds_zero_times_exactly_the_minimum(tmp_path):
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.0)
+    timer = _timed_paired(settings, 100, tmp_path)
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
+    assert timer.m.timed_steps == 40 and timer.timing_done and timer.m.eager_steps == 20
 
 
 def test_the_report_says_where_a_paired_row_is_held_at_the_gpu_busy_time():

@@ -44,6 +44,7 @@ class Settings:
     warmup: int = 10
     iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median
     repeats: int = 5
+    min_seconds: float = 3.0   # then more windows of that size while the script runs, until this much is timed
     check_steps: int = 5
     seed: int = 0
     snapshot: str = ""          # where the parameters after check_steps go (torch.save)
@@ -71,6 +72,7 @@ class Measurement:
     peak_mb: Optional[float] = None
     snapshot: Optional[str] = None
     complete: bool = False
+    timed_steps: int = 0        # steps the windows hold: --iterations, more while the script ran on (min_seconds)
     note: str = ""
     timer: str = ""
     stochastic: bool = False    # dropout active, or a graph whose replay draws random numbers (a VAE's noise): others than eager's
@@ -94,6 +96,8 @@ class StepTimer:
                              world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.params = {}        # id -> parameter, in the order the optimizers first stepped them
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
+        self.timing_began = 0.0     # host clock at the first timed step
+        self.timing_done = False    # the last window is timed: no more edges
         self.step_captured = False
         self.counted = None     # id of the optimizer whose steps count iterations
         self.backwards = 0          # without an optimizer: backward() calls of the loop (default stream, no capture)
@@ -149,7 +153,7 @@ class StepTimer:
                 return out
 
             graph_class.replay = replay
-        atexit.register(self.write)
+        atexit.register(self._at_exit)
         return self
 
     def _toggle_graphed_callables(self) -> None:
@@ -422,51 +426,94 @@ class StepTimer:
         timed = n - s.warmup
         if timed == 0:
             self.look_for_helper = False   # a helper's first replays come before timing; after, a frame read would be timed
+            self.timing_began = time.perf_counter()
             if self.cuda:
                 self.torch.cuda.reset_peak_memory_stats()
-        if 0 <= timed <= s.iterations and (timed % window == 0 or timed == s.iterations):
-            if paired:   # each window starts on an idle GPU: none inherits the other's queued work
-                self.torch.cuda.synchronize()
-            if paired and timed == window:   # the scope's own peak: before an eager window adds its activations
-                self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
-            eager_window = paired and timed < s.iterations and (timed // window) % 2 == 1
-            end = start = self._mark()
-            if eager_window != self.eager_window and (self.helpers or self.as_built):
-                # between the ending window's mark and the next one's: a copy a step counter, untimed
-                if eager_window:
-                    self.as_built = optimizers_as_built(self._helper_optimizers())
-                else:
-                    optimizers_capturable(self.as_built)
-                start = self._mark()
-            self.marks.append((timed, end, start))
-            self.eager_window = eager_window
-        if timed == s.iterations:
-            if self.cuda:
-                self.torch.cuda.synchronize()
-                if self.m.peak_mb is None:
-                    self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
-            windows = []
-            for (a, _, start), (b, end, _) in zip(self.marks, self.marks[1:]):
-                elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
-                windows.append(elapsed_ms / (b - a))
-            if paired and self.m.toggled:
-                self.m.paired = True
-                self.m.window_ms, self.m.eager_window_ms = windows[0::2], windows[1::2]
-                self.m.paired_ratios = paired_ratios(windows)
-                self.m.paired_speedup = statistics.median(self.m.paired_ratios) if self.m.paired_ratios else None
+        if timed < 0 or self.timing_done:
+            return
+        # window edges: every `window` steps up to the minimum (and at it), then every `window`
+        # steps past it while more windows are timed
+        past = timed - s.iterations
+        if not (timed % window == 0 or past == 0 if past <= 0 else past % window == 0):
+            return
+        if paired:   # each window starts on an idle GPU: none inherits the other's queued work
+            self.torch.cuda.synchronize()
+        if paired and timed == window:   # the scope's own peak: before an eager window adds its activations
+            self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
+        # past the minimum, timing ends at an edge where the windows pair up (as many eager as
+        # graphed) once min_seconds are timed; a window that starts at an odd edge is an eager one
+        ends = past >= 0 and (not paired or len(self.marks) % 2 == 0) and self._timed_enough(timed)
+        eager_window = paired and not ends and len(self.marks) % 2 == 1
+        end = start = self._mark()
+        if eager_window != self.eager_window and (self.helpers or self.as_built):
+            # between the ending window's mark and the next one's: a copy a step counter, untimed
+            if eager_window:
+                self.as_built = optimizers_as_built(self._helper_optimizers())
             else:
-                self.m.window_ms = windows
-                if paired:
-                    self.m.unpaired_why = ("no graph ran that has an eager path (torch.cuda.make_graphed_callables, "
-                                           "torch.compile, or the full-iteration helper)")
-            self.m.ms_per_iter = statistics.median(self.m.window_ms)
-            self.m.complete = True
+                optimizers_capturable(self.as_built)
+            start = self._mark()
+        self.marks.append((timed, end, start))
+        self.eager_window = eager_window
+        if past == 0 or ends:
+            self._measure()
+            self.timing_done = ends
             self.write()
             sys.stdout.flush()
             sys.stderr.flush()
-            if not s.to_end:
+            if ends and not s.to_end:
                 os._exit(0)
-            print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
+            if past == 0:
+                print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
+
+    def _timed_enough(self, timed: int) -> bool:
+        """Whether the windows so far span ``min_seconds`` (host clock), or as many steps as a
+        cap allows. The lent H100's host launches at two speeds and the mix drifts from second
+        to second: timed for 100 steps (0.2-0.7 s), processes of one script read up to 1.58x
+        apart, for 2000 steps 1.07-1.18x (bench/results/timing_span_h100/)."""
+        s = self.settings
+        return (time.perf_counter() - self.timing_began >= s.min_seconds
+                or timed >= s.iterations * MAX_TIMED_FACTOR)
+
+    def _measure(self) -> None:
+        """ms/iteration (and, paired, the speedup) from the windows between the marks so far:
+        at the minimum, again where the timing ends, and at the script's exit if it ends while
+        more windows are timed (paired: up to the last eager window, so that each pairs up)."""
+        marks = self.marks
+        if self.pairing and len(marks) % 2 == 0:
+            marks = marks[:-1]
+        if len(marks) < 2:
+            return
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            if self.m.peak_mb is None:
+                self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
+        windows = []
+        for (a, _, start), (b, end, _) in zip(marks, marks[1:]):
+            elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
+            windows.append(elapsed_ms / (b - a))
+        if self.pairing and self.m.toggled:
+            self.m.paired = True
+            self.m.window_ms, self.m.eager_window_ms = windows[0::2], windows[1::2]
+            self.m.paired_ratios = paired_ratios(windows)
+            self.m.paired_speedup = statistics.median(self.m.paired_ratios) if self.m.paired_ratios else None
+        else:
+            self.m.window_ms = windows
+            if self.pairing:
+                self.m.unpaired_why = ("no graph ran that has an eager path (torch.cuda.make_graphed_callables, "
+                                       "torch.compile, or the full-iteration helper)")
+        self.m.ms_per_iter = statistics.median(self.m.window_ms)
+        self.m.timed_steps = marks[-1][0]
+        self.m.complete = True
+
+    def _at_exit(self) -> None:
+        """The script ended: where it did while more windows than the minimum were timed, the
+        measurement takes them in."""
+        if self.m.complete and not self.timing_done:
+            try:
+                self._measure()
+            except Exception:  # noqa: BLE001 - a device error at exit: the minimum's figures stand
+                pass
+        self.write()
 
     def write(self) -> None:
         if not self.m.complete:
@@ -478,6 +525,7 @@ class StepTimer:
             json.dump(data, handle)
 
 
+MAX_TIMED_FACTOR = 50   # timed steps past the minimum stop at this many times --iterations, whatever min_seconds says
 PENDING_BACKWARDS = 8   # paired, without an optimizer: steps left for a switched call to count, at most
 RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
