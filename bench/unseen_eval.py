@@ -143,6 +143,9 @@ SETS = (
     # other's tune: the evidence README; not counted here, the measurements being these same)
     *each_scope("H100, 4 loops timed over 3 s, one machine", f"{SPAN}/first", GRAPH_PAIR, f"{SPAN}/first/tune"),
     *each_scope("H100, 4 loops timed over 3 s, next machine", f"{SPAN}/second", GRAPH_PAIR, f"{SPAN}/second/tune"),
+    # three more that had missed (wide & deep with two optimizers, a triplet embedding, the
+    # Siamese network example), on a third machine start
+    *each_scope("H100, 3 loops timed over 3 s, third machine", f"{SPAN}/third", GRAPH_PAIR, f"{SPAN}/third/tune"),
 )
 
 
