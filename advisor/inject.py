@@ -961,7 +961,10 @@ def window_from_env(environ=os.environ, recorder: Optional[KinetoRecorder] = Non
         warmup=int(environ.get("CG_ADVISE_WARMUP", "0")),
         iterations=int(iterations) if iterations else None,
         run_to_end=environ.get("CG_ADVISE_RUN_TO_END", "0") == "1",
-        baseline_seconds=float(environ.get("CG_ADVISE_BASELINE_SECONDS", str(BASELINE_SECONDS))),
+        # under torchrun every rank stops after the same iterations: one that read its own clock
+        # and stopped sooner would leave the others waiting in a collective
+        baseline_seconds=(0.0 if int(environ.get("WORLD_SIZE", "1")) > 1
+                          else float(environ.get("CG_ADVISE_BASELINE_SECONDS", str(BASELINE_SECONDS)))),
         on_start=recorder.start if recorder else _cuda_profiler_start,
         on_stop=recorder.stop if recorder else _cuda_profiler_stop,
         on_exit=_exit_now,

@@ -301,6 +301,8 @@ def test_the_chunk_after_the_window_goes_on_until_the_baseline_spans_its_seconds
     assert chunks(60.0)["chunks"] == [4, 6]
     assert inject.window_from_env({}).baseline_seconds == inject.BASELINE_SECONDS == 3.0
     assert inject.window_from_env({"CG_ADVISE_BASELINE_SECONDS": "0"}).baseline_seconds == 0.0
+    # under torchrun, ranks that each read their own clock would stop apart: none goes on
+    assert inject.window_from_env({"WORLD_SIZE": "2"}).baseline_seconds == 0.0
 
 
 def test_a_warm_up_of_one_iteration_times_nothing_after_the_window():

@@ -629,8 +629,13 @@ def test_a_script_that_ends_while_more_windows_are_timed_keeps_the_pairs_it_made
     assert json.loads((tmp_path / "result.json").read_text())["eager_window_ms"] == [3.0] * 3
 
 
-def test_min_seconds_zero_times_exactly_the_minimum(tmp_path):
-    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.0)
+@pytest.mark.parametrize("min_seconds, world_size", [(0.0, "1"), (1e6, "2")])
+def test_min_seconds_zero_or_ranks_under_torchrun_time_exactly_the_minimum(tmp_path, monkeypatch, min_seconds,
+                                                                           world_size):
+    """Under torchrun each rank would read its own clock and their windows part ways: every
+    rank stops at --iterations, whatever min_seconds says."""
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=min_seconds)
     timer = _timed_paired(settings, 100, tmp_path)
     assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
     assert timer.m.timed_steps == 40 and timer.timing_done and timer.m.eager_steps == 20

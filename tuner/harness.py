@@ -469,9 +469,11 @@ class StepTimer:
         """Whether the windows so far span ``min_seconds`` (host clock), or as many steps as a
         cap allows. The lent H100's host launches at two speeds and the mix drifts from second
         to second: timed for 100 steps (0.2-0.7 s), processes of one script read up to 1.58x
-        apart, for 2000 steps 1.07-1.18x (bench/results/timing_span_h100/)."""
+        apart, for 2000 steps 1.07-1.18x (bench/results/timing_span_h100/). Under torchrun every
+        rank stops at --iterations: each would read its own clock, and their windows (paired:
+        their graphed and eager modes) would part ways."""
         s = self.settings
-        return (time.perf_counter() - self.timing_began >= s.min_seconds
+        return (self.m.world_size > 1 or time.perf_counter() - self.timing_began >= s.min_seconds
                 or timed >= s.iterations * MAX_TIMED_FACTOR)
 
     def _measure(self) -> None:

@@ -184,7 +184,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
             folder = workdir / kind
             folder.mkdir(exist_ok=True)
             progress(why)
-            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, to_end=False, **changes)
+            short = replace(settings, warmup=settings.check_steps, iterations=1, repeats=1, min_seconds=0.0,
+                            to_end=False, **changes)
             again, snapshot = run_repeated(script, args, "eager", short, folder, options.candidate_timeout_s,
                                            python=options.python, deadline=deadline, launcher=options.launcher)
             references[kind] = snapshot if again.status == "ok" else None
