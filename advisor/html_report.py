@@ -17,7 +17,7 @@ import numpy as np
 
 from . import __version__
 from .analysis import Analysis
-from .predict import GO_DECISION
+from .predict import GO_DECISION, eager_source_text
 from .svg import esc, fmt_us, line, log_ticks, nice_step, num, rect, text
 from .timeline import Timeline
 
@@ -420,10 +420,7 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
               + ('<span class="sw meas"></span>measured by tune ' if tune else "")
               + '<span class="sw limit"></span>GPU-busy bound <span class="sw help"></span>'
               + f'{_decision(predictions):.2f}x</div>')
-    source = {"measured": "measured untraced in the profile, before and after its recording",
-              "measured in bare processes": "measured in fresh processes without a profiler (--baseline-runs)"
-              }.get(predictions.get("eager_source"),
-                                                                          predictions.get("eager_source", ""))
+    source = eager_source_text(predictions)
     against = ""
     if tune and tune.get("eager_ms"):
         against = (f" Tune's speedups are against its own eager run ({tune['eager_ms']:.3f} ms, another process): "

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .analysis import Analysis
+from .predict import eager_source_text
 
 VERDICT_STYLE = {"launch-bound": "bold red", "sync-bound": "bold yellow", "gpu-bound": "bold green",
                  "graphed": "bold green"}
@@ -121,12 +122,7 @@ def _render_predictions(predictions: dict, out: Console) -> None:
     if "note" in predictions:
         out.print(f"predictions: {predictions['note']}")
         return
-    how = {"measured": "measured untraced in the profile, before and after its recording",
-           "measured in bare processes": "measured in fresh processes without a profiler: --baseline-runs",
-           "estimated": "estimated from the traced run",
-           "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it"
-           }.get(predictions["eager_source"], predictions["eager_source"])
-    out.print(f"eager iteration {predictions['eager_ms']:.3f} ms ({how}); bound for any graph "
+    out.print(f"eager iteration {predictions['eager_ms']:.3f} ms ({eager_source_text(predictions)}); bound for any graph "
               f"{predictions['bound']:.2f}x")
     calibration = predictions.get("calibration")
     if calibration:

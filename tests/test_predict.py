@@ -160,6 +160,27 @@ def test_a_profile_s_measured_baseline_is_the_eager_time():
     assert p["bound"] == pytest.approx(p["eager_ms"] / summary["gpu_busy_ms_per_iteration"], rel=1e-12)
 
 
+def test_the_report_says_how_long_the_baseline_was_timed_and_flags_a_short_span():
+    """The span and count come from the run record's own per-iteration times; a profile of
+    this sample's age timed 50 iterations, a fraction of a second: flagged, as a host's launch
+    speed drifts from second to second. A span of seconds is not."""
+    record = json.loads((ROOT / "sample_traces" / "corpus_gan_profiled.cg-advise-run.json").read_text())
+    span, count = sum(record["untraced"]["host_ms"]) / 1e3, len(record["untraced"]["host_ms"])
+    code, out, _ = run("analyze", sample("corpus_gan_profiled"), "--json")
+    p = json.loads(out)["predictions"]
+    assert p["baseline_span_s"] == pytest.approx(span, rel=1e-12) and p["baseline_iterations"] == count == 50
+    # a record from before the bootstrap kept each iteration's time: no span claimed
+    assert "baseline_span_s" not in json.loads(run("analyze", sample("zoo_mlp_profiled"), "--json")[1])["predictions"]
+    code, text, _ = run("analyze", sample("corpus_gan_profiled"))
+    assert (f"(measured untraced in the profile over {span:.1f} s ({count} iterations), before and after its "
+            "recording; a short span: the host's launch speed drifts from second to second, so a run of more "
+            "steps gives a steadier baseline)") in " ".join(text.split())
+    long = {"eager_source": "measured", "baseline_span_s": 3.0, "baseline_iterations": 900}
+    assert pr.eager_source_text(long) == ("measured untraced in the profile over 3.0 s (900 iterations), before "
+                                          "and after its recording")
+    assert pr.eager_source_text({"eager_source": "estimated"}) == "estimated from the traced run"
+
+
 def test_without_a_record_the_eager_time_is_estimated_and_said_so(shipped):
     code, out, _ = run("analyze", sample("launch_eager"), "--json")
     analysis = json.loads(out)
