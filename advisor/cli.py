@@ -321,7 +321,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
 @click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="Timed windows.")
 @click.option("--min-time", "min_seconds", default=3.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to time at least: past --iterations, windows of the same size go on while the script "
-                   "runs (a host's launch speed drifts from second to second; 0: exactly --iterations).")
+                   "runs (a host's launch speed drifts from second to second; 0: stop where --iterations end, paired "
+                   "timing where its windows pair up).")
 @click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1),
               help="Processes per candidate, ms/iteration their median (use 5, with as many --iterations as the "
                    "script allows, for loops with host work: their timing varies from process to process; the "

@@ -629,6 +629,14 @@ def test_a_script_that_ends_while_more_windows_are_timed_keeps_the_pairs_it_made
     assert json.loads((tmp_path / "result.json").read_text())["eager_window_ms"] == [3.0] * 3
 
 
+def test_one_timed_step_paired_is_one_graphed_window(tmp_path):
+    """--iterations 1: the minimum's one window is all there is, graphed; the script's end keeps it."""
+    settings = Settings(warmup=2, iterations=1, repeats=1, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, 1, tmp_path)
+    timer._at_exit()
+    assert timer.m.complete and timer.m.window_ms == [1.0] and timer.m.ms_per_iter == 1.0
+
+
 @pytest.mark.parametrize("min_seconds, world_size", [(0.0, "1"), (1e6, "2")])
 def test_min_seconds_zero_or_ranks_under_torchrun_time_exactly_the_minimum(tmp_path, monkeypatch, min_seconds,
                                                                            world_size):

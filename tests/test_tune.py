@@ -176,6 +176,57 @@ def test_timing_goes_on_past_the_minimum_while_the_script_runs():
     assert exact["timed_steps"] == 4 and len(exact["window_ms"]) == 2
 
 
+AFTER_THE_LOOP = """
+import os, time, torch
+from torch import nn
+model = nn.Linear(8, 1)
+x, y = torch.randn(32, 8), torch.randn(32, 1)
+for epoch in range({epochs}):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kept.append(opt) if "kept" in globals() else globals().setdefault("kept", [opt])
+    for _ in range({steps}):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        time.sleep({sleep})
+open(os.environ["CG_TEST_END"], "w").close()
+raise RuntimeError("after the loop")
+"""
+
+
+def test_without_to_end_what_follows_the_timing_is_not_the_candidate_s(tmp_path, monkeypatch):
+    """A run not meant to reach the script's end (a baseline run, a reference run) is measured
+    once its timing is done: a script whose loop ends while more windows are timed and which
+    then fails is still measured (with to_end, the failure after the loop is the candidate's)."""
+    script = tmp_path / "ends.py"
+    script.write_text(AFTER_THE_LOOP.format(epochs=1, steps=30, sleep=0.0))
+    monkeypatch.setenv("CG_TEST_END", str(tmp_path / "end"))
+    settings = Settings(warmup=2, iterations=4, repeats=2, check_steps=2, min_seconds=1e6, to_end=False)
+    workdir = new_workdir()
+    candidate, _ = run_candidate(script, [], "eager", settings, workdir, 120)
+    saved = json.loads((workdir / "eager.json").read_text())
+    assert candidate.status == "ok" and saved["timed_steps"] == 28 and saved["complete"]
+    assert not list(workdir.glob("*.partial"))   # written whole each time
+    failed, _ = run_candidate(script, [], "eager", Settings(**{**settings.__dict__, "to_end": True}), new_workdir(), 120)
+    assert failed.status == "failed" and failed.failure["kind"] == "after-the-loop"
+
+
+def test_without_to_end_a_script_whose_steps_stop_being_counted_is_stopped(tmp_path, monkeypatch):
+    """Steps are counted by the first optimizer to step; one built again each epoch (the old
+    ones kept alive) ends the counting after the first epoch: past min_seconds and a grace the
+    harness stops the script with what it timed instead of letting it run on to its end."""
+    script = tmp_path / "rebuilt.py"
+    script.write_text(AFTER_THE_LOOP.format(epochs=400, steps=20, sleep=0.002))
+    end = tmp_path / "end"
+    monkeypatch.setenv("CG_TEST_END", str(end))
+    settings = Settings(warmup=2, iterations=4, repeats=2, check_steps=2, min_seconds=1.0, to_end=False)
+    workdir = new_workdir()
+    candidate, _ = run_candidate(script, [], "eager", settings, workdir, 120)
+    saved = json.loads((workdir / "eager.json").read_text())
+    assert candidate.status == "ok" and saved["steps"] == 20 and saved["timed_steps"] == 18
+    assert not end.exists()   # stopped: 400 epochs of 20 steps of 2 ms would have reached it
+
+
 def test_cpu_list_errors_are_one_line(tmp_path):
     code, out, err = run("--cpus", "a-b", SCRIPT, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, out, err) == (2, "", "cg-advise: error: --cpus 'a-b': expected a list such as 0-3,8\n")

@@ -8,10 +8,12 @@ scope; with the optimizer kept eager, its own steps count). For an inference loo
 a call of the model: the first module called at the top level, counted by a forward hook on it.
 After ``check_steps`` steps it saves the parameters, or the outputs of an inference loop (the
 correctness check against eager); over steps ``warmup`` to
-``warmup + iterations`` it times the iterations (CUDA events, else the CPU clock); then it
-writes RESULT.json and, with ``to_end`` (tune's default), lets the script run on to its own
-end, so that code after the loop (a final print, a ``return loss``, a checkpoint) runs too and
-a patch that breaks it fails here, not at the end of the user's long run.
+``warmup + iterations`` it times the iterations (CUDA events, else the CPU clock) and writes
+RESULT.json; then, while the script runs, more windows of that size until ``min_seconds`` are
+timed (a host's launch speed drifts from second to second), and RESULT.json again. With
+``to_end`` (tune's default) it lets the script run on to its own end, so that code after the
+loop (a final print, a ``return loss``, a checkpoint) runs too and a patch that breaks it fails
+here, not at the end of the user's long run; without, it stops the script where the timing ends.
 
 Under torchrun each worker runs the harness: ``{rank}`` in RESULT.json and in the snapshot's
 path becomes the worker's RANK, so that every rank writes its own measurement and parameters
@@ -27,6 +29,7 @@ import linecache
 import os
 import statistics
 import sys
+import threading
 import time
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -98,8 +101,10 @@ class StepTimer:
         self.marks = []         # CUDA events or perf_counter readings at window edges (kept out of asdict)
         self.timing_began = 0.0     # host clock at the first timed step
         self.timing_done = False    # the last window is timed: no more edges
+        self._lock = threading.RLock()   # edges (main thread) and the watchdog's stop (without to_end)
         self.step_captured = False
         self.counted = None     # id of the optimizer whose steps count iterations
+        self._counted_ref = None    # a weak reference to it: gone, the next optimizer to step counts
         self.backwards = 0          # without an optimizer: backward() calls of the loop (default stream, no capture)
         self.step_due = False       # paired, without an optimizer: steps are complete, counted at the next switched call
         self.switched = False       # paired: a graphed callable or compiled model runs through _switch
@@ -392,11 +397,20 @@ class StepTimer:
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     self.params.setdefault(id(p), p)
-        # a GAN steps two optimizers an iteration: the first one to step counts the iterations
-        if self.counted is None:
+        # a GAN steps two optimizers an iteration: the first one to step counts the iterations;
+        # where that one is gone (a loop that builds its optimizer again each epoch), the next
+        # one to step takes over, so that the steps go on being counted
+        if self.counted is None or self._counted_is_gone():
             self.counted = id(optimizer)
+            try:
+                self._counted_ref = weakref.ref(optimizer)
+            except TypeError:   # an optimizer that takes no weak reference: counted by id alone
+                self._counted_ref = None
         if id(optimizer) == self.counted:
             self._after_update()
+
+    def _counted_is_gone(self) -> bool:
+        return self._counted_ref is not None and self._counted_ref() is None
 
     def _after_update(self) -> None:
         if self._capturing():
@@ -436,6 +450,14 @@ class StepTimer:
         past = timed - s.iterations
         if not (timed % window == 0 or past == 0 if past <= 0 else past % window == 0):
             return
+        with self._lock:   # the watchdog's stop measures the same marks
+            if not self.timing_done:
+                self._edge(timed, past, window, paired)
+
+    def _edge(self, timed: int, past: int, window: int, paired: bool) -> None:
+        """A window edge: mark it, pick the next window's mode, and at the minimum and where
+        the timing ends, measure and write."""
+        s = self.settings
         if paired:   # each window starts on an idle GPU: none inherits the other's queued work
             self.torch.cuda.synchronize()
         if paired and timed == window:   # the scope's own peak: before an eager window adds its activations
@@ -464,6 +486,35 @@ class StepTimer:
                 os._exit(0)
             if past == 0:
                 print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
+            if past == 0 and not ends:
+                # the next window starts after the measuring and writing, which are not the loop's
+                self.marks[-1] = (timed, end, self._mark())
+                if not s.to_end:
+                    self._start_watchdog()
+
+    def _start_watchdog(self) -> None:
+        """Without ``to_end`` the script is stopped where the timing ends; a script whose steps
+        stop being counted (an optimizer built again each epoch, the first one counted) would
+        reach no more edges and run to its end: past min_seconds and a grace, a timer thread
+        takes in the windows timed so far and stops it."""
+        left = self.settings.min_seconds - (time.perf_counter() - self.timing_began)
+        timer = threading.Timer(max(left, 0.0) + WATCHDOG_GRACE_S, self._stop_now)
+        timer.daemon = True
+        timer.start()
+
+    def _stop_now(self) -> None:
+        with self._lock:
+            if self.timing_done:
+                return
+            try:
+                self._measure()
+            except Exception:  # noqa: BLE001 - a device error: the minimum's figures stand
+                pass
+            self.timing_done = True
+            self.write()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     def _timed_enough(self, timed: int) -> bool:
         """Whether the windows so far span ``min_seconds`` (host clock), or as many steps as a
@@ -481,8 +532,8 @@ class StepTimer:
         at the minimum, again where the timing ends, and at the script's exit if it ends while
         more windows are timed (paired: up to the last eager window, so that each pairs up)."""
         marks = self.marks
-        if self.pairing and len(marks) % 2 == 0:
-            marks = marks[:-1]
+        if self.pairing and len(marks) % 2 == 0 and len(marks) > 2:
+            marks = marks[:-1]   # (two marks: one window, all there is: --iterations 1)
         if len(marks) < 2:
             return
         if self.cuda:
@@ -510,7 +561,7 @@ class StepTimer:
     def _at_exit(self) -> None:
         """The script ended: where it did while more windows than the minimum were timed, the
         measurement takes them in."""
-        if self.m.complete and not self.timing_done:
+        if not self.timing_done and self.m.steps - self.settings.warmup >= self.settings.iterations:
             try:
                 self._measure()
             except Exception:  # noqa: BLE001 - a device error at exit: the minimum's figures stand
@@ -523,10 +574,13 @@ class StepTimer:
             self.m.note = (f"the script ended after {self.m.steps} {steps}; timing needs "
                            f"{self.settings.warmup + self.settings.iterations}")
         data = asdict(self.m)
-        with open(self.result_path, "w") as handle:
+        partial = f"{self.result_path}.partial"   # a process killed while writing leaves the last whole file
+        with open(partial, "w") as handle:
             json.dump(data, handle)
+        os.replace(partial, self.result_path)
 
 
+WATCHDOG_GRACE_S = 2.0   # without to_end: past min_seconds, this long for the next edge before the watchdog stops the script
 MAX_TIMED_FACTOR = 50   # timed steps past the minimum stop at this many times --iterations, whatever min_seconds says
 PENDING_BACKWARDS = 8   # paired, without an optimizer: steps left for a switched call to count, at most
 RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)

@@ -68,7 +68,9 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     eager_windows = data.get("eager_window_ms") or []
     candidate.paired_eager_ms = statistics.median(eager_windows) if eager_windows else None
     after_timing = TIMING_DONE in stderr
-    if data.get("complete") and (returncode == 0 or (returncode is None and after_timing)):
+    # measured, then: the script's end (0), a timeout in the rest of the script, or, where the
+    # script was not to run to its end (a baseline, a reference run), whatever its rest did
+    if data.get("complete") and (returncode == 0 or (after_timing and (returncode is None or not settings.to_end))):
         candidate.status = "ok"
         if returncode is None:   # measured, but the rest of the script outlasted the timeout
             candidate.note = (f"the end of the script was not reached within {timeout:.0f} s after timing; pass it "
