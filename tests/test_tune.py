@@ -227,6 +227,22 @@ def test_without_to_end_a_script_whose_steps_stop_being_counted_is_stopped(tmp_p
     assert not end.exists()   # stopped: 400 epochs of 20 steps of 2 ms would have reached it
 
 
+def test_an_optimizer_built_again_each_epoch_goes_on_being_counted(tmp_path):
+    """The first optimizer to step counts the steps; once it is gone (built again each epoch,
+    the old one dropped), the next one to step counts: the timing goes on to the script's end."""
+    script = tmp_path / "rebuilt.py"
+    script.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(8, 1)\n"
+                      "x, y = torch.randn(32, 8), torch.randn(32, 1)\nfor epoch in range(3):\n"
+                      "    opt = torch.optim.SGD(model.parameters(), lr=0.01)\n    for _ in range(20):\n"
+                      "        opt.zero_grad()\n        nn.functional.mse_loss(model(x), y).backward()\n"
+                      "        opt.step()\n")
+    settings = Settings(warmup=2, iterations=4, repeats=2, check_steps=2, min_seconds=1e6)
+    workdir = new_workdir()
+    candidate, _ = run_candidate(script, [], "eager", settings, workdir, 120)
+    saved = json.loads((workdir / "eager.json").read_text())
+    assert candidate.status == "ok" and saved["steps"] == 60 and saved["timed_steps"] == 58
+
+
 def test_cpu_list_errors_are_one_line(tmp_path):
     code, out, err = run("--cpus", "a-b", SCRIPT, env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, out, err) == (2, "", "cg-advise: error: --cpus 'a-b': expected a list such as 0-3,8\n")
