@@ -63,28 +63,6 @@ NODE_SIGNAL_SHARE = 0.1    # the node cost is fitted on rows whose nodes' calibr
 HOST_BOUND = 1.25          # a measured time this far above the GPU side was set by the host
 MIN_ITERATION_SHARE = 0.5  # iterations must hold this share of the GPU work for a prediction
 BARE_SOURCE = "measured in bare processes"   # eager_source of a baseline from profile --baseline-runs
-SHORT_BASELINE_S = 1.0   # an untraced baseline timed over less than this is flagged: the host's speed drifts over seconds
-EAGER_SOURCES = {
-    "measured": "measured untraced in the profile{span}, before and after its recording",
-    BARE_SOURCE: "measured in fresh processes without a profiler: --baseline-runs",
-    "estimated": "estimated from the traced run",
-    "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it",
-}
-
-
-def eager_source_text(predictions: dict) -> str:
-    """How the eager time was obtained, in words for the reports; for a profile's baseline, the
-    span it was timed over, flagged where it is short (a script that ran few steps): the lent
-    H100's host launches at two speeds in a mix that drifts from second to second, and a
-    fraction of a second reads whichever held then (bench/results/timing_span_h100/)."""
-    source = predictions.get("eager_source", "")
-    span, iterations = predictions.get("baseline_span_s"), predictions.get("baseline_iterations")
-    timed = f" over {span:.1f} s ({iterations} iterations)" if span and iterations else ""
-    text = EAGER_SOURCES.get(source, source).format(span=timed)
-    if source == "measured" and span and span < SHORT_BASELINE_S:
-        text += ("; a short span: the host's launch speed drifts from second to second, so a run of more steps "
-                 "gives a steadier baseline")
-    return text
 DATASET = "dataset_h100.csv"
 SHIPPED = "model_h100.json"
 # the calibration of the GPU the shipped constants hold for, when a trace comes without one
@@ -110,6 +88,7 @@ class ModelError(CgAdviseError):
 
 
 # -- features -----------------------------------------------------------------------------
+
 def applied_scope(applied: dict | None, scope: str) -> dict:
     """How patch applies ``scope`` (the run record's ``applied``), {} where it does not say."""
     return ((applied or {}).get("scopes") or {}).get(scope) or {}
@@ -940,6 +919,30 @@ def withheld(summary) -> str | None:
                 f"{MIN_ITERATION_SHARE:.0%}): the ranges taken as iterations are not the loop's steps; name them "
                 "with --iteration-range")
     return None
+
+
+SHORT_BASELINE_S = 1.0   # an untraced baseline timed over less than this is flagged: the host's speed drifts over seconds
+EAGER_SOURCES = {
+    "measured": "measured untraced in the profile{span}, before and after its recording",
+    BARE_SOURCE: "measured in fresh processes without a profiler: --baseline-runs",
+    "estimated": "estimated from the traced run",
+    "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it",
+}
+
+
+def eager_source_text(predictions: dict) -> str:
+    """How the eager time was obtained, in words for the reports; for a profile's baseline, the
+    span it was timed over, flagged where it is short (a script that ran few steps): the lent
+    H100's host launches at two speeds in a mix that drifts from second to second, and a
+    fraction of a second reads whichever held then (bench/results/timing_span_h100/)."""
+    source = predictions.get("eager_source", "")
+    span, iterations = predictions.get("baseline_span_s"), predictions.get("baseline_iterations")
+    timed = f" over {span:.1f} s ({iterations} iterations)" if span and iterations else ""
+    text = EAGER_SOURCES.get(source, source).format(span=timed)
+    if source == "measured" and span and span < SHORT_BASELINE_S:
+        text += ("; a short span: the host's launch speed drifts from second to second, so a run of more steps "
+                 "gives a steadier baseline")
+    return text
 
 
 def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:

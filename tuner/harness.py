@@ -478,19 +478,24 @@ class StepTimer:
         self.eager_window = eager_window
         if past == 0 or ends:
             self._measure()
-            self.timing_done = ends
-            self.write()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            if ends and not s.to_end:
-                os._exit(0)
-            if past == 0:
-                print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
-            if past == 0 and not ends:
+            self._publish(done=ends)
+        if past == 0:
+            print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
+            if not ends:
                 # the next window starts after the measuring and writing, which are not the loop's
                 self.marks[-1] = (timed, end, self._mark())
                 if not s.to_end:
                     self._start_watchdog()
+
+    def _publish(self, done: bool) -> None:
+        """Writes the measurement; where the timing is ``done`` and the script is not to run on
+        to its end, stops it there."""
+        self.timing_done = done
+        self.write()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if done and not self.settings.to_end:
+            os._exit(0)
 
     def _start_watchdog(self) -> None:
         """Without ``to_end`` the script is stopped where the timing ends; a script whose steps
@@ -510,11 +515,7 @@ class StepTimer:
                 self._measure()
             except Exception:  # noqa: BLE001 - a device error: the minimum's figures stand
                 pass
-            self.timing_done = True
-            self.write()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            self._publish(done=True)
 
     def _timed_enough(self, timed: int) -> bool:
         """Whether the windows so far span ``min_seconds`` (host clock), or as many steps as a
