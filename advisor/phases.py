@@ -58,6 +58,10 @@ class Phases:
                                    # the top-level forward (a decoder cell run once per token, a
                                    # layer used twice): a graph of theirs would be overwritten
                                    # before its backward, so the submodule helper runs them eagerly
+    prepared_ms: float = 0.0       # of between_iterations_ms, the stretch from the first kernel
+                                   # launched after the batch's last copy to the next iteration's
+                                   # start: the batch prepared on the GPU (augmentation, noise, a
+                                   # mask), which a full-iteration graph beginning with it takes in
 
 
 def _median(values) -> float:
@@ -161,6 +165,7 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         forward_ops=_median(forward_ops),
         loss_ops=_median(loss_ops),
         submodules_repeated_ms=_repeated_children_ms(trace, rows, children, cpu_a, cpu_b, forward_calls),
+        prepared_ms=_median(_prepared(forward, launch_starts, launch_tids, kernel, iteration_ends, cpu_b)) / 1e6,
     )
 
 
@@ -203,6 +208,26 @@ def _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, c
     loss_ops = np.where(valid, count_within(outside, np.where(valid, first_forward, 0),
                                             np.where(valid, first_backward, 0)), 0).astype(float)
     return forward_ops, loss_ops
+
+
+def _prepared(forward, launch_starts, launch_tids, kernel, iteration_ends, next_starts) -> np.ndarray:
+    """Per iteration but the last, the host time from the first kernel that the model's thread
+    launches after the batch's last copy (or memset) between iterations to the next iteration's
+    start, 0 where it launches none: FixMatch's augmentation after ``.to(device)``. Where the gap
+    copies nothing, from its first kernel (the batch was on the GPU already)."""
+    ends, starts = iteration_ends[:-1], next_starts[:-1]
+    if kernel is None or not len(forward) or not len(ends):
+        return np.zeros(len(ends))
+    values, counts = np.unique(forward["tid"], return_counts=True)
+    main = launch_tids == values[np.argmax(counts)]   # the thread that calls the model
+    kernels, copies = np.sort(launch_starts[kernel & main]), np.sort(launch_starts[~kernel & main])
+    last = np.searchsorted(copies, starts, side="left") - 1   # the gap's last copy, if it has one
+    copied = (last >= 0) & (copies[np.maximum(last, 0)] >= ends) if len(copies) else np.zeros(len(ends), bool)
+    anchor = np.where(copied, copies[np.maximum(last, 0)] if len(copies) else ends, ends)
+    first = np.searchsorted(kernels, anchor, side="right")
+    found = first < len(kernels)
+    first_kernel = np.where(found, kernels[np.minimum(first, max(len(kernels) - 1, 0))] if len(kernels) else 0, starts)
+    return np.where(found & (first_kernel < starts), starts - first_kernel, 0).astype(float)
 
 
 def _first_start(rows, cpu_a, cpu_b) -> np.ndarray:
