@@ -59,9 +59,9 @@ class Phases:
                                    # layer used twice): a graph of theirs would be overwritten
                                    # before its backward, so the submodule helper runs them eagerly
     prepared_ms: float = 0.0       # of between_iterations_ms, the stretch from the first kernel
-                                   # launched after the batch's last copy to the next iteration's
-                                   # start: the batch prepared on the GPU (augmentation, noise, a
-                                   # mask), which a full-iteration graph beginning with it takes in
+                                   # launched after the batch's copy to the next iteration's start:
+                                   # the batch prepared on the GPU (augmentation, noise, a mask),
+                                   # which a full-iteration graph beginning with it takes in
 
 
 def _median(values) -> float:
@@ -213,21 +213,24 @@ def _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, c
 def _prepared(forward, launch_starts, launch_tids, kernel, iteration_ends, next_starts) -> np.ndarray:
     """Per iteration but the last, the host time from the first kernel that the model's thread
     launches after the batch's last copy (or memset) between iterations to the next iteration's
-    start, 0 where it launches none: FixMatch's augmentation after ``.to(device)``. Where the gap
-    copies nothing, from its first kernel (the batch was on the GPU already)."""
+    start: FixMatch's augmentation after ``.to(device)``. 0 where the gap copies nothing: a
+    batch already on the GPU leaves no mark between what follows the step (DDPM's EMA update,
+    eager under any graph) and what prepares the next batch (its noise, which a full-iteration
+    graph takes in), and no time is taken off then."""
     ends, starts = iteration_ends[:-1], next_starts[:-1]
     if kernel is None or not len(forward) or not len(ends):
         return np.zeros(len(ends))
     values, counts = np.unique(forward["tid"], return_counts=True)
     main = launch_tids == values[np.argmax(counts)]   # the thread that calls the model
     kernels, copies = np.sort(launch_starts[kernel & main]), np.sort(launch_starts[~kernel & main])
+    if not len(copies) or not len(kernels):
+        return np.zeros(len(ends))
     last = np.searchsorted(copies, starts, side="left") - 1   # the gap's last copy, if it has one
-    copied = (last >= 0) & (copies[np.maximum(last, 0)] >= ends) if len(copies) else np.zeros(len(ends), bool)
-    anchor = np.where(copied, copies[np.maximum(last, 0)] if len(copies) else ends, ends)
-    first = np.searchsorted(kernels, anchor, side="right")
-    found = first < len(kernels)
-    first_kernel = np.where(found, kernels[np.minimum(first, max(len(kernels) - 1, 0))] if len(kernels) else 0, starts)
-    return np.where(found & (first_kernel < starts), starts - first_kernel, 0).astype(float)
+    anchor = copies[np.maximum(last, 0)]
+    copied = (last >= 0) & (anchor >= ends)
+    first = np.minimum(np.searchsorted(kernels, anchor, side="right"), len(kernels) - 1)
+    prepared = copied & (kernels[first] > anchor) & (kernels[first] < starts)
+    return np.where(prepared, starts - kernels[first], 0).astype(float)
 
 
 def _first_start(rows, cpu_a, cpu_b) -> np.ndarray:
