@@ -61,7 +61,7 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
             continue
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
                          "zero_grad_in_graph": patch.zero_grad_in_graph, "per_micro_step": patch.per_micro_step,
-                         "prepares_in_graph": patch.prepares_in_graph,
+                         "prepared_share": patch.prepared_share,
                          "models": patch.models, **({"eager": patch.compile_eager} if patch.compile_eager else {})}
     counting = step_counting(spec.to_dict())
     return {"kind": spec.kind, "step": spec.describe(), "counts": counting["count"],

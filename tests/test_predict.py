@@ -820,8 +820,8 @@ def test_full_iteration_takes_in_the_batch_s_preparation_where_patch_s_graph_beg
     record = runrecord.read(ROOT / "sample_traces" / "corpus_fixmatch_profiled.cg-advise-run.json")
     summary = analyse(open_trace(sample("corpus_fixmatch_profiled"))).main.summary
     features = pr.features_of(summary, record)
-    assert features["prepares_in_graph"] == 1.0 and features["prepared_ms"] > 0.2
-    kept = {**features, "prepares_in_graph": 0.0}
+    assert features["prepared_share"] == 1.0 and features["prepared_ms"] > 0.2
+    kept = {**features, "prepared_share": 0.0}
     scale = min(1.0, pr.eager_ms(features, shipped)[0] / features["period_ms"])
     taken = pr.physical(kept, "full_iteration", shipped)["host_ms"] - pr.physical(features, "full_iteration", shipped)["host_ms"]
     assert taken == pytest.approx(scale * features["prepared_ms"], rel=1e-9)

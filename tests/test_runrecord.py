@@ -18,9 +18,9 @@ def test_applied_scopes_follow_what_patch_does():
     plain = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_plain.py")
     assert amp["kind"] == plain["kind"] == "train"
     assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_in_graph": True,
-                                               "per_micro_step": False, "prepares_in_graph": False, "models": []}
+                                               "per_micro_step": False, "prepared_share": 0.0, "models": []}
     assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_in_graph": True,
-                                                 "per_micro_step": False, "prepares_in_graph": False, "models": []}
+                                                 "per_micro_step": False, "prepared_share": 0.0, "models": []}
     assert plain["scopes"]["fwd_bwd"]["models"] == ["model"]
     assert set(plain["scopes"]) == {"full_iteration", "fwd_bwd", "submodule", "compile"}
 
@@ -36,13 +36,14 @@ def test_a_graph_of_one_micro_step_leaves_the_loops_zero_grad_eager():
 
 
 def test_a_graph_that_begins_with_the_batch_s_preparation_says_so():
-    """FixMatch's augmentation (``torch.cat((weak_aug(x), ...))``) comes before the model call
-    and goes into the full-iteration graph: the prediction then takes its host time between
-    iterations in; a loop that indexes its batch before the step (tabular BCE) keeps it out."""
-    fixmatch = runrecord.applied_scopes(ROOT / "tests" / "corpus" / "fixmatch_unlabeled.py")
-    tabular = runrecord.applied_scopes(ROOT / "tests" / "corpus" / "tabular_bce.py")
-    assert fixmatch["scopes"]["full_iteration"]["prepares_in_graph"] is True
-    assert tabular["scopes"]["full_iteration"]["prepares_in_graph"] is False
+    """FixMatch's augmentation (``torch.cat((weak_aug(x), ...))``) comes right after the batch's
+    ``.to(device)`` and before the model call, and all of it goes into the full-iteration graph;
+    the GPU-augmenting loader loop scales its images and draws a flip mask before the step
+    begins, then flips, jitters and normalises inside it: three of five; a loop that indexes its
+    batch before the step (tabular BCE) and one whose step begins at the model call keep none."""
+    share = {name: runrecord.applied_scopes(ROOT / "tests" / "corpus" / f"{name}.py")["scopes"]["full_iteration"][
+        "prepared_share"] for name in ("fixmatch_unlabeled", "gpu_augment_loader", "tabular_bce", "cifar_tutorial")}
+    assert share == {"fixmatch_unlabeled": 1.0, "gpu_augment_loader": 0.6, "tabular_bce": 0.0, "cifar_tutorial": 0.0}
 
 
 def test_a_refused_scope_carries_patch_s_reason():

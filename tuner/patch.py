@@ -51,6 +51,8 @@ DDP_FAILED_ON_GPU = {
 }
 # the graph scopes offered under DDP; each needs DDP built under a side stream (tuner/ddp.py)
 DDP_GRAPH_SCOPES = (ALLREDUCE_OUTSIDE, "fwd_bwd", "submodule")
+# what in a statement may launch GPU work: a call, or an operator on tensors (`(x - mean) / std`)
+TENSOR_WORK = (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta")
 
 
@@ -70,9 +72,10 @@ class Patch:
                                           # loop (the graph's backward writes the gradients afresh)
     per_micro_step: bool = False          # full_iteration of gradient accumulation: a graph of one micro-step,
                                           # replayed at each, the optimizer step eager after them
-    prepares_in_graph: bool = False       # full_iteration's graph begins with statements before the first model
-                                          # call (augmentation, noise drawn on the GPU): their launches leave
-                                          # the host time between iterations, where an eager trace shows them
+    prepared_share: float = 0.0           # full_iteration's graph begins with statements before the first model
+                                          # call (augmentation, noise drawn on the GPU): their share of the
+                                          # statements that do work after the batch's copy, whose
+                                          # launches an eager trace shows between iterations
     models: list = field(default_factory=list)   # fwd_bwd, submodule, compile: the models it graphs (named as
                                                  # the loop names them); a model called twice stays eager
     compile_eager: str = ""   # compile: what it runs eagerly, without CUDA graphs (a sparse operation, an RNN module)
@@ -119,7 +122,7 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     check(path, original, patched)
     # a graph of one micro-step leaves the optimizer step out too: it steps after the micro-steps
     return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside or rewriter.per_micro_step,
-                 rewriter.zero_grad_dropped, rewriter.per_micro_step, rewriter.prepares_in_graph, rewriter.models,
+                 rewriter.zero_grad_dropped, rewriter.per_micro_step, rewriter.prepared_share, rewriter.models,
                  rewriter.compile_eager)
 
 
@@ -174,7 +177,7 @@ class _Rewriter:
         self.optimizer_outside = False
         self.zero_grad_dropped = False   # a zero_grad statement of the loop went (not with micro-steps)
         self.per_micro_step = False      # full_iteration captured one micro-step of gradient accumulation
-        self.prepares_in_graph = False   # full_iteration captured calls that come before the first model call
+        self.prepared_share = 0.0        # full_iteration: of the calls after the batch's copy, those it captured
         self.models = []                 # the models a module scope applies to
         self.compile_eager = ""          # compile: what its graphs leave to eager (``_check_sparse``)
         self.ddp = None   # the loop's DDP model built last in the file
@@ -685,7 +688,7 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
-        self.prepares_in_graph = self._prepares(core)
+        self.prepared_share = self._prepared_share(core, body[:start] + hoisted)
         jump = next((j for j in map(leaves_iteration, core + moved) if j is not None), None)
         if jump is not None:
             raise self.refuse(f"line {positions[jump].start.line}: the step may end early "
@@ -759,15 +762,23 @@ class _Rewriter:
             f"[{', '.join(models)}]{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
-    def _prepares(self, core) -> bool:
-        """Whether the captured statements call anything before the first model call: FixMatch's
-        augmentation, a diffusion loop's noise. In an eager trace their launches lie between
-        iterations (which begin at the forward), as host time no graph takes in; this graph does
-        (predicted 1.48 ms graphed for FixMatch, measured 0.74: bench/results/paired_timing/)."""
+    def _prepared_share(self, core, outside) -> float:
+        """Of the statements that do work (a call or an operator) between the batch's copy to the GPU (the last
+        statement before the step that calls ``.to`` or ``.cuda``) and the first model call, the
+        share the graph captures: FixMatch's augmentation, all of it; a loop that scales and
+        draws a flip mask before the step begins and augments with it inside, three of five. In
+        an eager trace their launches lie between iterations (which begin at the forward), as
+        host time no graph would take in; this graph takes in its share (FixMatch predicted 2.72x
+        without, 3.91x with, measured 3.52x: bench/results/paired_timing/timing_span_2026-11-27/).
+        ``outside``: the statements of the body that stay before the replay, in source order."""
         models = set(self.spec.models or [self.spec.model]) - {None, ""}
         calls_model = lambda c: dotted(c.func).split(".")[0] in models  # noqa: E731 - model(x), model.module(x)
         first = next((i for i, s in enumerate(core) if calls_in(s, calls_model)), 0)
-        return any(calls_in(s, lambda c: True) for s in core[:first])
+        inside = sum(1 for s in core[:first] if nodes(s, TENSOR_WORK))
+        copies = lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value in ("to", "cuda")  # noqa: E731
+        copied = [i for i, s in enumerate(outside) if calls_in(s, copies)]
+        left = sum(1 for s in outside[copied[-1] + 1:] if nodes(s, TENSOR_WORK)) if copied else 0
+        return inside / (inside + left) if inside else 0.0
 
     def _refuse_varying_numbers(self, inputs, outer, core, positions) -> None:
         """A plain Python number that changes every iteration (a loop counter, a loss weight
