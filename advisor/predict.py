@@ -853,6 +853,10 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
                                        "and the optimizer step eager")
         elif scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
+        if scope == "full_iteration" and _value(f, "prepared_share", 0.0) * _value(f, "prepared_ms", 0.0) > 0:
+            taken = (f"takes in {_value(f, 'prepared_share', 0.0):.0%} of the batch's preparation on the GPU before the "
+                     f"forward ({_value(f, 'prepared_ms', 0.0):.2f} ms traced between iterations: augmentation, noise)")
+            out[scope]["as_applied"] = "; ".join(filter(None, (out[scope].get("as_applied"), taken)))
     return _advice(out, model, GRAPH_SCOPES)
 
 

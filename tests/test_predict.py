@@ -826,6 +826,9 @@ def test_full_iteration_takes_in_the_batch_s_preparation_where_patch_s_graph_beg
     taken = pr.physical(kept, "full_iteration", shipped)["host_ms"] - pr.physical(features, "full_iteration", shipped)["host_ms"]
     assert taken == pytest.approx(scale * features["prepared_ms"], rel=1e-9)
     assert pr.physical(kept, "fwd_bwd", shipped) == pr.physical(features, "fwd_bwd", shipped)
+    # and the report says so beside the prediction
+    assert "takes in 100% of the batch's preparation" in pr.predict(shipped, features)["full_iteration"]["as_applied"]
+    assert "preparation" not in (pr.predict(shipped, kept)["full_iteration"].get("as_applied") or "")
 
 
 def test_a_count_without_a_host_bound_row_to_fit_it_keeps_the_per_operation_line(rows, shipped):
