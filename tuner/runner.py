@@ -279,23 +279,26 @@ def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, toleranc
     if candidate.correct:
         return
     if stochastic:
-        candidate.correct = None
-        candidate.failure = {"kind": "unchecked-stochastic",
-                             "message": f"the step draws random numbers (dropout, sampled noise): a graph draws "
-                                        f"others than eager's, so the parameters differ too ({difference:.2e}); not "
-                                        f"compared. Check the loss curve, or tune with dropout off to compare"}
+        _unchecked(candidate, "unchecked-stochastic",
+                   f"the step draws random numbers (dropout, sampled noise): a graph draws others than eager's, so "
+                   f"the parameters differ too ({difference:.2e}); not compared. Check the loss curve, or tune with "
+                   f"dropout off to compare")
         return
     own = eager_own() if eager_own is not None else None
     if own and difference <= EAGER_SPREAD_FACTOR * own:
-        candidate.correct = None
-        candidate.failure = {"kind": "unchecked-nondeterministic",
-                             "message": f"eager differs from itself by {own:.2e} after the check steps (kernels that "
-                                        f"do not repeat bit for bit); this scope by {difference:.2e}, within "
-                                        f"{EAGER_SPREAD_FACTOR}x that: not failed"}
+        _unchecked(candidate, "unchecked-nondeterministic",
+                   f"eager differs from itself by {own:.2e} after the check steps (kernels that do not repeat bit "
+                   f"for bit); this scope by {difference:.2e}, within {EAGER_SPREAD_FACTOR}x that: not failed")
         return
     candidate.status = "mismatch"
     candidate.failure = {"kind": "mismatch", "message": f"parameters differ from eager by {difference:.2e} "
                                                         f"(relative, tolerance {tolerance:.0e}) after the check steps"}
+
+
+def _unchecked(candidate, kind: str, message: str) -> None:
+    """Neither correct nor failed: the comparison with eager cannot decide (and why)."""
+    candidate.correct = None
+    candidate.failure = {"kind": kind, "message": message}
 
 
 def steps_optimizer_in_graph(script: Path, scope: str, step: Optional[str] = None) -> bool:
