@@ -16,7 +16,7 @@ from .intervals import Union, assign, count_within, in_order
 from .iterations import IterationRanges, find_iterations, masked_labels, outermost, process_rows, project
 from .phases import Phases, measure, share_of, small_kernel_share
 from .steps import KernelSequence
-from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, OP_GRAPH, OP_KERNEL,
+from .trace import (CALL_GRAPH_LAUNCH, CALL_SYNC, HOST_TO_DEVICE, OP_GRAPH, OP_KERNEL, OP_MEMCPY,
                     PID_MASK, Trace, pid_of)
 
 GPU_BOUND_UTILIZATION = 0.9   # above it, at most 1/0.9 = 11 % is left to win by removing gaps
@@ -302,7 +302,7 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
             starts, a, b, is_kernel & np.isin(ops["name"], trace.scaler_names)).sum()),
         phases=measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launches.api_start,
                        launches.api_tid, found.optimizer_rows if found is not None else None,
-                       is_kernel & ~ops["in_graph"]),
+                       is_kernel & ~ops["in_graph"], batch_copies(ops)),
         verdict=verdict(utilization, sync_share, graphed_share, delay_median >= QUEUE_AHEAD_US),
     )
     summary.reasons = _reasons(summary, sync_share)
@@ -325,6 +325,12 @@ def analyse_group(trace: Trace, global_pid: int, device: int, pattern: str | Non
         distributions={"gap_ns": gap_inside, "kernel_ns": durations_ns,
                        "iteration_windows_ns": (a, b), "cpu_windows_ns": cpu_windows},
     )
+
+
+def batch_copies(ops: np.ndarray) -> np.ndarray:
+    """The eager copies that may bring a batch to the GPU: host to device, or of a direction
+    the export does not record; not a logged loss's copy back, which ends no batch's loading."""
+    return (ops["kind"] == OP_MEMCPY) & ~ops["in_graph"] & np.isin(ops["name"], (0, *HOST_TO_DEVICE))
 
 
 def _first_of_each(owner: np.ndarray):

@@ -58,10 +58,11 @@ class Phases:
                                    # the top-level forward (a decoder cell run once per token, a
                                    # layer used twice): a graph of theirs would be overwritten
                                    # before its backward, so the submodule helper runs them eagerly
-    prepared_ms: float = 0.0       # of between_iterations_ms, the stretch from the first kernel
-                                   # launched after the batch's copy to the next iteration's start:
-                                   # the batch prepared on the GPU (augmentation, noise, a mask),
-                                   # which a full-iteration graph beginning with it takes in
+    prepared_ms: float = 0.0       # the stretch from the first kernel launched after the batch's
+                                   # copy to the GPU to the next iteration's start, its zero_grad
+                                   # calls and syncs left out: the batch prepared on the GPU
+                                   # (augmentation, noise, a mask), which a full-iteration graph
+                                   # beginning with it takes in
 
 
 def _median(values) -> float:
@@ -82,12 +83,13 @@ def _time_in(rows, cpu_a, cpu_b) -> np.ndarray:
 
 
 def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_starts, launch_tids,
-            optimizer_rows=None, kernel=None) -> Phases:
+            optimizer_rows=None, kernel=None, batch_copies=None) -> Phases:
     """Per-iteration phase times; ``iteration_ends`` is where each iteration's range ends
     (the window's end for a whole run), ``launch_*`` the launching calls of the GPU ops;
     ``optimizer_rows``: the optimizer's launches of each step, where the steps were found in
     the kernels (advisor/steps.py) of a trace that marks no phase; ``kernel``: which of the
-    launched operations are kernels (not copies or memsets)."""
+    launched operations are kernels (not copies or memsets); ``batch_copies``: which are copies
+    that may bring a batch to the GPU."""
     cpu_a, cpu_b = cpu_windows
     rows = process_rows(trace, global_pid)
     names = trace.nvtx_names
@@ -165,7 +167,8 @@ def measure(trace, global_pid, cpu_windows, iteration_ends, sync_rows, launch_st
         forward_ops=_median(forward_ops),
         loss_ops=_median(loss_ops),
         submodules_repeated_ms=_repeated_children_ms(trace, rows, children, cpu_a, cpu_b, forward_calls),
-        prepared_ms=_median(_prepared(forward, launch_starts, launch_tids, kernel, iteration_ends, cpu_b)) / 1e6,
+        prepared_ms=_median(_prepared(forward, launch_starts, launch_tids, kernel, batch_copies, iteration_ends, cpu_b,
+                                      _left_out(trace, rows, syncs))) / 1e6,
     )
 
 
@@ -210,27 +213,31 @@ def _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, c
     return forward_ops, loss_ops
 
 
-def _prepared(forward, launch_starts, launch_tids, kernel, iteration_ends, next_starts) -> np.ndarray:
+def _prepared(forward, launch_starts, launch_tids, kernel, copies, iteration_ends, next_starts, left_out) -> np.ndarray:
     """Per iteration but the last, the host time from the first kernel that the model's thread
-    launches after the batch's last copy (or memset) between iterations to the next iteration's
-    start: FixMatch's augmentation after ``.to(device)``. 0 where the gap copies nothing: a
-    batch already on the GPU leaves no mark between what follows the step (DDPM's EMA update,
-    eager under any graph) and what prepares the next batch (its noise, which a full-iteration
-    graph takes in), and no time is taken off then."""
+    launches after the gap's last copy to the GPU (``copies``) to the next iteration's start,
+    less the time in ``left_out`` ranges starting there (zero_grad calls, counted apart, and
+    syncs, which the time between iterations leaves out): FixMatch's augmentation after
+    ``.to(device)``. 0 where the gap copies nothing to the GPU: a batch already there leaves no
+    mark between what follows the step (DDPM's EMA update, eager under any graph) and what
+    prepares the next batch (its noise, which a full-iteration graph takes in); a logged loss's
+    copy back is no such mark."""
     ends, starts = iteration_ends[:-1], next_starts[:-1]
-    if kernel is None or not len(forward) or not len(ends):
+    if kernel is None or copies is None or not len(forward) or not len(ends):
         return np.zeros(len(ends))
     values, counts = np.unique(forward["tid"], return_counts=True)
     main = launch_tids == values[np.argmax(counts)]   # the thread that calls the model
-    kernels, copies = np.sort(launch_starts[kernel & main]), np.sort(launch_starts[~kernel & main])
-    if not len(copies) or not len(kernels):
+    kernels, copied = np.sort(launch_starts[kernel & main]), np.sort(launch_starts[copies & main])
+    if not len(copied) or not len(kernels):
         return np.zeros(len(ends))
-    last = np.searchsorted(copies, starts, side="left") - 1   # the gap's last copy, if it has one
-    anchor = copies[np.maximum(last, 0)]
-    copied = (last >= 0) & (anchor >= ends)
+    last = np.searchsorted(copied, starts, side="left") - 1   # the gap's last copy, if it has one
+    anchor = copied[np.maximum(last, 0)]
+    in_gap = (last >= 0) & (anchor >= ends)
     first = np.minimum(np.searchsorted(kernels, anchor, side="right"), len(kernels) - 1)
-    prepared = copied & (kernels[first] > anchor) & (kernels[first] < starts)
-    return np.where(prepared, starts - kernels[first], 0).astype(float)
+    found = in_gap & (kernels[first] > anchor) & (kernels[first] < starts)
+    begin = np.where(found, kernels[first], starts)
+    out = count_within(left_out["start"], begin, starts, left_out["end"] - left_out["start"]) if len(left_out) else 0
+    return np.maximum(np.where(found, starts - begin, 0) - out, 0).astype(float)
 
 
 def _first_start(rows, cpu_a, cpu_b) -> np.ndarray:
@@ -254,6 +261,17 @@ def _syncs_between(syncs, iteration_ends, next_starts) -> tuple:
     first = np.searchsorted(syncs["start"], ends, side="left")
     has = counts > 0
     return counts.astype(float), (syncs["start"][first[has]] - ends[has]).astype(float)
+
+
+def _left_out(trace, rows, syncs) -> np.ndarray:
+    """The zero_grad ranges (outermost) and the syncs, in one array of start and end, by start."""
+    names = trace.nvtx_names
+    wanted = {ranges.ZERO_GRAD} & set(names) or {n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
+    zero_grad = _named(trace, rows, wanted) if wanted else rows[:0]
+    spans = np.zeros(len(zero_grad) + len(syncs), dtype=[("start", "i8"), ("end", "i8")])
+    spans["start"] = np.concatenate([zero_grad["start"], syncs["start"]]) if len(spans) else spans["start"]
+    spans["end"] = np.concatenate([zero_grad["end"], syncs["end"]]) if len(spans) else spans["end"]
+    return np.sort(spans, order="start")
 
 
 def _zero_grad_between(trace, rows, iteration_ends, next_starts):

@@ -147,7 +147,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         # the share of those statements patch's full-iteration graph takes in (nan: a summary from
         # before; a record of the first such profiles says only whether it takes any: all then)
         "prepared_ms": phase("prepared_ms"),
-        "prepared_share": float(full.get("prepared_share", 1.0 if full.get("prepares_in_graph") else 0.0)),
+        "prepared_share": (_number(full.get("prepared_share")) if "prepared_share" in full
+                           else 1.0 if full.get("prepares_in_graph") else 0.0),
         # the distinct parameter tensors (and their elements) whose optimizer a full-iteration
         # graph makes capturable (nan: a record from before the bootstrap counted them)
         "capturable_params": _number(made.get("tensors")),

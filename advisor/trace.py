@@ -60,7 +60,9 @@ PID_MASK = np.int64(~0xFFFFFF)  # globalTid & PID_MASK == globalPid (nsys: & 0xF
 OPS_DTYPE = np.dtype([
     ("start", "i8"), ("end", "i8"), ("device", "i8"), ("pid", "i8"),
     ("corr", "i8"), ("kind", "i1"), ("in_graph", "?"), ("name", "i4"),
-])   # name: a kernel's short-name id (nsys: StringIds; Kineto: its own numbering), 0 for the rest
+])   # name: a kernel's short-name id (nsys: StringIds; Kineto: its own numbering), a copy's copyKind
+#       (CUPTI's: HOST_TO_DEVICE; 0 where the export does not say), 0 for the rest
+HOST_TO_DEVICE = (1, 3)   # CUPTI copyKind: host to device, host to array
 RUNTIME_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("corr", "i8"), ("name_id", "i8")])
 NVTX_DTYPE = np.dtype([("start", "i8"), ("end", "i8"), ("tid", "i8"), ("event_type", "i4"), ("name", "i8")])
 
@@ -313,6 +315,9 @@ def _op_queries(columns: dict) -> list:
             fields.append(("in_graph", "i8"))
         if kind == OP_KERNEL and "shortName" in cols:
             extra += ", coalesce(shortName, 0)"
+            fields.append(("name", "i8"))
+        if kind == OP_MEMCPY and "copyKind" in cols:   # which way a copy goes: a batch's is host to device
+            extra += ", coalesce(copyKind, 0)"
             fields.append(("name", "i8"))
         sql = (f"SELECT start, end, coalesce(deviceId, 0), coalesce({pid}, 0), coalesce(correlationId, 0){extra} "
                f"FROM {table} WHERE {ROWS} AND end IS NOT NULL")

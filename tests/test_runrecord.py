@@ -41,9 +41,43 @@ def test_a_graph_that_begins_with_the_batch_s_preparation_says_so():
     the GPU-augmenting loader loop scales its images and draws a flip mask before the step
     begins, then flips, jitters and normalises inside it: three of five; a loop that indexes its
     batch before the step (tabular BCE) and one whose step begins at the model call keep none."""
+    names = ("fixmatch_unlabeled", "gpu_augment_loader", "tabular_bce", "cifar_tutorial", "micro_steps")
     share = {name: runrecord.applied_scopes(ROOT / "tests" / "corpus" / f"{name}.py")["scopes"]["full_iteration"][
-        "prepared_share"] for name in ("fixmatch_unlabeled", "gpu_augment_loader", "tabular_bce", "cifar_tutorial")}
-    assert share == {"fixmatch_unlabeled": 1.0, "gpu_augment_loader": 0.6, "tabular_bce": 0.0, "cifar_tutorial": 0.0}
+        "prepared_share"] for name in names}
+    # a graph of one micro-step: the trace's stretch before the first holds the outer body's work too
+    assert share == {"fixmatch_unlabeled": 1.0, "gpu_augment_loader": 0.6, "tabular_bce": 0.0, "cifar_tutorial": 0.0,
+                     "micro_steps": 0.0}
+
+
+LOOP = """import torch
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [torch.randn(8, 4) for _ in range(3)]
+def to_device(x):
+    return x.to("cpu")
+def compute_loss(model, x):
+    return model(x).pow(2).mean()
+for x in data:
+{body}
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    # the copy inside a helper: every statement that works before the step counts as left out (patch
+    # keeps the first two out, captures the third)
+    ("    x = to_device(x)\n    x = x * 2\n    x = torch.relu(x) + 1\n    loss = model(x).pow(2).mean()", 1 / 3),
+    # the forward inside a helper given the model: the statements before it, not those after
+    ("    x = x.to('cpu')\n    x = torch.relu(x) + 1\n    loss = compute_loss(model, x)\n"
+     "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", 1.0),
+])
+def test_the_share_of_the_batch_s_preparation_the_graph_takes_in(tmp_path, body, expected):
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP.format(body=body))
+    full = runrecord.applied_scopes(script)["scopes"]["full_iteration"]
+    assert full["applies"] and full["prepared_share"] == pytest.approx(expected)
 
 
 def test_a_refused_scope_carries_patch_s_reason():

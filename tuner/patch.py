@@ -631,6 +631,7 @@ class _Rewriter:
         inner_end = len(is_backward) - 1 - is_backward[::-1].index(True)
         setup, new_micro = self._capture(micro, inner, inner_end, outer, scope, positions, accumulate=True)
         self.per_micro_step = True
+        self.prepared_share = 0.0   # the trace's stretch before the first micro-step holds the outer body's work too
         new_body = [new_micro if s is micro else s for s in body]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
@@ -763,21 +764,26 @@ class _Rewriter:
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
     def _prepared_share(self, core, outside) -> float:
-        """Of the statements that do work (a call or an operator) between the batch's copy to the GPU (the last
-        statement before the step that calls ``.to`` or ``.cuda``) and the first model call, the
-        share the graph captures: FixMatch's augmentation, all of it; a loop that scales and
-        draws a flip mask before the step begins and augments with it inside, three of five. In
-        an eager trace their launches lie between iterations (which begin at the forward), as
-        host time no graph would take in; this graph takes in its share (FixMatch predicted 2.72x
-        without, 3.91x with, measured 3.52x: bench/results/paired_timing/timing_span_2026-11-27/).
+        """Of the statements that do work (a call or an operator) between the batch's copy to the
+        GPU (the last statement before the step that calls ``.to`` or ``.cuda``; without one in
+        sight, a copy in a helper, from the body's start) and the first model call, the share the
+        graph captures: FixMatch's augmentation, all of it; a loop that scales and draws a flip
+        mask before the step begins and augments with it inside, three of five. In an eager trace
+        their launches lie between iterations (which begin at the forward), as host time no graph
+        would take in; this graph takes in its share (FixMatch predicted 2.72x without, 3.91x
+        with, measured 3.52x: bench/results/paired_timing/timing_span_2026-11-27/).
         ``outside``: the statements of the body that stay before the replay, in source order."""
         models = set(self.spec.models or [self.spec.model]) - {None, ""}
-        calls_model = lambda c: dotted(c.func).split(".")[0] in models  # noqa: E731 - model(x), model.module(x)
+        called = {f"{m}{suffix}" for m in models for suffix in ("", ".module", ".forward")}
+
+        def calls_model(call) -> bool:   # model(x), model.module(x), or a helper given the model
+            return dotted(call.func) in called or any(dotted(arg.value) in models for arg in call.args)
+
         first = next((i for i, s in enumerate(core) if calls_in(s, calls_model)), 0)
         inside = sum(1 for s in core[:first] if nodes(s, TENSOR_WORK))
         copies = lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value in ("to", "cuda")  # noqa: E731
         copied = [i for i, s in enumerate(outside) if calls_in(s, copies)]
-        left = sum(1 for s in outside[copied[-1] + 1:] if nodes(s, TENSOR_WORK)) if copied else 0
+        left = sum(1 for s in outside[copied[-1] + 1 if copied else 0:] if nodes(s, TENSOR_WORK))
         return inside / (inside + left) if inside else 0.0
 
     def _refuse_varying_numbers(self, inputs, outer, core, positions) -> None:
