@@ -202,8 +202,7 @@ def _model_and_loss_ops(forward, backward, launch_starts, launch_tids, kernel, c
     forward_ops = count_within(np.sort(starts[inside]), cpu_a, cpu_b).astype(float)
     if not len(backward):
         return forward_ops, zeros
-    values, counts = np.unique(forward["tid"], return_counts=True)
-    main = values[np.argmax(counts)]   # the thread that calls the model
+    main = _main_thread(forward)
     outside = np.sort(starts[~inside & (tids == main)])
     first_forward = _first_start(forward, cpu_a, cpu_b)
     first_backward = _first_start(backward, cpu_a, cpu_b)
@@ -225,8 +224,7 @@ def _prepared(forward, launch_starts, launch_tids, kernel, copies, iteration_end
     ends, starts = iteration_ends[:-1], next_starts[:-1]
     if kernel is None or copies is None or not len(forward) or not len(ends):
         return np.zeros(len(ends))
-    values, counts = np.unique(forward["tid"], return_counts=True)
-    main = launch_tids == values[np.argmax(counts)]   # the thread that calls the model
+    main = launch_tids == _main_thread(forward)
     kernels, copied = np.sort(launch_starts[kernel & main]), np.sort(launch_starts[copies & main])
     if not len(copied) or not len(kernels):
         return np.zeros(len(ends))
@@ -238,6 +236,12 @@ def _prepared(forward, launch_starts, launch_tids, kernel, copies, iteration_end
     begin = np.where(found, kernels[first], starts)
     out = count_within(left_out["start"], begin, starts, left_out["end"] - left_out["start"]) if len(left_out) else 0
     return np.maximum(np.where(found, starts - begin, 0) - out, 0).astype(float)
+
+
+def _main_thread(forward):
+    """The thread that calls the model: the one with most top-level forward ranges."""
+    values, counts = np.unique(forward["tid"], return_counts=True)
+    return values[np.argmax(counts)]
 
 
 def _first_start(rows, cpu_a, cpu_b) -> np.ndarray:
@@ -265,21 +269,25 @@ def _syncs_between(syncs, iteration_ends, next_starts) -> tuple:
 
 def _left_out(trace, rows, syncs) -> np.ndarray:
     """The zero_grad ranges (outermost) and the syncs, in one array of start and end, by start."""
-    names = trace.nvtx_names
-    wanted = {ranges.ZERO_GRAD} & set(names) or {n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
+    wanted = _zero_grad_names(trace)
     zero_grad = _named(trace, rows, wanted) if wanted else rows[:0]
     spans = np.zeros(len(zero_grad) + len(syncs), dtype=[("start", "i8"), ("end", "i8")])
-    spans["start"] = np.concatenate([zero_grad["start"], syncs["start"]]) if len(spans) else spans["start"]
-    spans["end"] = np.concatenate([zero_grad["end"], syncs["end"]]) if len(spans) else spans["end"]
+    spans["start"] = np.concatenate([zero_grad["start"], syncs["start"]])
+    spans["end"] = np.concatenate([zero_grad["end"], syncs["end"]])
     return np.sort(spans, order="start")
+
+
+def _zero_grad_names(trace) -> set:
+    """The ranges of zero_grad calls: the bootstrap's, else torch.optim's own (empty: neither)."""
+    names = trace.nvtx_names
+    return {ranges.ZERO_GRAD} & set(names) or {n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
 
 
 def _zero_grad_between(trace, rows, iteration_ends, next_starts):
     """Per iteration but the last, the time in zero_grad calls between its end and the next
     one's start: the bootstrap's ranges, else torch.optim's own (any torch.profiler trace);
     None where the trace has neither, so that no call is taken for none."""
-    names = trace.nvtx_names
-    wanted = {ranges.ZERO_GRAD} & set(names) or {n for n in names if n.startswith(ranges.TORCH_ZERO_GRAD_PREFIX)}
+    wanted = _zero_grad_names(trace)
     if not wanted or len(iteration_ends) < 2:
         return None
     return _time_in(_named(trace, rows, wanted), iteration_ends, next_starts)[:-1]

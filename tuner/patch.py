@@ -32,7 +32,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
                        keeps_output, keeps_reference, leaves_iteration, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
@@ -781,7 +781,7 @@ class _Rewriter:
 
         first = next((i for i, s in enumerate(core) if calls_in(s, calls_model)), 0)
         inside = sum(1 for s in core[:first] if nodes(s, TENSOR_WORK))
-        copies = lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value in ("to", "cuda")  # noqa: E731
+        copies = lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value in MOVE_METHODS  # noqa: E731
         copied = [i for i, s in enumerate(outside) if calls_in(s, copies)]
         left = sum(1 for s in outside[copied[-1] + 1 if copied else 0:] if nodes(s, TENSOR_WORK))
         return inside / (inside + left) if inside else 0.0
