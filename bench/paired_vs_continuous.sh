@@ -15,9 +15,10 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     work=$(mktemp -d)
     cp tests/corpus/"$name".py "$work/$name.py"
     cp tests/patch_golden/"$name".full_iteration.out.py "$work/${name}_graphed.py"
-    for mode in continuous paired; do
-      paired=false; [ "$mode" = paired ] && paired=true
-      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0}" \
+    for mode in continuous ${PAIRED_WINDOWS:-paired10}; do
+      # pairedN: windows of N steps, graphed and eager by turns (tune's default: 10)
+      paired=false; window=10; [ "$mode" != continuous ] && paired=true && window=${mode#paired}
+      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": $((window * 10))}" \
         python -m tuner.harness "$out/$name.$mode.$round.json" "$work/${name}_graphed.py" > /dev/null 2>&1 || true
     done
     CG_TUNE_SETTINGS='{"to_end": false, "min_seconds": 3.0}' \
@@ -29,13 +30,27 @@ python - "$out" <<'PY'
 import glob, json, os, statistics, sys
 out = sys.argv[1]
 names = sorted({os.path.basename(p).split(".")[0] for p in glob.glob(f"{out}/*.json")})
-print(f"{'script':22s} {'eager':>8s} {'continuous':>11s} {'paired':>8s} {'paired/cont':>11s}  (ms/iteration, median of rounds)")
+modes = sorted({os.path.basename(p).split(".")[1] for p in glob.glob(f"{out}/*.json")} - {"eager", "continuous"})
+print("ms/iteration, the median of rounds (each round's in brackets); pairedN: windows of N steps by turns, "
+      "its eager windows beside it")
+
+
+def ms(name, mode, key="ms_per_iter"):
+    found = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{name}.{mode}.*.json"))]
+    values = [d.get(key) if key != "eager_window_ms" else statistics.median(d.get(key) or [0]) for d in found]
+    return [v for v in values if v]
+
+
+def show(values):
+    return f"{statistics.median(values):.3f} [{' '.join(f'{v:.3f}' for v in values)}]" if values else "-"
+
+
 for name in names:
-    def ms(mode):
-        found = [json.load(open(p)).get("ms_per_iter") for p in sorted(glob.glob(f"{out}/{name}.{mode}.*.json"))]
-        return [m for m in found if m]
-    e, c, p = ms("eager"), ms("continuous"), ms("paired")
-    if e and c and p:
-        print(f"{name:22s} {statistics.median(e):8.3f} {statistics.median(c):11.3f} {statistics.median(p):8.3f} "
-              f"{statistics.median(p) / statistics.median(c):11.2f}   each: {' '.join(f'{x:.3f}' for x in c)} | {' '.join(f'{x:.3f}' for x in p)}")
+    c = ms(name, "continuous")
+    line = f"{name:22s} eager process {show(ms(name, 'eager'))}  continuous graphed {show(c)}"
+    for mode in modes:
+        p = ms(name, mode)
+        ratio = f" ({statistics.median(p) / statistics.median(c):.2f}x continuous)" if p and c else ""
+        line += f"  {mode} graphed {show(p)}{ratio}, eager windows {show(ms(name, mode, 'eager_window_ms'))}"
+    print(line)
 PY
