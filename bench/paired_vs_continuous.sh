@@ -17,9 +17,13 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     cp tests/patch_golden/"$name".full_iteration.out.py "$work/${name}_graphed.py"
     for mode in continuous ${PAIRED_WINDOWS:-paired10}; do
       # pairedN: windows of N steps, graphed and eager by turns (tune's default: 10)
-      paired=false; window=10; [ "$mode" != continuous ] && paired=true && window=${mode#paired}
+      # pairedNnogc: the same with Python's garbage collector off (a wrapper runs the rewrite)
+      paired=false; window=10; target=("$work/${name}_graphed.py")
+      [ "$mode" != continuous ] && paired=true && window=${mode#paired} && window=${window%nogc}
+      [ "${mode%nogc}" != "$mode" ] && target=("$work/nogc.py" "$work/${name}_graphed.py")
+      printf 'import gc, runpy, sys\ngc.disable()\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name="__main__")\n' > "$work/nogc.py"
       CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": $((window * 10))}" \
-        python -m tuner.harness "$out/$name.$mode.$round.json" "$work/${name}_graphed.py" > /dev/null 2>&1 || true
+        python -m tuner.harness "$out/$name.$mode.$round.json" "${target[@]}" > /dev/null 2>&1 || true
     done
     CG_TUNE_SETTINGS='{"to_end": false, "min_seconds": 3.0}' \
       python -m tuner.harness "$out/$name.eager.$round.json" "$work/$name.py" > /dev/null 2>&1 || true

@@ -584,10 +584,10 @@ def test_optimizers_switch_at_window_edges_outside_the_timed_windows(tmp_path, m
     assert timer.m.eager_steps == 20 and timer.as_built == []
 
 
-def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0):
-    """A paired StepTimer stepped ``steps`` times past its warm-up on the stand-in clock: 1 ms
-    a graphed step, 3 ms an eager one; each step also waits ``seconds_per_step`` on the host
-    clock, which min_seconds reads."""
+def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0, graphed_ms=lambda timed: 1.0):
+    """A paired StepTimer stepped ``steps`` times past its warm-up on the stand-in clock:
+    ``graphed_ms(steps timed before it)`` a graphed step (1 ms), 3 ms an eager one; each step also waits
+    ``seconds_per_step`` on the host clock, which min_seconds reads."""
     import time
 
     clock = _Clock()
@@ -595,7 +595,7 @@ def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0):
     timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
     timer.m.toggled = 1
     for _ in range(settings.warmup + steps):
-        clock.now += 3.0 if timer.eager_window else 1.0
+        clock.now += 3.0 if timer.eager_window else graphed_ms(timer.m.steps - settings.warmup)
         time.sleep(seconds_per_step)
         timer._step()
     return timer
@@ -604,29 +604,57 @@ def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0):
 def test_paired_windows_go_on_past_the_minimum_in_pairs_until_min_seconds(tmp_path):
     """Past --iterations the windows alternate on, graphed then eager, while the script runs
     and less than min_seconds are timed; the timing ends at an edge where every eager window
-    has its graphed one, and the rest of the run is graphed."""
-    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.3)
-    timer = _timed_paired(settings, 200, tmp_path, seconds_per_step=0.002)
+    has its graphed one, and the rest of the run is graphed. Those windows are long: a graphed
+    one lasts PAIRED_WINDOW_MS (50 steps of 1 ms)."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.5)
+    timer = _timed_paired(settings, 600, tmp_path, seconds_per_step=0.002)
+    assert timer.long_window == 50
     pairs = len(timer.m.window_ms)
-    assert pairs == len(timer.m.eager_window_ms) and pairs > 2            # more than the minimum's 2 pairs
-    assert timer.m.timed_steps == 20 * pairs < 200 and timer.timing_done
+    assert pairs == len(timer.m.eager_window_ms) and pairs >= 2           # long pairs only: the minimum's left out
+    assert timer.m.timed_steps == 40 + 100 * pairs < 600 and timer.timing_done
     assert set(timer.m.window_ms) == {1.0} and set(timer.m.eager_window_ms) == {3.0}
     assert timer.m.paired_speedup == 3.0 and not timer.eager_window
-    assert timer.m.eager_steps == 10 * pairs                              # nothing eager after the timing
+    assert timer.m.eager_steps == 20 + 50 * pairs                         # nothing eager after the timing
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["complete"] and saved["timed_steps"] == timer.m.timed_steps
 
 
+def test_past_the_minimum_only_the_long_paired_windows_are_measured(tmp_path):
+    """Graphed steps that read 2 ms in the minimum's short windows (what 10-step windows by
+    turns read on the H100: a graph's ms/iteration up to 1.58x its own replaying throughout)
+    and 1 ms after: windows of 25 steps (50 ms at 2 ms) past it, and the measurement reads
+    them alone."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.3)
+    timer = _timed_paired(settings, 400, tmp_path, seconds_per_step=0.002,
+                          graphed_ms=lambda before: 2.0 if before < 40 else 1.0)
+    assert timer.long_window == 25 and timer.timing_done
+    assert len(timer.m.window_ms) >= 2 and set(timer.m.window_ms) == {1.0}
+    assert timer.m.paired_speedup == 3.0 and timer.m.ms_per_iter == 1.0
+
+
+@pytest.mark.parametrize("graphed_ms, window", [(0.01, 500), (20.0, 20)])
+def test_long_paired_windows_are_capped_and_never_shorter_than_the_minimums(tmp_path, graphed_ms, window):
+    """A graphed step of 0.01 ms would want 5000 steps a window: 500 (MAX_PAIRED_WINDOW); one
+    of 20 ms, 3 steps: the minimum's 20 stay."""
+    settings = Settings(warmup=2, iterations=40, repeats=1, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, 41, tmp_path, graphed_ms=lambda timed: graphed_ms)
+    assert timer.long_window == window
+
+
 def test_a_script_that_ends_while_more_windows_are_timed_keeps_the_pairs_it_made(tmp_path):
-    """min_seconds not reached: the script's end takes in every whole pair of windows timed
-    past the minimum (an unpaired graphed window at the end is left out)."""
+    """min_seconds not reached: the script's end takes in every whole pair of long windows
+    timed past the minimum (an unpaired graphed window at the end is left out); where it ends
+    before a long pair is whole, the minimum's windows stand."""
     settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6)
-    timer = _timed_paired(settings, 40 + 30, tmp_path)                   # 3 windows past the minimum
+    timer = _timed_paired(settings, 40 + 130, tmp_path)                  # a long pair, and 30 steps of the next
     assert len(timer.m.window_ms) == 2 and not timer.timing_done          # measured at the minimum
     timer._at_exit()
-    assert timer.m.window_ms == [1.0] * 3 and timer.m.eager_window_ms == [3.0] * 3
-    assert timer.m.timed_steps == 60
-    assert json.loads((tmp_path / "result.json").read_text())["eager_window_ms"] == [3.0] * 3
+    assert timer.m.window_ms == [1.0] and timer.m.eager_window_ms == [3.0]
+    assert timer.m.timed_steps == 140
+    assert json.loads((tmp_path / "result.json").read_text())["eager_window_ms"] == [3.0]
+    short = _timed_paired(settings, 40 + 70, tmp_path)                   # a long graphed window, half an eager one
+    short._at_exit()
+    assert short.m.window_ms == [1.0] * 2 and short.m.eager_window_ms == [3.0] * 2 and short.m.timed_steps == 40
 
 
 def test_one_timed_step_paired_is_one_graphed_window(tmp_path):

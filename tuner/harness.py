@@ -26,6 +26,7 @@ import atexit
 import functools
 import json
 import linecache
+import math
 import os
 import statistics
 import sys
@@ -117,6 +118,8 @@ class StepTimer:
         self.helpers = weakref.WeakValueDictionary()   # paired: id -> each live helper that was called
         self.as_built = []          # paired: in an eager window, the optimizer state made non-capturable
         self.pairing = self._pairs()   # fixed by the settings and the device: read on every step
+        self.long_window = None     # paired, past the minimum: steps a window (_lengthen_windows)
+        self.long_from = None       # paired: the mark the long windows start at
 
     def install(self) -> "StepTimer":
         torch = self.torch
@@ -446,9 +449,9 @@ class StepTimer:
         if timed < 0 or self.timing_done:
             return
         # window edges: every `window` steps up to the minimum (and at it), then every `window`
-        # steps past it while more windows are timed
+        # steps past it while more windows are timed (paired: every `long_window`)
         past = timed - s.iterations
-        if not (timed % window == 0 or past == 0 if past <= 0 else past % window == 0):
+        if not (timed % window == 0 or past == 0 if past <= 0 else past % (self.long_window or window) == 0):
             return
         with self._lock:   # the watchdog's stop measures the same marks
             if not self.timing_done:
@@ -478,6 +481,8 @@ class StepTimer:
         self.eager_window = eager_window
         if past == 0 or ends:
             self._measure()
+            if past == 0 and not ends:
+                self._lengthen_windows(window)
             self._publish(done=ends)
         if past == 0:
             print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
@@ -486,6 +491,21 @@ class StepTimer:
                 self.marks[-1] = (timed, end, self._mark())
                 if not s.to_end:
                     self._start_watchdog()
+
+    def _lengthen_windows(self, window: int) -> None:
+        """Paired, past the minimum: windows long enough that each graphed one lasts
+        PAIRED_WINDOW_MS. Windows of 10 steps by turns read a full-iteration graph's ms/iteration
+        1.13-1.58x what the same rewrite replaying throughout reads on the lent H100 (the DCGAN's
+        0.61-0.70 ms against 0.45; 20 steps 1.24x, 100 steps 1.01x; bench/paired_vs_continuous.sh),
+        the GPU's clock at its maximum all along: a user's loop replays throughout. The minimum's
+        short windows still pair a short script; where the script runs on, the long windows
+        alone are measured (``_measure``). Each graphed window starts at an even mark, so the
+        minimum must end on one (it does with tune's windows: 2 x repeats of them)."""
+        if not (self.pairing and self.m.toggled and self.m.ms_per_iter) or (len(self.marks) - 1) % 2:
+            return
+        wanted = math.ceil(PAIRED_WINDOW_MS / self.m.ms_per_iter)
+        self.long_window = min(max(window, wanted), MAX_PAIRED_WINDOW)
+        self.long_from = len(self.marks) - 1
 
     def _publish(self, done: bool) -> None:
         """Writes the measurement; where the timing is ``done`` and the script is not to run on
@@ -533,6 +553,8 @@ class StepTimer:
         at the minimum, again where the timing ends, and at the script's exit if it ends while
         more windows are timed (paired: up to the last eager window, so that each pairs up)."""
         marks = self.marks
+        if self.long_from is not None and len(marks) - self.long_from >= 3:   # a long pair at least
+            marks = marks[self.long_from:]
         if self.pairing and len(marks) % 2 == 0 and len(marks) > 2:
             marks = marks[:-1]   # (two marks: one window, all there is: --iterations 1)
         if len(marks) < 2:
@@ -584,6 +606,8 @@ class StepTimer:
 WATCHDOG_GRACE_S = 2.0   # without to_end: past min_seconds, this long for the next edge before the watchdog stops the script
 MAX_TIMED_FACTOR = 50   # timed steps past the minimum stop at this many times --iterations, whatever min_seconds says
 PENDING_BACKWARDS = 8   # paired, without an optimizer: steps left for a switched call to count, at most
+PAIRED_WINDOW_MS = 50.0   # paired, past the minimum: a graphed window lasts this long at least (_lengthen_windows)
+MAX_PAIRED_WINDOW = 500   # steps: a graphed step of 0.1 ms or less gets windows of this many
 RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
 COMPILE_MARK = "cg-advise: scope compile"           # the comment on the compile patch's torch.compile line
