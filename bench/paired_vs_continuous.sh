@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Does tune's paired timing (graphed and eager windows of 10 steps, alternating in one process)
-# read a full_iteration graph's ms/iteration as a loop that replays on and on does? Each
-# script's committed full_iteration rewrite (tests/patch_golden/NAME.full_iteration.out.py) is
-# timed by the harness twice, paired and not, and the original script once (eager), three
-# rounds (ROUNDS), CG_STEPS long enough for 3 s of timing.
+# Does tune's paired timing (graphed and eager windows by turns in one process) read a
+# full_iteration graph's ms/iteration as a loop that replays throughout does? Each script's
+# committed full_iteration rewrite (tests/patch_golden/NAME.full_iteration.out.py) is timed by
+# the harness graphed throughout (continuous), in each of PAIRED_WINDOWS (below), and the
+# original script eager, each in its own process, ROUNDS rounds (3), CG_STEPS long enough for 3 s
+# of timing. Results: bench/results/paired_windows_h100/ (on the device, tar OUT into $OUT: only
+# a few files come back one by one).
 #
-#   SCRIPTS="gan_two_optimizers rnn_hidden_state" bash bench/paired_vs_continuous.sh OUT
+#   ROUNDS=2 PAIRED_WINDOWS="paired10 paired100 tune" SCRIPTS="gan_two_optimizers cifar_tutorial" \
+#     bash bench/paired_vs_continuous.sh OUT
 set -euo pipefail
 out=${1:?usage: paired_vs_continuous.sh OUT}
 mkdir -p "$out"
@@ -15,14 +18,19 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     work=$(mktemp -d)
     cp tests/corpus/"$name".py "$work/$name.py"
     cp tests/patch_golden/"$name".full_iteration.out.py "$work/${name}_graphed.py"
-    for mode in continuous ${PAIRED_WINDOWS:-paired10}; do
-      # pairedN: windows of N steps, graphed and eager by turns (tune's default: 10)
-      # pairedNnogc: the same with Python's garbage collector off (a wrapper runs the rewrite)
-      paired=false; window=10; target=("$work/${name}_graphed.py")
-      [ "$mode" != continuous ] && paired=true && window=${mode#paired} && window=${window%nogc}
+    for mode in continuous ${PAIRED_WINDOWS:-paired10 tune}; do
+      # pairedN: windows of N steps, graphed and eager by turns, throughout; pairedNnogc: the
+      # same with Python's garbage collector off (a wrapper runs the rewrite); tune: as tune
+      # times now (windows of 10 up to its minimum, then each graphed window 50 ms)
+      paired=true; window=10; lengthen=0; target=("$work/${name}_graphed.py")
+      case $mode in
+        continuous) paired=false ;;
+        tune) lengthen=50 ;;
+        *) window=${mode#paired}; window=${window%nogc} ;;
+      esac
       [ "${mode%nogc}" != "$mode" ] && target=("$work/nogc.py" "$work/${name}_graphed.py")
       printf 'import gc, runpy, sys\ngc.disable()\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name="__main__")\n' > "$work/nogc.py"
-      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": $((window * 10))}" \
+      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": $((window * 10)), \"paired_window_ms\": $lengthen}" \
         python -m tuner.harness "$out/$name.$mode.$round.json" "${target[@]}" > /dev/null 2>&1 || true
     done
     CG_TUNE_SETTINGS='{"to_end": false, "min_seconds": 3.0}' \

@@ -605,7 +605,7 @@ def test_paired_windows_go_on_past_the_minimum_in_pairs_until_min_seconds(tmp_pa
     """Past --iterations the windows alternate on, graphed then eager, while the script runs
     and less than min_seconds are timed; the timing ends at an edge where every eager window
     has its graphed one, and the rest of the run is graphed. Those windows are long: a graphed
-    one lasts PAIRED_WINDOW_MS (50 steps of 1 ms)."""
+    one lasts ``paired_window_ms`` (50 ms: 50 steps of 1 ms)."""
     settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.5)
     timer = _timed_paired(settings, 600, tmp_path, seconds_per_step=0.002)
     assert timer.long_window == 50
@@ -639,6 +639,15 @@ def test_long_paired_windows_are_capped_and_never_shorter_than_the_minimums(tmp_
     settings = Settings(warmup=2, iterations=40, repeats=1, paired=True, min_seconds=1e6)
     timer = _timed_paired(settings, 41, tmp_path, graphed_ms=lambda timed: graphed_ms)
     assert timer.long_window == window
+
+
+def test_paired_windows_stay_as_they_are_with_paired_window_ms_zero(tmp_path):
+    """``paired_window_ms`` 0: the windows past the minimum keep its size (the bench that
+    compares window sizes times them so)."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6, paired_window_ms=0)
+    timer = _timed_paired(settings, 40 + 40, tmp_path)
+    timer._at_exit()
+    assert timer.long_window is None and timer.m.window_ms == [1.0] * 4 and timer.m.timed_steps == 80
 
 
 def test_a_script_that_ends_while_more_windows_are_timed_keeps_the_pairs_it_made(tmp_path):

@@ -58,6 +58,7 @@ class Settings:
     to_end: bool = True         # after timing, let the script finish (its code after the loop runs too)
     paired: bool = False        # graphs with an eager path: alternate graphed and eager windows in this process
     capturable: bool = False    # torch.optim's optimizers built capturable (eager as a full-iteration graph steps them)
+    paired_window_ms: float = 50.0   # paired, past the minimum: a graphed window lasts this long (0: windows stay)
 
 
 def step_counting(step: dict) -> dict:
@@ -494,16 +495,17 @@ class StepTimer:
 
     def _lengthen_windows(self, window: int) -> None:
         """Paired, past the minimum: windows long enough that each graphed one lasts
-        PAIRED_WINDOW_MS. Windows of 10 steps by turns read a full-iteration graph's ms/iteration
+        ``paired_window_ms``. Windows of 10 steps by turns read a full-iteration graph's ms/iteration
         1.13-1.58x what the same rewrite replaying throughout reads on the lent H100 (the DCGAN's
         0.61-0.70 ms against 0.45; 20 steps 1.24x, 100 steps 1.01x; bench/paired_vs_continuous.sh),
         the GPU's clock at its maximum all along: a user's loop replays throughout. The minimum's
         short windows still pair a short script; where the script runs on, the long windows
         alone are measured (``_measure``). Each graphed window starts at an even mark, so the
         minimum must end on one (it does with tune's windows: 2 x repeats of them)."""
-        if not (self.pairing and self.m.toggled and self.m.ms_per_iter) or (len(self.marks) - 1) % 2:
+        target = self.settings.paired_window_ms
+        if not (target > 0 and self.pairing and self.m.toggled and self.m.ms_per_iter) or (len(self.marks) - 1) % 2:
             return
-        wanted = math.ceil(PAIRED_WINDOW_MS / self.m.ms_per_iter)
+        wanted = math.ceil(target / self.m.ms_per_iter)
         self.long_window = min(max(window, wanted), MAX_PAIRED_WINDOW)
         self.long_from = len(self.marks) - 1
 
@@ -606,7 +608,6 @@ class StepTimer:
 WATCHDOG_GRACE_S = 2.0   # without to_end: past min_seconds, this long for the next edge before the watchdog stops the script
 MAX_TIMED_FACTOR = 50   # timed steps past the minimum stop at this many times --iterations, whatever min_seconds says
 PENDING_BACKWARDS = 8   # paired, without an optimizer: steps left for a switched call to count, at most
-PAIRED_WINDOW_MS = 50.0   # paired, past the minimum: a graphed window lasts this long at least (_lengthen_windows)
 MAX_PAIRED_WINDOW = 500   # steps: a graphed step of 0.1 ms or less gets windows of this many
 RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)
 FULL_ITERATION_HELPER = "_CgFullIterationGraph"   # the class tuner/templates.py adds to a full_iteration patch
