@@ -166,6 +166,9 @@ SETS = (
     # the model unchanged; every set above was timed with windows of 10 steps throughout
     *each_scope("H100, 5 loops, long paired windows", f"{LONG}/first", GRAPH_PAIR, f"{LONG}/first/tune"),
     *each_scope("H100, 6 loops, long paired windows", f"{LONG}/second", GRAPH_PAIR, f"{LONG}/second/tune"),
+    # three more whose full_iteration had missed in short windows on some set (ImageNet's meters,
+    # the triplet embedding, FixMatch), on the next machine start
+    *each_scope("H100, 3 loops, long windows, next machine", f"{LONG}/third", GRAPH_PAIR, f"{LONG}/third/tune"),
 )
 
 
