@@ -605,13 +605,13 @@ def test_paired_windows_go_on_past_the_minimum_in_pairs_until_min_seconds(tmp_pa
     """Past --iterations the windows alternate on, graphed then eager, while the script runs
     and less than min_seconds are timed; the timing ends at an edge where every eager window
     has its graphed one, and the rest of the run is graphed. Those windows are long: a graphed
-    one lasts ``paired_window_ms`` (50 ms: 50 steps of 1 ms)."""
-    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.5)
-    timer = _timed_paired(settings, 600, tmp_path, seconds_per_step=0.002)
-    assert timer.long_window == 50
+    one lasts ``paired_window_ms`` (50 ms: 50 steps of 1 ms), and they alone are measured."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.6)
+    timer = _timed_paired(settings, 800, tmp_path, seconds_per_step=0.002)
+    assert timer.long_window == 50 and timer.long_past == 0
     pairs = len(timer.m.window_ms)
     assert pairs == len(timer.m.eager_window_ms) and pairs >= 2           # long pairs only: the minimum's left out
-    assert timer.m.timed_steps == 40 + 100 * pairs < 600 and timer.timing_done
+    assert timer.m.timed_steps == 40 + 100 * pairs < 800 and timer.timing_done
     assert set(timer.m.window_ms) == {1.0} and set(timer.m.eager_window_ms) == {3.0}
     assert timer.m.paired_speedup == 3.0 and not timer.eager_window
     assert timer.m.eager_steps == 20 + 50 * pairs                         # nothing eager after the timing
@@ -624,21 +624,47 @@ def test_past_the_minimum_only_the_long_paired_windows_are_measured(tmp_path):
     turns read on the H100: a graph's ms/iteration up to 1.58x its own replaying throughout)
     and 1 ms after: windows of 25 steps (50 ms at 2 ms) past it, and the measurement reads
     them alone."""
-    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=0.3)
-    timer = _timed_paired(settings, 400, tmp_path, seconds_per_step=0.002,
-                          graphed_ms=lambda before: 2.0 if before < 40 else 1.0)
-    assert timer.long_window == 25 and timer.timing_done
-    assert len(timer.m.window_ms) >= 2 and set(timer.m.window_ms) == {1.0}
-    assert timer.m.paired_speedup == 3.0 and timer.m.ms_per_iter == 1.0
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, 40 + 100 + 10, tmp_path, graphed_ms=lambda before: 2.0 if before < 40 else 1.0)
+    timer._at_exit()
+    assert timer.long_window == 25
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
+    assert timer.m.paired_speedup == 3.0 and timer.m.ms_per_iter == 1.0 and timer.m.timed_steps == 140
 
 
-@pytest.mark.parametrize("graphed_ms, window", [(0.01, 500), (20.0, 20)])
-def test_long_paired_windows_are_capped_and_never_shorter_than_the_minimums(tmp_path, graphed_ms, window):
-    """A graphed step of 0.01 ms would want 5000 steps a window: 500 (MAX_PAIRED_WINDOW); one
-    of 20 ms, 3 steps: the minimum's 20 stay."""
-    settings = Settings(warmup=2, iterations=40, repeats=1, paired=True, min_seconds=1e6)
-    timer = _timed_paired(settings, 41, tmp_path, graphed_ms=lambda timed: graphed_ms)
+def test_a_minimum_that_ends_before_an_eager_window_lengthens_one_edge_later(tmp_path):
+    """--iterations 45 in windows of 11: the minimum ends with a window of one step, graphed,
+    so the next is an eager one; the long windows start after it, at an edge where a graphed
+    one does, and every window holds one mode."""
+    settings = Settings(warmup=2, iterations=45, repeats=2, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, 45 + 11 + 200 + 5, tmp_path)
+    timer._at_exit()
+    assert timer.long_window == 50 and timer.long_past == 11
+    assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
+    assert timer.m.timed_steps == 45 + 11 + 200
+
+
+def test_a_step_whose_short_windows_last_long_enough_keeps_them(tmp_path):
+    """A graphed step of 10 ms: the minimum's windows of 10 steps last 100 ms, longer than
+    ``paired_window_ms``; they stay, and so does every window after them."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, 40 + 20, tmp_path, graphed_ms=lambda before: 10.0)
+    timer._at_exit()
+    assert timer.long_window is None and timer.long_from is None
+    assert timer.m.window_ms == [10.0] * 3 and len(timer.m.paired_ratios) == 5
+
+
+@pytest.mark.parametrize("iterations, repeats, graphed_ms, window", [(100, 5, 0.01, 500), (40, 1, 0.01, 490),
+                                                                     (4, 2, 0.1, 49)])
+def test_long_paired_windows_are_capped(tmp_path, iterations, repeats, graphed_ms, window):
+    """A graphed step of 0.01 ms would want 5000 steps a window: 500 (MAX_PAIRED_WINDOW), and
+    fewer where two pairs would not fit under the MAX_TIMED_FACTOR cap (--iterations 40: 490;
+    4: 49, and the timing ends at 200 timed steps, the cap)."""
+    settings = Settings(warmup=4, iterations=iterations, repeats=repeats, paired=True, min_seconds=1e6)
+    timer = _timed_paired(settings, iterations * 60, tmp_path, graphed_ms=lambda before: graphed_ms)
     assert timer.long_window == window
+    if iterations == 4:
+        assert timer.timing_done and timer.m.timed_steps == 200
 
 
 def test_paired_windows_stay_as_they_are_with_paired_window_ms_zero(tmp_path):
@@ -653,15 +679,15 @@ def test_paired_windows_stay_as_they_are_with_paired_window_ms_zero(tmp_path):
 def test_a_script_that_ends_while_more_windows_are_timed_keeps_the_pairs_it_made(tmp_path):
     """min_seconds not reached: the script's end takes in every whole pair of long windows
     timed past the minimum (an unpaired graphed window at the end is left out); where it ends
-    before a long pair is whole, the minimum's windows stand."""
+    before two long pairs are whole, the minimum's windows stand."""
     settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6)
-    timer = _timed_paired(settings, 40 + 130, tmp_path)                  # a long pair, and 30 steps of the next
+    timer = _timed_paired(settings, 40 + 250, tmp_path)                  # two long pairs, and 50 steps of a third
     assert len(timer.m.window_ms) == 2 and not timer.timing_done          # measured at the minimum
     timer._at_exit()
-    assert timer.m.window_ms == [1.0] and timer.m.eager_window_ms == [3.0]
-    assert timer.m.timed_steps == 140
-    assert json.loads((tmp_path / "result.json").read_text())["eager_window_ms"] == [3.0]
-    short = _timed_paired(settings, 40 + 70, tmp_path)                   # a long graphed window, half an eager one
+    assert timer.m.window_ms == [1.0] * 2 and timer.m.eager_window_ms == [3.0] * 2
+    assert timer.m.timed_steps == 240
+    assert json.loads((tmp_path / "result.json").read_text())["timed_steps"] == 240
+    short = _timed_paired(settings, 40 + 130, tmp_path)                  # one long pair, and 30 steps
     short._at_exit()
     assert short.m.window_ms == [1.0] * 2 and short.m.eager_window_ms == [3.0] * 2 and short.m.timed_steps == 40
 

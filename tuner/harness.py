@@ -48,7 +48,7 @@ class Settings:
     warmup: int = 10
     iterations: int = 100      # timed steps, in `repeats` equal windows: ms/iteration is their median
     repeats: int = 5
-    min_seconds: float = 3.0   # then more windows of that size while the script runs, until this much is timed
+    min_seconds: float = 3.0   # then more windows while the script runs (paired: longer ones), until this much is timed
     check_steps: int = 5
     seed: int = 0
     snapshot: str = ""          # where the parameters after check_steps go (torch.save)
@@ -77,7 +77,8 @@ class Measurement:
     peak_mb: Optional[float] = None
     snapshot: Optional[str] = None
     complete: bool = False
-    timed_steps: int = 0        # steps the windows hold: --iterations, more while the script ran on (min_seconds)
+    timed_steps: int = 0        # steps timed: --iterations, more while the script ran on (min_seconds); paired with
+                                # long windows, the minimum's too, which the measurement then leaves out
     note: str = ""
     timer: str = ""
     stochastic: bool = False    # dropout active, or a graph whose replay draws random numbers (a VAE's noise): others than eager's
@@ -120,7 +121,9 @@ class StepTimer:
         self.as_built = []          # paired: in an eager window, the optimizer state made non-capturable
         self.pairing = self._pairs()   # fixed by the settings and the device: read on every step
         self.long_window = None     # paired, past the minimum: steps a window (_lengthen_windows)
-        self.long_from = None       # paired: the mark the long windows start at
+        self.long_past = 0          # paired: steps past the minimum where the long windows start
+        self.long_from = None       # paired: the mark they start at
+        self.lengthen_declined = False   # paired: the windows stay as they are (_lengthen_windows)
 
     def install(self) -> "StepTimer":
         torch = self.torch
@@ -450,9 +453,14 @@ class StepTimer:
         if timed < 0 or self.timing_done:
             return
         # window edges: every `window` steps up to the minimum (and at it), then every `window`
-        # steps past it while more windows are timed (paired: every `long_window`)
+        # steps past it while more windows are timed (paired: every `long_window` from where
+        # those start)
         past = timed - s.iterations
-        if not (timed % window == 0 or past == 0 if past <= 0 else past % (self.long_window or window) == 0):
+        if self.long_window is not None and past > self.long_past:
+            edge = (past - self.long_past) % self.long_window == 0
+        else:
+            edge = timed % window == 0 or past == 0 if past <= 0 else past % window == 0
+        if not edge:
             return
         with self._lock:   # the watchdog's stop measures the same marks
             if not self.timing_done:
@@ -482,9 +490,9 @@ class StepTimer:
         self.eager_window = eager_window
         if past == 0 or ends:
             self._measure()
-            if past == 0 and not ends:
-                self._lengthen_windows(window)
             self._publish(done=ends)
+        if past >= 0 and not ends:
+            self._lengthen_windows(window, past)
         if past == 0:
             print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
             if not ends:
@@ -493,21 +501,30 @@ class StepTimer:
                 if not s.to_end:
                     self._start_watchdog()
 
-    def _lengthen_windows(self, window: int) -> None:
-        """Paired, past the minimum: windows long enough that each graphed one lasts
-        ``paired_window_ms``. Windows of 10 steps by turns read a full-iteration graph's ms/iteration
-        1.13-1.58x what the same rewrite replaying throughout reads on the lent H100 (the DCGAN's
-        0.61-0.70 ms against 0.45; 20 steps 1.24x, 100 steps 1.01x; bench/paired_vs_continuous.sh),
-        the GPU's clock at its maximum all along: a user's loop replays throughout. The minimum's
-        short windows still pair a short script; where the script runs on, the long windows
-        alone are measured (``_measure``). Each graphed window starts at an even mark, so the
-        minimum must end on one (it does with tune's windows: 2 x repeats of them)."""
-        target = self.settings.paired_window_ms
-        if not (target > 0 and self.pairing and self.m.toggled and self.m.ms_per_iter) or (len(self.marks) - 1) % 2:
+    def _lengthen_windows(self, window: int, past: int) -> None:
+        """Paired, past the minimum: windows long enough that each graphed one lasts about
+        ``paired_window_ms`` (sized from the minimum's graphed windows). Windows of 10 steps by
+        turns read a full-iteration graph's ms/iteration 1.13-1.58x what the same rewrite
+        replaying throughout reads on the lent H100 (the DCGAN's 0.61-0.70 ms against 0.45; 20
+        steps 1.24x, 100 steps 1.01x; bench/paired_vs_continuous.sh), the GPU's clock at its
+        maximum all along: a user's loop replays throughout. The minimum's short windows still
+        pair a short script; where the script runs on for two long pairs, those alone are
+        measured (``_measure``). A long window starts at an edge where a graphed one does: where
+        the minimum ends before an eager window, one edge later. A step slow enough that the
+        minimum's windows last that long already keeps them; the windows stay short enough that
+        two pairs fit under the MAX_TIMED_FACTOR cap."""
+        if self.long_window is not None or self.lengthen_declined or (len(self.marks) - 1) % 2:
             return
-        wanted = math.ceil(target / self.m.ms_per_iter)
-        self.long_window = min(max(window, wanted), MAX_PAIRED_WINDOW)
-        self.long_from = len(self.marks) - 1
+        target = self.settings.paired_window_ms
+        if not (target > 0 and self.pairing and self.m.toggled and self.m.ms_per_iter):
+            self.lengthen_declined = True
+            return
+        room = self.settings.iterations * (MAX_TIMED_FACTOR - 1) // 4
+        wanted = min(math.ceil(target / self.m.ms_per_iter), MAX_PAIRED_WINDOW, room)
+        if wanted <= window:
+            self.lengthen_declined = True
+            return
+        self.long_window, self.long_past, self.long_from = wanted, past, len(self.marks) - 1
 
     def _publish(self, done: bool) -> None:
         """Writes the measurement; where the timing is ``done`` and the script is not to run on
@@ -553,10 +570,11 @@ class StepTimer:
     def _measure(self) -> None:
         """ms/iteration (and, paired, the speedup) from the windows between the marks so far:
         at the minimum, again where the timing ends, and at the script's exit if it ends while
-        more windows are timed (paired: up to the last eager window, so that each pairs up)."""
+        more windows are timed (paired: up to the last eager window, so that each pairs up;
+        with two pairs of long windows or more, those alone: ``_lengthen_windows``)."""
         marks = self.marks
-        if self.long_from is not None and len(marks) - self.long_from >= 3:   # a long pair at least
-            marks = marks[self.long_from:]
+        if self.long_from is not None:   # two long pairs at least, else the short windows before them
+            marks = marks[self.long_from:] if len(marks) - self.long_from >= 5 else marks[:self.long_from + 1]
         if self.pairing and len(marks) % 2 == 0 and len(marks) > 2:
             marks = marks[:-1]   # (two marks: one window, all there is: --iterations 1)
         if len(marks) < 2:
@@ -606,7 +624,7 @@ class StepTimer:
 
 
 WATCHDOG_GRACE_S = 2.0   # without to_end: past min_seconds, this long for the next edge before the watchdog stops the script
-MAX_TIMED_FACTOR = 50   # timed steps past the minimum stop at this many times --iterations, whatever min_seconds says
+MAX_TIMED_FACTOR = 50   # timed steps stop at the first edge from this many times --iterations, whatever min_seconds says
 PENDING_BACKWARDS = 8   # paired, without an optimizer: steps left for a switched call to count, at most
 MAX_PAIRED_WINDOW = 500   # steps: a graphed step of 0.1 ms or less gets windows of this many
 RNG_CHECKED_REPLAYS = 8   # replays read for random draws: a step's graphs (fwd_bwd's forward and backward, a GAN's several)
