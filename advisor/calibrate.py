@@ -133,29 +133,34 @@ def kept(key: str, rounds) -> dict:
     return {key: typical(rounds), f"{key}_rounds": [round(_median(batch), 3) for batch in rounds]}
 
 
-def helper_overhead(torch, device) -> list:
+def helper_overhead(torch, device, inputs: int = 2) -> list:
     """Rounds of the full-iteration helper's host cost per call beyond its replay: the helper
     around a small training step (a linear layer, its loss, backward and an SGD step) with an
     input and a target, timed in batches of CALLS calls, each against as many bare replays of
     the graph it captured. Where it cannot run (a capture this torch refuses), the calibration
-    records why and the prediction goes without the figure, as for a record from before."""
+    records why and the prediction goes without the figure, as for a record from before.
+    ``inputs`` above 2 adds tensors to the layer's output, each one more input the helper
+    copies (bench/host_read_probe.py: 23, 39 and 53 us for 2, 4 and 6 on the lent H100)."""
     from tuner.templates import FULL_ITERATION
 
     namespace = {"torch": torch}
     exec(FULL_ITERATION, namespace)
     model = torch.nn.Linear(8, 8).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)
+    tensors = [torch.randn(4, 8, device=device) for _ in range(inputs)]
 
-    def step(x, y):
-        loss = torch.nn.functional.mse_loss(model(x), y)
+    def step(x, y, *extra):
+        out = model(x)
+        for t in extra:
+            out = out + t
+        loss = torch.nn.functional.mse_loss(out, y)
         loss.backward()
         optimizer.step()
         return loss
 
     helper = namespace["_CgFullIterationGraph"](step, [optimizer], [model])
     for _ in range(3):
-        helper(x, y)               # captures, then replays
+        helper(*tensors)           # captures, then replays
     torch.cuda.synchronize()
 
     def per_call(call) -> float:
@@ -170,7 +175,7 @@ def helper_overhead(torch, device) -> list:
     for round_ in range(ROUNDS):
         if round_:
             time.sleep(PAUSE_S)
-        rounds.append([per_call(lambda: helper(x, y)) - per_call(helper.graph.replay) for _ in range(REPEATS)])
+        rounds.append([per_call(lambda: helper(*tensors)) - per_call(helper.graph.replay) for _ in range(REPEATS)])
     return rounds
 
 

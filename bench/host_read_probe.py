@@ -22,6 +22,8 @@ import time
 import torch
 from torch import nn
 
+from advisor.calibrate import helper_overhead, typical
+
 ROUNDS = 5
 STEPS = 400
 
@@ -59,42 +61,11 @@ def gan(device):
     return step, (opt_d, opt_g), (net_d, net_g), nz
 
 
-def helper_inputs(namespace, device) -> dict:
+def helper_inputs(device) -> dict:
     """The helper's host cost per call beyond its replay, with 2, 4 and 6 input tensors (a
-    recurrent loop's carried hidden state adds two): median us over rounds."""
-    return {count: _helper_cost(namespace, device, count) for count in (2, 4, 6)}
-
-
-def _helper_cost(namespace, device, count: int) -> float:
-    model = nn.Linear(8, 8).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    inputs = [torch.randn(4, 8, device=device) for _ in range(count)]
-
-    def step(x, y, *extra):
-        out = model(x)
-        for t in extra:
-            out = out + t
-        loss = torch.nn.functional.mse_loss(out, y)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    helper = namespace["_CgFullIterationGraph"](step, [optimizer], [model])
-    for _ in range(3):
-        helper(*inputs)
-    torch.cuda.synchronize()
-
-    def per_call(call):
-        start = time.perf_counter()
-        for _ in range(20):
-            call()
-        elapsed = (time.perf_counter() - start) / 20 * 1e6
-        torch.cuda.synchronize()
-        return elapsed
-
-    rounds = [statistics.median(per_call(lambda: helper(*inputs)) - per_call(helper.graph.replay) for _ in range(7))
-              for _ in range(ROUNDS)]
-    return statistics.median(rounds)
+    recurrent loop's carried hidden state adds two), timed as the calibration times it with 2:
+    the median round, us."""
+    return {count: typical(helper_overhead(torch, device, count)) for count in (2, 4, 6)}
 
 
 def main() -> None:
@@ -152,7 +123,7 @@ def main() -> None:
                 call()
             single_us[key].append((time.perf_counter() - start) / 200 * 1e6)
             torch.cuda.synchronize()
-    out_inputs = helper_inputs(namespace, device)
+    out_inputs = helper_inputs(device)
     out = {"helper_beyond_replay_us_by_inputs": out_inputs, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "steps": STEPS,
            "ms_per_iteration": ms, "median_ms": {k: statistics.median(v) for k, v in ms.items()},
            "single_us": single_us, "single_median_us": {k: statistics.median(v) for k, v in single_us.items()}}
