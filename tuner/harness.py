@@ -121,7 +121,6 @@ class StepTimer:
         self.as_built = []          # paired: in an eager window, the optimizer state made non-capturable
         self.pairing = self._pairs()   # fixed by the settings and the device: read on every step
         self.long_window = None     # paired, past the minimum: steps a window (_lengthen_windows)
-        self.long_past = 0          # paired: steps past the minimum where the long windows start
         self.long_from = None       # paired: the mark they start at
         self.lengthen_declined = False   # paired: the windows stay as they are (_lengthen_windows)
 
@@ -456,8 +455,9 @@ class StepTimer:
         # steps past it while more windows are timed (paired: every `long_window` from where
         # those start)
         past = timed - s.iterations
-        if self.long_window is not None and past > self.long_past:
-            edge = (past - self.long_past) % self.long_window == 0
+        start = self.long_past
+        if self.long_window is not None and past > start:
+            edge = (past - start) % self.long_window == 0
         else:
             edge = timed % window == 0 or past == 0 if past <= 0 else past % window == 0
         if not edge:
@@ -492,7 +492,7 @@ class StepTimer:
             self._measure()
             self._publish(done=ends)
         if past >= 0 and not ends:
-            self._lengthen_windows(window, past)
+            self._lengthen_windows(window)
         if past == 0:
             print(TIMING_DONE, file=sys.stderr, flush=True)   # what fails after this failed after the timing
             if not ends:
@@ -501,7 +501,7 @@ class StepTimer:
                 if not s.to_end:
                     self._start_watchdog()
 
-    def _lengthen_windows(self, window: int, past: int) -> None:
+    def _lengthen_windows(self, window: int) -> None:
         """Paired, past the minimum: windows long enough that each graphed one lasts about
         ``paired_window_ms`` (sized from the minimum's graphed windows). Windows of 10 steps by
         turns read a full-iteration graph's ms/iteration 1.13-1.58x what the same rewrite
@@ -524,7 +524,12 @@ class StepTimer:
         if wanted <= window:
             self.lengthen_declined = True
             return
-        self.long_window, self.long_past, self.long_from = wanted, past, len(self.marks) - 1
+        self.long_window, self.long_from = wanted, len(self.marks) - 1
+
+    @property
+    def long_past(self) -> int:
+        """Steps past the minimum where the long windows start (0 before they do)."""
+        return self.marks[self.long_from][0] - self.settings.iterations if self.long_from is not None else 0
 
     def _publish(self, done: bool) -> None:
         """Writes the measurement; where the timing is ``done`` and the script is not to run on
