@@ -2,7 +2,8 @@
 training script (bench/workloads/zoo_scripts: the zoo's models as a plain loop, fed by a
 DataLoader in a function, or with AMP + GradScaler + scheduler) that is profiled with
 `cg-advise profile` (default window: untraced baseline, calibration, scopes as applied) and
-then tuned with `cg-advise tune` (each scope as patch applies it, timed against eager).
+then tuned with `cg-advise tune` (each scope as patch applies it, timed against eager, with tune's
+own defaults, the script run for about --tune-seconds of eager steps).
 
     source .devkit/nsys-env.sh
     python bench/collect_dataset.py --out OUT [--part 1/3] [--only NAME,...] [--scopes S,...]
@@ -18,6 +19,7 @@ rows and traces into the model's CSV. A run cut short keeps what it finished.
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -25,12 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "bench" / "workloads" / "zoo_scripts"
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from zoo import HF_ZOO, ZOO  # noqa: E402
 
+from advisor.runrecord import measured_eager_ms  # noqa: E402
+
 CG = [sys.executable, "-m", "advisor.cli"]
 PAIRED_FIGURES = ("measured_ms", "paired_eager_ms", "paired_speedup")
+MIN_STEPS, MAX_STEPS = 200, 5000
 # the script-shaped variants: a DataLoader (host work between steps), AMP with a scaler and a
 # scheduler (the optimizer stays eager), the loss logged every step (a sync between steps), on
 # models from launch-bound to compute-bound
@@ -76,7 +81,19 @@ def run_json(command, timeout):
         return None, "no JSON on stdout"
 
 
-def collect(name, shape, workload, out: Path, scopes: str) -> dict:
+def tune_steps(record, seconds: float) -> int:
+    """Steps for tune's run of the script: about ``seconds`` of eager steps at the profile's
+    untraced baseline, so that tune times it as it times a user's script of that length (over
+    seconds, its graphed windows 50 ms long past the minimum), not in 10-step windows, which read
+    a fast graph slow (bench/results/paired_windows_h100/). 200 where the profile has no baseline;
+    at most 5000."""
+    baseline = measured_eager_ms(record)
+    if not seconds or not baseline:
+        return MIN_STEPS
+    return max(MIN_STEPS, min(MAX_STEPS, math.ceil(seconds * 1000 / baseline)))
+
+
+def collect(name, shape, workload, out: Path, scopes: str, tune_seconds: float) -> dict:
     script = SCRIPTS / f"zoo_{shape}.py"
     family, optimizer = family_and_optimizer(workload)
     row = {"workload": name, "family": family, "shape": shape, "optimizer": optimizer}
@@ -91,9 +108,11 @@ def collect(name, shape, workload, out: Path, scopes: str) -> dict:
         row["predictions"] = analysis["predictions"]
     record = out / "traces" / f"{safe}.cg-advise-run.json"
     row["record"] = json.loads(record.read_text()) if record.exists() else None
+    steps = tune_steps(row["record"], tune_seconds)
+    row["tune_steps"] = steps
     started = time.monotonic()
-    tuned, error = run_json([*CG, "tune", "--json", "--scopes", scopes, "--warmup", "10", "--iterations", "40",
-                             "--repeats", "3", "--budget", "400", str(script), workload, "--steps", "200"], 450)
+    tuned, error = run_json([*CG, "tune", "--json", "--scopes", scopes, "--budget", "400",
+                             str(script), workload, "--steps", str(steps)], 450)
     row["tune_s"] = round(time.monotonic() - started, 1)
     row["tune_error"] = error
     if tuned:
@@ -125,6 +144,8 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated workload names")
     parser.add_argument("--scopes", default="full_iteration,fwd_bwd")
     parser.add_argument("--deadline", type=float, default=0, help="start no workload after this many seconds")
+    parser.add_argument("--tune-seconds", type=float, default=5.0,
+                        help="tune runs the script for about this long eager (0: 200 steps, as before 2026-11-28)")
     args = parser.parse_args()
     fail_fast()
     k, n = (int(v) for v in args.part.split("/"))
@@ -139,7 +160,7 @@ def main():
         if args.deadline and time.monotonic() - begun > args.deadline:
             print(f"deadline: stopped before {name}", flush=True)
             break
-        row = collect(name, shape, workload, args.out, args.scopes)
+        row = collect(name, shape, workload, args.out, args.scopes, args.tune_seconds)
         with open(args.out / "rows.jsonl", "a") as handle:
             handle.write(json.dumps(row) + "\n")
         measured = {s: (v["ms"] and row["eager_ms"] / v["ms"]) for s, v in row.get("scopes", {}).items()}

@@ -72,6 +72,21 @@ def test_tune_on_cpu_saves_a_result_and_keeps_eager(tmp_path):
     assert not list(tmp_path.glob(".cg_tune_*"))  # patched copies are removed
 
 
+def test_a_tune_leaves_another_tunes_patched_copy_alone(tmp_path):
+    """Two tunes of one script at once (four dataset collectors on one zoo script did): each
+    writes and removes a patched copy of its own. Copies another tune has in the folder, by the
+    name every tune once used and by a name of today's, are there, unchanged, when this one ends."""
+    script = tmp_path / "train.py"
+    shutil.copy(SCRIPT, script)
+    others = {tmp_path / ".cg_tune_fwd_bwd_train.py": b"# another tune's copy\n",
+              tmp_path / ".cg_tune_fwd_bwd_k2x9q_train.py": b"# and another's\n"}
+    for path, text in others.items():
+        path.write_bytes(text)
+    candidate, _ = run_candidate(script, ["--steps", "10"], "fwd_bwd", SMALL, new_workdir(), 120)
+    assert candidate.failure["kind"] == "ran-eagerly"   # it ran its own copy to the end (a CPU: no graph)
+    assert {path: path.read_bytes() for path in tmp_path.glob(".cg_tune_*")} == others
+
+
 def test_tune_budget_is_a_promise(tmp_path):
     """No run outlives the budget: a budget the eager run cannot fit in is said at once, and a
     candidate whose turn comes after the deadline is skipped, not started."""

@@ -42,8 +42,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         except Exception as error:  # a refused rewrite is a result
             candidate.status, candidate.failure = "failed", {"kind": "not-applicable", "message": str(error)}
             return candidate, None
-        target = script.with_name(f".cg_tune_{scope}_{script.name}")
-        target.write_bytes(patched)
+        target = patched_copy(script, scope, patched)
     ranked = ".{rank}" if launcher else ""   # the harness of each rank writes its own files
     snapshot = workdir / f"{scope}{ranked}.params.pt"
     result = workdir / f"{scope}{ranked}.json"
@@ -106,6 +105,18 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     snapshots = data.get("snapshot")
     return candidate, ([Path(p) for p in snapshots] if isinstance(snapshots, list) else
                        Path(snapshots) if snapshots else None)
+
+
+def patched_copy(script: Path, scope: str, patched: bytes) -> Path:
+    """The rewrite, written beside the script (its imports and relative paths resolve as the
+    script's do) under a name no other run takes: two tunes of one script at once (one a GPU,
+    the same script with other arguments) each remove only their own copy. With one name for
+    all, a tune that finished first removed the copy another was about to start, which then
+    failed as "other" (four dataset collectors on one zoo script, 2026-11-27)."""
+    handle, name = tempfile.mkstemp(prefix=f".cg_tune_{scope}_", suffix=f"_{script.name}", dir=script.parent)
+    with os.fdopen(handle, "wb") as file:
+        file.write(patched)
+    return Path(name)
 
 
 RELAUNCH_ON = ("address already in use", "EADDRINUSE", "terminate called without an active exception")
