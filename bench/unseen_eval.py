@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
-from paired_vs_predicted import compare  # noqa: E402
+from paired_vs_predicted import close, compare  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 MULTI = "paired_timing/multi_model_2026-11-26"
@@ -34,6 +34,7 @@ PUBLIC = "paired_timing/public_shapes_2026-11-27"
 CLASSIC = "paired_timing/classic_loops_2026-11-27"
 SPAN = "paired_timing/timing_span_2026-11-27"
 LONG = "paired_timing/long_windows_2026-11-27"
+FOUR = "paired_timing/four_gpus_2026-11-27"
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -169,6 +170,11 @@ SETS = (
     # three more whose full_iteration had missed in short windows on some set (ImageNet's meters,
     # the triplet embedding, FixMatch), on the next machine start
     *each_scope("H100, 3 loops, long windows, next machine", f"{LONG}/third", GRAPH_PAIR, f"{LONG}/third/tune"),
+    # twenty-five corpus loops not in those, profiled then tuned with long windows on a machine of
+    # four H100s, one loop a GPU at a time (bench/gpu_profile_then_tune_parallel.sh), in two calls
+    # on one machine start; the model of 2026-11-26 and its refit were chosen without them
+    *each_scope("H100, 16 loops, long windows, four GPUs", f"{FOUR}/first", GRAPH_PAIR, f"{FOUR}/first/tune"),
+    *each_scope("H100, 9 loops, long windows, four GPUs", f"{FOUR}/second", GRAPH_PAIR, f"{FOUR}/second/tune"),
 )
 
 
@@ -177,9 +183,13 @@ def evaluate(model: dict) -> list:
     out = []
     for label, rows, results, scope, tolerance in SETS:
         found = compare(RESULTS / rows, RESULTS / results, scope, model, tolerance)
+        # the ceiling: with the graphed time predicted exactly, a prediction is off by the profile's
+        # eager time over tune's (in the candidate's process, graphing's slowdown taken out) alone
+        eager_hits = sum(close(eager, measured, tolerance) for _, eager, measured, _, _ in found["sides"])
         out.append({"set": label, "rows": rows, "scope": scope, "tolerance": tolerance,
                     "hits": found["paired"][0], "measurements": found["paired"][1],
-                    "inside_interval": found["inside"][0], "with_interval": found["inside"][1]})
+                    "inside_interval": found["inside"][0], "with_interval": found["inside"][1],
+                    "eager_hits": eager_hits, "eager_scripts": len(found["sides"])})
     return out
 
 
@@ -200,12 +210,17 @@ def main() -> None:
         mine = [s for s in sets if s["scope"] == scope]
         hits, total = sum(s["hits"] for s in mine), sum(s["measurements"] for s in mine)
         print(f"{scope}: within {mine[0]['tolerance']:.0%} for {hits} of {total} ({hits / total:.0%})")
-    for prefix, what in ((SPAN, "timed over seconds, where the script runs that long, in windows of 10 steps"),
-                         (LONG, "timed as tune times now (over seconds, windows of 50 ms graphed past the minimum)")):
-        mine = [s for s in sets if s["rows"].startswith(prefix)]
+    for prefixes, what in (((SPAN,), "timed over seconds, where the script runs that long, in windows of 10 steps"),
+                           ((LONG, FOUR), "timed as tune times now (over seconds, windows of 50 ms graphed past the "
+                                          "minimum)")):
+        mine = [s for s in sets if s["rows"].startswith(prefixes)]
         print(f"{what}: " + "; ".join(
             f"{scope} {sum(s['hits'] for s in mine if s['scope'] == scope)} of "
             f"{sum(s['measurements'] for s in mine if s['scope'] == scope)}" for scope in GRAPH_PAIR))
+    now = [s for s in sets if s["rows"].startswith((LONG, FOUR)) and s["scope"] in GRAPH_PAIR]
+    print("the same, the graphed time predicted exactly (the profile's eager time against tune's alone): " + "; ".join(
+        f"{scope} {sum(s['eager_hits'] for s in now if s['scope'] == scope)} of "
+        f"{sum(s['eager_scripts'] for s in now if s['scope'] == scope)}" for scope in GRAPH_PAIR))
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "
