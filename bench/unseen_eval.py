@@ -35,6 +35,7 @@ CLASSIC = "paired_timing/classic_loops_2026-11-27"
 SPAN = "paired_timing/timing_span_2026-11-27"
 LONG = "paired_timing/long_windows_2026-11-27"
 FOUR = "paired_timing/four_gpus_2026-11-27"
+NOW = (LONG, FOUR)   # the sets timed as tune times now
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -210,17 +211,17 @@ def main() -> None:
         mine = [s for s in sets if s["scope"] == scope]
         hits, total = sum(s["hits"] for s in mine), sum(s["measurements"] for s in mine)
         print(f"{scope}: within {mine[0]['tolerance']:.0%} for {hits} of {total} ({hits / total:.0%})")
-    for prefixes, what in (((SPAN,), "timed over seconds, where the script runs that long, in windows of 10 steps"),
-                           ((LONG, FOUR), "timed as tune times now (over seconds, windows of 50 ms graphed past the "
-                                          "minimum)")):
+    for prefixes, what, hits, total in (
+            ((SPAN,), "timed over seconds, where the script runs that long, in windows of 10 steps",
+             "hits", "measurements"),
+            (NOW, "timed as tune times now (over seconds, windows of 50 ms graphed past the minimum)",
+             "hits", "measurements"),
+            (NOW, "the same, the graphed time predicted exactly (the profile's eager time against tune's alone)",
+             "eager_hits", "eager_scripts")):
         mine = [s for s in sets if s["rows"].startswith(prefixes)]
         print(f"{what}: " + "; ".join(
-            f"{scope} {sum(s['hits'] for s in mine if s['scope'] == scope)} of "
-            f"{sum(s['measurements'] for s in mine if s['scope'] == scope)}" for scope in GRAPH_PAIR))
-    now = [s for s in sets if s["rows"].startswith((LONG, FOUR)) and s["scope"] in GRAPH_PAIR]
-    print("the same, the graphed time predicted exactly (the profile's eager time against tune's alone): " + "; ".join(
-        f"{scope} {sum(s['eager_hits'] for s in now if s['scope'] == scope)} of "
-        f"{sum(s['eager_scripts'] for s in now if s['scope'] == scope)}" for scope in GRAPH_PAIR))
+            f"{scope} {sum(s[hits] for s in mine if s['scope'] == scope)} of "
+            f"{sum(s[total] for s in mine if s['scope'] == scope)}" for scope in GRAPH_PAIR))
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "

@@ -73,6 +73,6 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     first = by_scope((unseen.LONG,))
     assert first["full_iteration"][1] == 14 and first["full_iteration"][0] >= 12
     assert first["fwd_bwd"][1] == 13 and first["fwd_bwd"][0] >= 12
-    now = by_scope((unseen.LONG, unseen.FOUR))
+    now = by_scope(unseen.NOW)
     assert now["full_iteration"][1] == 39 and now["full_iteration"][0] >= 27
     assert now["fwd_bwd"][1] == 38 and now["fwd_bwd"][0] >= 33

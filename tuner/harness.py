@@ -455,9 +455,8 @@ class StepTimer:
         # steps past it while more windows are timed (paired: every `long_window` from where
         # those start)
         past = timed - s.iterations
-        start = self.long_past
-        if self.long_window is not None and past > start:
-            edge = (past - start) % self.long_window == 0
+        if self.long_window is not None and past > self.long_past:   # every step: the marks read only past the minimum
+            edge = (past - self.long_past) % self.long_window == 0
         else:
             edge = timed % window == 0 or past == 0 if past <= 0 else past % window == 0
         if not edge:
