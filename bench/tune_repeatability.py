@@ -1,0 +1,108 @@
+"""How far tune's own measurement repeats: the same loops tuned on two machine starts, each
+scope's paired speedup of one against the other's, and within one tune run the eager time of
+its full_iteration process against its fwd_bwd process's (seconds apart, same host). A
+prediction is checked against one tune process: taken as the prediction of another, one tune's
+speedup hits "within 20 %" about as often as a benefit model could that predicted each loop's
+typical speedup exactly, the ceiling on these hosts.
+
+    python bench/tune_repeatability.py [FOLDER ...] [--json]
+
+Each FOLDER holds tune results (``NAME.tune.json`` or ``NAME.py.cg-advise.json``); the default
+is every set timed as tune times now (``unseen_eval.NOW``).
+"""
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from unseen_eval import GRAPH_PAIR, NOW, RESULTS  # noqa: E402
+
+TOLERANCE = 0.2
+
+
+def tune_rows(folder: Path) -> dict:
+    """{loop: {scope: tune's row}} for the scopes measured ok and paired in this folder."""
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        if not path.name.endswith((".tune.json", ".py.cg-advise.json")):
+            continue
+        rows = json.loads(path.read_text()).get("rows", [])
+        out[path.name.split(".")[0]] = {r["scope"]: r for r in rows
+                                        if r.get("status") == "ok" and r.get("paired_speedup")}
+    return out
+
+
+def as_predictions(a: float, b: float, tolerance: float = TOLERANCE) -> int:
+    """Each of two tunes' speedups taken as the prediction of the other, as ``unseen_eval``
+    counts a prediction (within ``tolerance`` of the measurement): how many of the two hit."""
+    return (abs(a / b - 1) <= tolerance) + (abs(b / a - 1) <= tolerance)
+
+
+def between_runs(folders) -> dict:
+    """{scope: [(loop, folder a, folder b, speedup a, speedup b)]}: every pair of runs of one loop."""
+    runs = [(folder, tune_rows(folder)) for folder in folders]
+    out = {scope: [] for scope in GRAPH_PAIR}
+    for (fa, a), (fb, b) in itertools.combinations(runs, 2):
+        for loop in sorted(set(a) & set(b)):
+            for scope in GRAPH_PAIR:
+                if scope in a[loop] and scope in b[loop]:
+                    out[scope].append((loop, fa, fb, a[loop][scope]["paired_speedup"], b[loop][scope]["paired_speedup"]))
+    return out
+
+
+def within_run(folder: Path) -> list:
+    """[(loop, full_iteration's process's eager ms over fwd_bwd's)] of one tune run."""
+    return [(loop, rows["full_iteration"]["paired_eager_ms"] / rows["fwd_bwd"]["paired_eager_ms"])
+            for loop, rows in tune_rows(folder).items()
+            if all(rows.get(s, {}).get("paired_eager_ms") for s in GRAPH_PAIR)]
+
+
+def default_folders() -> list:
+    return sorted(p for prefix in NOW for p in (RESULTS / prefix).glob("*/tune") if p.is_dir())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path, help="folders of tune results (default: the sets timed as tune times now)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    folders = args.folders or default_folders()
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        sys.exit(f"tune_repeatability: no such folder: {', '.join(missing)}")
+    pairs = between_runs(folders)
+    runs = [(folder, within_run(folder)) for folder in folders]
+    if args.json:
+        print(json.dumps({"between_runs": {s: [[loop, str(a), str(b), x, y] for loop, a, b, x, y in v]
+                                           for s, v in pairs.items()},
+                          "within_run": {str(f): v for f, v in runs}}, indent=1))
+        return
+    for scope, found in pairs.items():
+        for loop, a, b, x, y in found:
+            print(f"{scope:15s} {loop:24s} {x:7.2f}x {y:7.2f}x ({y / x:.2f})  "
+                  f"{a.relative_to(RESULTS) if a.is_relative_to(RESULTS) else a} / "
+                  f"{b.relative_to(RESULTS) if b.is_relative_to(RESULTS) else b}")
+    for scope, found in pairs.items():
+        hits = sum(as_predictions(x, y) for *_, x, y in found)
+        print(f"{scope}: one tune's speedup as the prediction of another tune's of the same loop: within "
+              f"{TOLERANCE:.0%} for {hits} of {2 * len(found)} ({len(found)} loops)")
+    ratios = [r for _, found in runs for _, r in found]
+    if ratios:
+        close = sum(abs(math.log(r)) <= math.log(1 + TOLERANCE) for r in ratios)
+        print(f"within one tune run, full_iteration's eager time against fwd_bwd's process: within "
+              f"{TOLERANCE:.0%} for {close} of {len(ratios)} (log spread {_sd([math.log(r) for r in ratios]):.3f})")
+
+
+def _sd(values) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+if __name__ == "__main__":
+    main()
