@@ -1052,6 +1052,17 @@ def test_a_graph_replayed_on_some_steps_gains_on_those_alone(rows, shipped):
     assert pr.predict(shipped, {**row, "same_layout_share": "1.0"}) == whole
 
 
+def test_a_share_of_steps_never_reads_all_or_none_when_it_is_not():
+    """The note beside a graph scope names the share of steps the graph replays on: a loop whose
+    last batch of each epoch is shorter replays on 99.6 % of them (say), not "100%"."""
+    assert [pr.share_text(v) for v in (0.1, 0.25, 0.996, 0.9996, 0.004, 1.0, 0.0)] == [
+        "10%", "25%", "99.6%", "99.96%", "0.4%", "100%", "0%"]
+    row = {"busy_ms": "0.1", "period_ms": "2.0", "ops": "40", "same_layout_share": "0.996"}
+    note = pr.predict(pr.load_model(), row)["full_iteration"]["as_applied"]
+    assert note == ("the batches change shape: the graph replays on 99.6% of the steps, those with the first "
+                    "batch's shapes, the others run eagerly")
+
+
 def test_the_share_of_steps_replayed_is_the_least_over_the_models():
     bootstrap = {"input_layouts": {"0": {"calls": 40, "first_share": 0.9, "distinct": 2},
                                    "1": {"calls": 40, "first_share": 0.25, "distinct": 4}}}

@@ -35,25 +35,27 @@ def test_every_committed_set_is_read_whole(unseen):
 
 
 def test_the_shipped_model_on_scripts_it_never_saw(unseen):
-    """409 of the 503 paired measurements within the target and 431 inside the interval. The
-    last 34: seventeen of the loops below tuned again one at a time on one-GPU machines, 23 and
-    24. Before them 386 of 469 and 407 (twenty-five loops tuned with long windows on a machine of
+    """408 of the 503 paired measurements within the target and 422 inside the interval, since the
+    profile's untraced time is taken wherever it was measured (before: 409 and 431; the eager
+    time had fallen back on the traced estimate where the untraced time read above the traced
+    period). The last 34: seventeen of the loops below tuned again one at a time on one-GPU
+    machines. Before them 386 of 469 and 407 (twenty-five loops tuned with long windows on a machine of
     four H100s; before those fourteen loops tuned with paired windows lengthened past the
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
     than a loop that replays throughout), each step of that history in README.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
-    much narrower than now (429 of 503 at least) nor vacuous (over 95 %)."""
+    much narrower than now (420 of 503 at least) nor vacuous (over 95 %)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     assert total == 503
-    assert hits >= 407
+    assert hits >= 406
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 429 and inside / counted <= 0.95
+    assert inside >= 420 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -61,7 +63,8 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     full_iteration, which missed on every set timed in windows of 10 steps (9.18x predicted for
     5.81x), 8.70x for 8.98x; full_iteration 12 of 14 within 20 %, fwd_bwd 13 of 13. With the 25
     loops tuned on four GPUs after them: full_iteration 28 of 39, fwd_bwd 34 of 38; with seventeen of
-    those tuned again on one GPU: 38 of 56 and 47 of 55."""
+    those tuned again on one GPU: 38 of 56 and 47 of 55, and 43 and 50 once the profile's
+    untraced time was taken wherever it was measured."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
@@ -75,5 +78,5 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert first["full_iteration"][1] == 14 and first["full_iteration"][0] >= 12
     assert first["fwd_bwd"][1] == 13 and first["fwd_bwd"][0] >= 12
     now = by_scope(unseen.NOW)
-    assert now["full_iteration"][1] == 56 and now["full_iteration"][0] >= 37
-    assert now["fwd_bwd"][1] == 55 and now["fwd_bwd"][0] >= 45
+    assert now["full_iteration"][1] == 56 and now["full_iteration"][0] >= 41
+    assert now["fwd_bwd"][1] == 55 and now["fwd_bwd"][0] >= 48
