@@ -242,9 +242,10 @@ def eager_ms(f: dict, model: dict) -> tuple:
         # untraced time reads above the traced period: most of it is timed after the recording,
         # when nsys still slows the loop (the stretch after it read a median 1.17x the one
         # before it, slower in 183 of 234 profiles: bench/baseline_stretches.py), so it often
-        # does. The traced estimate in its place, from some 20 iterations, was the worse figure
-        # there: the eager time within 20 % of tune's for 74 of 111 of the loops timed as tune
-        # times now with it, 80 without; their full_iteration speedups 38 and 43 of 56
+        # does, and is no slow start. The traced estimate in its place, from some 20
+        # iterations, came no closer to tune's eager time (80 of 111 within 20 % either way,
+        # on the loops timed as tune times now), and the speedups predicted from it hit less
+        # often there: full_iteration 38 of 56 against 43, fwd_bwd 47 of 55 against 50
         return max(busy, measured * model.get("baseline_factor", 1.0)), "measured"
     return estimate, "estimated"
 
@@ -893,11 +894,13 @@ def share_text(share: float) -> str:
     0 % where some steps fall on the other side (word_language_model's last, shorter batch of
     each epoch: 776 of its 777 training calls in one profile, printed "100%" before, beside "the
     batches change shape"; 99.9% now)."""
+    if not 0.0 < share < 1.0:
+        return f"{share:.0%}"
     for digits in range(4):
         text = f"{share:.{digits}%}"
-        if not (0.0 < share < 1.0) or float(text.rstrip("%")) not in (0.0, 100.0):
+        if float(text.rstrip("%")) not in (0.0, 100.0):
             return text
-    return text
+    return "over 99.999%" if share > 0.5 else "under 0.001%"
 
 
 def with_eager_steps(speedup: float, share: float) -> float:

@@ -143,8 +143,9 @@ def checks(nsys: dict, torch: dict) -> dict:
     if nsys["graph_mode"] == torch["graph_mode"]:
         out["kernels"] = nsys["kernels"] == torch["kernels"]
     worst = largest_difference(nsys["speedups"], torch["speedups_same_baseline"])
-    # a baseline slower than the traced period was timed in a slow start: both predictions then
-    # estimate the eager time, each from its own tracer's cost, and are no comparison
+    # an estimated eager time (a profile without a measured baseline; before 2026-11-28 also one
+    # whose baseline read slower than the traced period) comes from each tracer's own cost: the
+    # two predictions are then no comparison
     if worst and nsys["eager_source"] == "measured":
         out["predictions (same baseline)"] = worst[0] <= PREDICTION_TOLERANCE
     return out

@@ -20,10 +20,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
-from unseen_eval import GRAPH_PAIR, NOW, RESULTS, SETS  # noqa: E402
+from paired_vs_predicted import close, tune_result, tuned_row  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
+from unseen_eval import GRAPH_PAIR, NOW, RESULTS, SETS  # noqa: E402
 
-WITHIN = math.log(1.2)
+TOLERANCE = 0.2
 
 
 def stretches(record: Path) -> list:
@@ -44,6 +45,18 @@ def records() -> dict:
     return found
 
 
+def record_of(folder: Path, row: dict) -> Path | None:
+    """The run record a dataset row was built from: of the row's workload, under the set's
+    folder, the one whose untraced time is the row's baseline (a folder may hold the profiles of
+    several machine starts)."""
+    baseline = pr._value(row, "baseline_ms")
+    for path in sorted(folder.rglob(f"{row['workload']}_eager.cg-advise-run.json")):
+        untraced = json.loads(path.read_text()).get("untraced", {}).get("gpu_ms_per_iteration")
+        if untraced and math.isclose(untraced, baseline, rel_tol=1e-9):
+            return path
+    return None
+
+
 def against_tune(model: dict) -> list:
     """(set folder, workload, scope, tune's eager ms, the prediction's eager ms, before, after,
     traced period, timed as tune times now): each graph scope's tune process once."""
@@ -54,14 +67,10 @@ def against_tune(model: dict) -> list:
         folder = (RESULTS / rows).parent
         for row in pr.read_dataset(RESULTS / rows):
             key = (rows, row["workload"], scope)
-            tuned = next((p for p in (RESULTS / results / f"{row['workload']}.py.cg-advise.json",
-                                      RESULTS / results / f"{row['workload']}.tune.json") if p.exists()), None)
-            record = next(iter(sorted(folder.rglob(f"{row['workload']}_eager.cg-advise-run.json"))), None)
-            if key in seen or tuned is None or record is None or not stretches(record):
-                continue
-            measured = next((r for r in json.loads(tuned.read_text())["rows"] if r["scope"] == scope
-                             and r["status"] == "ok" and r.get("paired_eager_ms")), None)
-            if measured is None:
+            tuned = tune_result(RESULTS / results, row["workload"])
+            record = record_of(folder, row) if key not in seen and tuned else None
+            measured = tuned_row(tuned, scope) if record and stretches(record) else None
+            if measured is None or not measured.get("paired_eager_ms"):
                 continue
             seen.add(key)
             before, after = stretches(record)
@@ -71,9 +80,12 @@ def against_tune(model: dict) -> list:
     return out
 
 
-def summary(label: str, errors: list) -> dict:
-    return {"figure": label, "n": len(errors), "median_log": statistics.median(errors),
-            "sd_log": statistics.pstdev(errors), "within_20": sum(abs(e) <= WITHIN for e in errors)}
+def summary(label: str, pairs: list) -> dict:
+    """(figure, tune's eager time) pairs: the log error's median and spread, and how many of
+    the figures are within 20 % of tune's time as a prediction is counted (``close``)."""
+    errors = [math.log(measured / figure) for figure, measured in pairs]
+    return {"figure": label, "n": len(pairs), "median_log": statistics.median(errors),
+            "sd_log": statistics.pstdev(errors), "within_20": sum(close(f, m, TOLERANCE) for f, m in pairs)}
 
 
 def main() -> None:
@@ -84,7 +96,7 @@ def main() -> None:
     compared = against_tune(pr.load_model())
     figures = {}
     for group, rows in (("every set", compared), ("timed as tune times now", [r for r in compared if r[8]])):
-        figures[group] = [summary(label, [math.log(r[3] / figure(r)) for r in rows]) for label, figure in (
+        figures[group] = [summary(label, [(figure(r), r[3]) for r in rows]) for label, figure in (
             ("the prediction's eager time", lambda r: r[4]),
             ("the stretch before the recording", lambda r: r[5]),
             ("the stretch after the recording", lambda r: r[6]))]

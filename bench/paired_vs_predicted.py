@@ -31,15 +31,28 @@ def close(predicted: float, measured: float, tolerance: float = TOLERANCE) -> bo
     return abs(predicted / measured - 1) <= tolerance
 
 
+TUNE_RESULT_NAMES = ("{}.py.cg-advise.json", "{}.tune.json")   # tune's own result file, or its --json saved
+
+
+def tune_result(results: Path, workload: str) -> Path | None:
+    """A workload's tune result in ``results``: tune's own result file, or its --json saved by
+    bench/gpu_paired_tune.sh; None where there is neither."""
+    return next((p for p in (results / n.format(workload) for n in TUNE_RESULT_NAMES) if p.exists()), None)
+
+
+def tuned_row(path: Path, scope: str) -> dict | None:
+    """The scope's row of a tune result, where it ran ok and was timed paired."""
+    return next((r for r in json.loads(path.read_text())["rows"]
+                 if r.get("scope") == scope and r.get("status") == "ok" and r.get("paired_speedup")), None)
+
+
 def compare(rows: Path, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
     """Each script's prediction beside each process's measurement: the per-script lines (and where
     a miss comes from), the hits of the paired and separate-process speedups, and how many paired
     measurements fall inside the interval the report prints beside the prediction."""
     out = {"scripts": [], "sides": [], "paired": [0, 0], "separate": [0, 0], "inside": [0, 0]}
     for row in pr.read_dataset(rows):
-        # tune's own result file, or its --json saved by bench/gpu_paired_tune.sh
-        path = next((p for p in (results / f"{row['workload']}.py.cg-advise.json",
-                                 results / f"{row['workload']}.tune.json") if p.exists()), None)
+        path = tune_result(results, row["workload"])
         if path is None:
             continue
         fill_syncs_after_backward(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a summary from before
@@ -47,8 +60,8 @@ def compare(rows: Path, results: Path, scope: str, model: dict, tolerance: float
         prediction = pr.predict(model, row).get(scope, {})
         predicted = prediction.get("speedup")
         result = json.loads(path.read_text())
-        measured = next((r for r in result["rows"] if r["scope"] == scope and r["status"] == "ok"), None)
-        if predicted is None or measured is None or not measured.get("paired_speedup"):
+        measured = tuned_row(path, scope)
+        if predicted is None or measured is None:
             continue
         paired = [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
         separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]

@@ -21,27 +21,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+from paired_vs_predicted import TUNE_RESULT_NAMES, close, tune_result, tuned_row  # noqa: E402
 from unseen_eval import GRAPH_PAIR, NOW, RESULTS  # noqa: E402
 
 TOLERANCE = 0.2
 
 
 def tune_rows(folder: Path) -> dict:
-    """{loop: {scope: tune's row}} for the scopes measured ok and paired in this folder."""
+    """{loop: {scope: tune's row}} for the graph scopes measured ok and paired in this folder
+    (each loop's result file as ``paired_vs_predicted.compare`` picks it)."""
+    suffixes = tuple(name.format("") for name in TUNE_RESULT_NAMES)
+    loops = sorted({p.name[:-len(s)] for p in folder.iterdir() for s in suffixes if p.name.endswith(s)})
     out = {}
-    for path in sorted(folder.glob("*.json")):
-        if not path.name.endswith((".tune.json", ".py.cg-advise.json")):
-            continue
-        rows = json.loads(path.read_text()).get("rows", [])
-        out[path.name.split(".")[0]] = {r["scope"]: r for r in rows
-                                        if r.get("status") == "ok" and r.get("paired_speedup")}
+    for loop in loops:
+        path = tune_result(folder, loop)
+        out[loop] = {scope: row for scope in GRAPH_PAIR if (row := tuned_row(path, scope)) is not None}
     return out
 
 
 def as_predictions(a: float, b: float, tolerance: float = TOLERANCE) -> int:
     """Each of two tunes' speedups taken as the prediction of the other, as ``unseen_eval``
-    counts a prediction (within ``tolerance`` of the measurement): how many of the two hit."""
-    return (abs(a / b - 1) <= tolerance) + (abs(b / a - 1) <= tolerance)
+    counts a prediction (``close``): how many of the two hit."""
+    return close(a, b, tolerance) + close(b, a, tolerance)
 
 
 def between_runs(folders) -> dict:
@@ -63,6 +64,12 @@ def within_run(folder: Path) -> list:
             if all(rows.get(s, {}).get("paired_eager_ms") for s in GRAPH_PAIR)]
 
 
+def within_run_hits(ratios, tolerance: float = TOLERANCE) -> int:
+    """The tune runs whose two processes' eager times agree as a prediction would: the
+    full_iteration process's within ``tolerance`` of the fwd_bwd process's (``close``)."""
+    return sum(close(r, 1.0, tolerance) for r in ratios)
+
+
 def default_folders() -> list:
     return sorted(p for prefix in NOW for p in (RESULTS / prefix).glob("*/tune") if p.is_dir())
 
@@ -72,12 +79,18 @@ def main() -> None:
     parser.add_argument("folders", nargs="*", type=Path, help="folders of tune results (default: the sets timed as tune times now)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    folders = args.folders or default_folders()
+    folders = list(dict.fromkeys(f.resolve() for f in args.folders)) or default_folders()
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         sys.exit(f"tune_repeatability: no such folder: {', '.join(missing)}")
-    pairs = between_runs(folders)
-    runs = [(folder, within_run(folder)) for folder in folders]
+    try:
+        pairs = between_runs(folders)
+        runs = [(folder, within_run(folder)) for folder in folders]
+    except (ValueError, KeyError, TypeError) as error:   # a file that is not a tune result
+        sys.exit(f"tune_repeatability: not a tune result in {', '.join(map(str, folders))}: {error!r}")
+    empty = [str(f) for f in folders if not tune_rows(f)]
+    if empty:
+        sys.exit(f"tune_repeatability: no tune results in: {', '.join(empty)}")
     if args.json:
         print(json.dumps({"between_runs": {s: [[loop, str(a), str(b), x, y] for loop, a, b, x, y in v]
                                            for s, v in pairs.items()},
@@ -85,18 +98,21 @@ def main() -> None:
         return
     for scope, found in pairs.items():
         for loop, a, b, x, y in found:
-            print(f"{scope:15s} {loop:24s} {x:7.2f}x {y:7.2f}x ({y / x:.2f})  "
-                  f"{a.relative_to(RESULTS) if a.is_relative_to(RESULTS) else a} / "
-                  f"{b.relative_to(RESULTS) if b.is_relative_to(RESULTS) else b}")
+            print(f"{scope:15s} {loop:24s} {x:7.2f}x {y:7.2f}x ({y / x:.2f})  {_short(a)} / {_short(b)}")
     for scope, found in pairs.items():
         hits = sum(as_predictions(x, y) for *_, x, y in found)
         print(f"{scope}: one tune's speedup as the prediction of another tune's of the same loop: within "
-              f"{TOLERANCE:.0%} for {hits} of {2 * len(found)} ({len(found)} loops)")
+              f"{TOLERANCE:.0%} for {hits} of {2 * len(found)} ({len(found)} pairs of tunes, "
+              f"{len({loop for loop, *_ in found})} loops)")
     ratios = [r for _, found in runs for _, r in found]
     if ratios:
-        close = sum(abs(math.log(r)) <= math.log(1 + TOLERANCE) for r in ratios)
         print(f"within one tune run, full_iteration's eager time against fwd_bwd's process: within "
-              f"{TOLERANCE:.0%} for {close} of {len(ratios)} (log spread {_sd([math.log(r) for r in ratios]):.3f})")
+              f"{TOLERANCE:.0%} for {within_run_hits(ratios)} of {len(ratios)} tune runs "
+              f"(log spread {_sd([math.log(r) for r in ratios]):.3f})")
+
+
+def _short(folder: Path) -> str:
+    return str(folder.relative_to(RESULTS)) if folder.is_relative_to(RESULTS) else str(folder)
 
 
 def _sd(values) -> float:

@@ -23,6 +23,32 @@ def test_the_stretch_after_the_recording_reads_slower(stretches):
     assert slower >= 0.75 * len(found)
 
 
+def test_each_row_is_set_beside_the_record_it_was_built_from(stretches):
+    """A set's folder may hold the profiles of several machine starts (fresh_loops_2026-11-26
+    and its next_machine/): each compared row gets the record whose untraced time is the row's
+    baseline, read here from the CSV and the record's JSON."""
+    import csv
+
+    from advisor import predict as pr
+
+    rows = {}
+    for _, path, _, _, _ in stretches.SETS:
+        with open(stretches.RESULTS / path, newline="") as handle:
+            for row in csv.DictReader(handle):
+                rows[(str((stretches.RESULTS / path).parent.relative_to(stretches.RESULTS)), row["workload"])] = row
+    compared = stretches.against_tune(pr.load_model())
+    assert len(compared) >= 300 and sum(r[8] for r in compared) == 111
+    for folder, workload, *_, before, after, _, _ in compared:
+        row = rows[(folder, workload)]
+        record = stretches.record_of(stretches.RESULTS / folder, row)
+        untraced = json.loads(record.read_text())["untraced"]
+        assert untraced["gpu_ms_per_iteration"] == pytest.approx(float(row["baseline_ms"]), rel=1e-9)
+        assert [before, after] == untraced["gpu_ms_by_chunk"]
+    fresh = [r for r in compared if r[0] == "paired_timing/fresh_loops_2026-11-26"]
+    assert fresh and all("next_machine" not in str(stretches.record_of(stretches.RESULTS / r[0],
+                                                                        rows[(r[0], r[1])])) for r in fresh)
+
+
 def test_the_prediction_s_eager_time_is_the_untraced_time_wherever_measured(stretches):
     """Each compared profile's eager time is its untraced time times the model's factor (never
     below GPU busy), the traced estimate nowhere, also where the untraced time reads above the

@@ -38,7 +38,7 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     """408 of the 503 paired measurements within the target and 422 inside the interval, since the
     profile's untraced time is taken wherever it was measured (before: 409 and 431; the eager
     time had fallen back on the traced estimate where the untraced time read above the traced
-    period). The last 34: seventeen of the loops below tuned again one at a time on one-GPU
+    period). The last 34: sixteen of the loops below tuned again (one of them twice) one at a time on one-GPU
     machines. Before them 386 of 469 and 407 (twenty-five loops tuned with long windows on a machine of
     four H100s; before those fourteen loops tuned with paired windows lengthened past the
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
@@ -62,8 +62,8 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     """The loops tuned with long paired windows (tune's timing since 2026-11-27): the DCGAN's
     full_iteration, which missed on every set timed in windows of 10 steps (9.18x predicted for
     5.81x), 8.70x for 8.98x; full_iteration 12 of 14 within 20 %, fwd_bwd 13 of 13. With the 25
-    loops tuned on four GPUs after them: full_iteration 28 of 39, fwd_bwd 34 of 38; with seventeen of
-    those tuned again on one GPU: 38 of 56 and 47 of 55, and 43 and 50 once the profile's
+    loops tuned on four GPUs after them: full_iteration 28 of 39, fwd_bwd 34 of 38; with sixteen of
+    those tuned again on one GPU (17 profiles and tunes): 38 of 56 and 47 of 55, and 43 and 50 once the profile's
     untraced time was taken wherever it was measured."""
     from advisor import predict as pr
 
