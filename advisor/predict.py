@@ -953,8 +953,6 @@ EAGER_SOURCES = {
     "measured": "measured untraced in the profile{span}, before and after its recording",
     BARE_SOURCE: "measured in fresh processes without a profiler: --baseline-runs",
     "estimated": "estimated from the traced run",
-    # analyses saved before the untraced time was taken wherever it was measured
-    "estimated: slow warm-up": "estimated from the traced run: the untraced warm-up was slower than it",
 }
 
 

@@ -69,7 +69,7 @@ def against_tune(model: dict) -> list:
             key = (rows, row["workload"], scope)
             tuned = tune_result(RESULTS / results, row["workload"])
             record = record_of(folder, row) if key not in seen and tuned else None
-            measured = tuned_row(tuned, scope) if record and stretches(record) else None
+            measured = tuned_row(json.loads(tuned.read_text()), scope) if record and stretches(record) else None
             if measured is None or not measured.get("paired_eager_ms"):
                 continue
             seen.add(key)

@@ -40,9 +40,9 @@ def tune_result(results: Path, workload: str) -> Path | None:
     return next((p for p in (results / n.format(workload) for n in TUNE_RESULT_NAMES) if p.exists()), None)
 
 
-def tuned_row(path: Path, scope: str) -> dict | None:
-    """The scope's row of a tune result, where it ran ok and was timed paired."""
-    return next((r for r in json.loads(path.read_text())["rows"]
+def tuned_row(result: dict, scope: str) -> dict | None:
+    """The scope's row of a tune result (its parsed JSON), where it ran ok and was timed paired."""
+    return next((r for r in result["rows"]
                  if r.get("scope") == scope and r.get("status") == "ok" and r.get("paired_speedup")), None)
 
 
@@ -60,7 +60,7 @@ def compare(rows: Path, results: Path, scope: str, model: dict, tolerance: float
         prediction = pr.predict(model, row).get(scope, {})
         predicted = prediction.get("speedup")
         result = json.loads(path.read_text())
-        measured = tuned_row(path, scope)
+        measured = tuned_row(result, scope)
         if predicted is None or measured is None:
             continue
         paired = [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]

@@ -15,6 +15,7 @@ import argparse
 import itertools
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -34,9 +35,14 @@ def tune_rows(folder: Path) -> dict:
     loops = sorted({p.name[:-len(s)] for p in folder.iterdir() for s in suffixes if p.name.endswith(s)})
     out = {}
     for loop in loops:
-        path = tune_result(folder, loop)
-        out[loop] = {scope: row for scope in GRAPH_PAIR if (row := tuned_row(path, scope)) is not None}
+        result = json.loads(tune_result(folder, loop).read_text())
+        out[loop] = {scope: row for scope in GRAPH_PAIR if (row := tuned_row(result, scope)) is not None}
     return out
+
+
+def read_runs(folders) -> dict:
+    """{folder: its tune_rows}: each folder's files read once, for the figures below."""
+    return {folder: tune_rows(folder) for folder in folders}
 
 
 def as_predictions(a: float, b: float, tolerance: float = TOLERANCE) -> int:
@@ -45,11 +51,11 @@ def as_predictions(a: float, b: float, tolerance: float = TOLERANCE) -> int:
     return close(a, b, tolerance) + close(b, a, tolerance)
 
 
-def between_runs(folders) -> dict:
-    """{scope: [(loop, folder a, folder b, speedup a, speedup b)]}: every pair of runs of one loop."""
-    runs = [(folder, tune_rows(folder)) for folder in folders]
+def between_runs(runs: dict) -> dict:
+    """{scope: [(loop, folder a, folder b, speedup a, speedup b)]}: every pair of runs of one loop
+    (``runs``: ``read_runs``)."""
     out = {scope: [] for scope in GRAPH_PAIR}
-    for (fa, a), (fb, b) in itertools.combinations(runs, 2):
+    for (fa, a), (fb, b) in itertools.combinations(runs.items(), 2):
         for loop in sorted(set(a) & set(b)):
             for scope in GRAPH_PAIR:
                 if scope in a[loop] and scope in b[loop]:
@@ -57,10 +63,11 @@ def between_runs(folders) -> dict:
     return out
 
 
-def within_run(folder: Path) -> list:
-    """[(loop, full_iteration's process's eager ms over fwd_bwd's)] of one tune run."""
+def within_run(loops: dict) -> list:
+    """[(loop, full_iteration's process's eager ms over fwd_bwd's)] of one tune run (``loops``:
+    its folder's ``tune_rows``)."""
     return [(loop, rows["full_iteration"]["paired_eager_ms"] / rows["fwd_bwd"]["paired_eager_ms"])
-            for loop, rows in tune_rows(folder).items()
+            for loop, rows in loops.items()
             if all(rows.get(s, {}).get("paired_eager_ms") for s in GRAPH_PAIR)]
 
 
@@ -84,13 +91,14 @@ def main() -> None:
     if missing:
         sys.exit(f"tune_repeatability: no such folder: {', '.join(missing)}")
     try:
-        pairs = between_runs(folders)
-        runs = [(folder, within_run(folder)) for folder in folders]
+        read = read_runs(folders)
     except (ValueError, KeyError, TypeError) as error:   # a file that is not a tune result
         sys.exit(f"tune_repeatability: not a tune result in {', '.join(map(str, folders))}: {error!r}")
-    empty = [str(f) for f in folders if not tune_rows(f)]
+    empty = [str(f) for f, loops in read.items() if not loops]
     if empty:
         sys.exit(f"tune_repeatability: no tune results in: {', '.join(empty)}")
+    pairs = between_runs(read)
+    runs = [(folder, within_run(loops)) for folder, loops in read.items()]
     if args.json:
         print(json.dumps({"between_runs": {s: [[loop, str(a), str(b), x, y] for loop, a, b, x, y in v]
                                            for s, v in pairs.items()},
@@ -108,16 +116,11 @@ def main() -> None:
     if ratios:
         print(f"within one tune run, full_iteration's eager time against fwd_bwd's process: within "
               f"{TOLERANCE:.0%} for {within_run_hits(ratios)} of {len(ratios)} tune runs "
-              f"(log spread {_sd([math.log(r) for r in ratios]):.3f})")
+              f"(log spread {statistics.pstdev(math.log(r) for r in ratios):.3f})")
 
 
 def _short(folder: Path) -> str:
     return str(folder.relative_to(RESULTS)) if folder.is_relative_to(RESULTS) else str(folder)
-
-
-def _sd(values) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def test_two_tunes_of_one_loop_counted_from_the_files(repeat):
     within 20 % for 27 of 36, fwd_bwd for 36 of 36."""
     folders = repeat.default_folders()
     assert len(folders) == 9
-    pairs = repeat.between_runs(folders)
+    pairs = repeat.between_runs(repeat.read_runs(folders))
     for scope, hits in (("full_iteration", 27), ("fwd_bwd", 36)):
         runs = [{k: r["paired_speedup"] for k, r in paired(f, scope).items()} for f in folders]
         expected = []
@@ -52,7 +52,7 @@ def test_within_one_run_the_two_processes_eager_times(repeat):
     for folder in repeat.default_folders():
         full, fwd = paired(folder, "full_iteration"), paired(folder, "fwd_bwd")
         ratios += [full[k]["paired_eager_ms"] / fwd[k]["paired_eager_ms"] for k in sorted(set(full) & set(fwd))]
-    found = [r for f in repeat.default_folders() for _, r in repeat.within_run(f)]
+    found = [r for loops in repeat.read_runs(repeat.default_folders()).values() for _, r in repeat.within_run(loops)]
     assert sorted(found) == sorted(ratios) and len(ratios) == 54
     assert repeat.within_run_hits(found) == sum(abs(r - 1) <= 0.2 for r in ratios) == 38
 
