@@ -168,6 +168,7 @@ class Window:
     iterations: Optional[int] = None
     run_to_end: bool = True
     baseline_seconds: float = 0.0   # the untraced chunks go on after the window until they span this long
+    baseline_before_seconds: float = 0.0   # the warm-up's timed half goes on, the window waiting, until it spans this long
     on_start: Callable[[], None] = lambda: None
     on_stop: Callable[[], None] = lambda: None
     on_exit: Callable[[], None] = lambda: None
@@ -232,6 +233,7 @@ class Injector:
     _timing: bool = False                          # inside a timed untraced chunk: the phases are timed too
     _untraced_chunks: list = field(default_factory=list)   # the timed warm-up, then as many iterations after the window
     _after_left: int = 0                           # untraced iterations still to time after the window
+    _opened_at: Optional[int] = None               # the iterations run when the recording window opened
     _phase_open: dict = field(default_factory=dict)     # phase -> host seconds at its start
     _phase_seconds: dict = field(default_factory=dict)  # phase -> host seconds since the last mark
     _phase_marks: list = field(default_factory=list)    # _phase_seconds at each timed iteration end
@@ -274,6 +276,7 @@ class Injector:
         self._wrap_zero_grad(nn_module.Module)
         self._count_built_optimizers(optim.Optimizer)
         if self.window.bounded and self.window.warmup == 0:
+            self._opened_at = 0
             self._begin_window()
         return self
 
@@ -712,13 +715,15 @@ class Injector:
         if not window.bounded:
             return
         done, warmup = self.iterations_done, window.warmup
-        if not self.recording and timed_from(warmup) <= done <= warmup:
-            self._mark()
-            self._timing = done < warmup
-        if done == warmup and not self.recording:
-            self._end_chunk()
-            self._begin_window()
-        elif self.recording and done == warmup + window.iterations:
+        if self._opened_at is None:   # the warm-up: its second half timed, then the window opens
+            if done >= timed_from(warmup):
+                self._mark()
+                self._timing = True
+            if done >= warmup and not self._warmup_short():
+                self._end_chunk()
+                self._opened_at = done
+                self._begin_window()
+        elif self.recording and done == self._opened_at + window.iterations:
             self.recording = False
             window.on_stop()
             self._after_left = warmup - timed_from(warmup) if self._untraced_chunks else 0
@@ -736,6 +741,17 @@ class Injector:
                 self._end_chunk()
                 if not window.run_to_end:
                     window.on_exit()
+
+    def _warmup_short(self) -> bool:
+        """Whether the warm-up's timed iterations span less than the window's
+        ``baseline_before_seconds`` (host clock), fewer than MAX_BEFORE_ITERATIONS past the
+        warm-up: the window then waits. Timed before the recording, the baseline sees the host
+        as tune's eager windows do; after it, nsys still attached, it read a median 1.17x slower
+        (bench/baseline_stretches.py)."""
+        before = self.window.baseline_before_seconds
+        if before <= 0 or len(self._marks) < 2 or self.iterations_done - self.window.warmup >= MAX_BEFORE_ITERATIONS:
+            return False
+        return self._marks[-1][0] - self._marks[0][0] < before
 
     def _baseline_short(self) -> bool:
         """Whether the timed untraced iterations span less than the window's
@@ -817,6 +833,7 @@ class Injector:
                                            "distinct": len(c["seen"])}
                               for index, c in self.input_layouts.items() if c["calls"]},
             "untraced": self.untraced,
+            **({"window_opened_at": self._opened_at} if self.window.bounded else {}),
         }
 
 
@@ -945,6 +962,7 @@ def describe_optimizer(optimizer, made: Optional[list] = None) -> dict:
 
 BASELINE_SECONDS = 3.0         # untraced seconds timed at least (CG_ADVISE_BASELINE_SECONDS), where the script runs that long
 MAX_AFTER_ITERATIONS = 5000   # iterations timed after the window at most, however short
+MAX_BEFORE_ITERATIONS = 5000  # iterations the window waits past the warm-up at most (CG_ADVISE_BASELINE_BEFORE)
 
 
 def timed_from(warmup: int) -> int:
@@ -965,6 +983,8 @@ def window_from_env(environ=os.environ, recorder: Optional[KinetoRecorder] = Non
         # and stopped sooner would leave the others waiting in a collective
         baseline_seconds=(0.0 if int(environ.get("WORLD_SIZE", "1")) > 1
                           else float(environ.get("CG_ADVISE_BASELINE_SECONDS", str(BASELINE_SECONDS)))),
+        baseline_before_seconds=(0.0 if int(environ.get("WORLD_SIZE", "1")) > 1
+                                 else float(environ.get("CG_ADVISE_BASELINE_BEFORE", "0"))),
         on_start=recorder.start if recorder else _cuda_profiler_start,
         on_stop=recorder.stop if recorder else _cuda_profiler_stop,
         on_exit=_exit_now,

@@ -272,3 +272,10 @@ def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_tha
         f"cg-advise: error: {SCRIPT} ran 30 iterations, not more than --warmup 40: the recording window never opened "
         "(give a smaller --warmup, or --whole-run to record the whole script)")
     assert prof.shrunk_window(9) is None and prof.shrunk_window(10) == (4, 2)
+    env["CG_ADVISE_BASELINE_BEFORE"] = "600"   # the window waits for 10 minutes of untraced steps: never opens
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "wait", "--warmup", "4",
+                            "--iterations", "2", SCRIPT, "--steps", "30", env=env)
+    assert (code, out) == (2, "") and err.splitlines()[-1] == (
+        f"cg-advise: error: {SCRIPT} ran 30 iterations, all of them timed untraced before the window "
+        "(CG_ADVISE_BASELINE_BEFORE): the recording window never opened (give a smaller --warmup, or --whole-run to "
+        "record the whole script)")

@@ -305,6 +305,36 @@ def test_the_chunk_after_the_window_goes_on_until_the_baseline_spans_its_seconds
     assert inject.window_from_env({"WORLD_SIZE": "2"}).baseline_seconds == 0.0
 
 
+def test_the_window_waits_until_the_warm_up_spans_its_before_seconds(tmp_path, monkeypatch):
+    """With baseline_before_seconds, the warm-up's timed half goes on past the warm-up, the
+    window waiting, until it spans that long (host clock), at most MAX_BEFORE_ITERATIONS past
+    the warm-up; the window then records its iterations from where it opened, and the summary
+    says where that was."""
+    import advisor.inject as inject
+
+    script = tmp_path / "sleeping.py"
+    script.write_text(SLEEPING_SCRIPT)
+    opened = []
+
+    def run(before):
+        injector = Injector(RecordingSink(), Window(warmup=8, iterations=2, run_to_end=True,
+                                                    baseline_before_seconds=before))
+        injector.window.on_start = lambda: opened.append(injector.iterations_done)
+        run_file(script, injector=injector)
+        return injector.summary()
+
+    waited = run(0.2)
+    first = waited["untraced"]["chunks"][0]
+    assert 4 < first < 30 and waited["window_opened_at"] == opened[-1] == 4 + first
+    assert sum(waited["untraced"]["host_ms"][:first]) >= 200 > sum(waited["untraced"]["host_ms"][:first - 1])
+    assert run(0.0)["window_opened_at"] == opened[-1] == 8
+    monkeypatch.setattr(inject, "MAX_BEFORE_ITERATIONS", 3)
+    assert run(60.0)["window_opened_at"] == opened[-1] == 11
+    assert inject.window_from_env({}).baseline_before_seconds == 0.0
+    assert inject.window_from_env({"CG_ADVISE_BASELINE_BEFORE": "3"}).baseline_before_seconds == 3.0
+    assert inject.window_from_env({"CG_ADVISE_BASELINE_BEFORE": "3", "WORLD_SIZE": "2"}).baseline_before_seconds == 0.0
+
+
 def test_a_warm_up_of_one_iteration_times_nothing_after_the_window():
     _, injector = run_script("--steps", "6", window=Window(warmup=1, iterations=2, run_to_end=False))
     assert injector.summary()["untraced"] == {}
