@@ -252,13 +252,21 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
             run = prof.run(run, nsys, echo)
         except prof.WindowNeverOpened as error:
             # a script shorter than the default window: profiled again with a window that fits
-            # it; a window the user chose is theirs to change
+            # it; a window the user chose is theirs to change. One that ran past the warm-up
+            # while the window waited for CG_ADVISE_BASELINE_BEFORE: again, the window not waiting
+            waited = options.wait_for_baseline and error.iterations > (options.warmup or 0)
             shrunk = prof.shrunk_window(error.iterations) if warmup_given is None and iterations_given is None else None
-            if shrunk is None:
+            if waited:
+                echo(f"cg-advise: {target.label} ran {error.iterations} iterations, all of them before the recording "
+                     "window opened (CG_ADVISE_BASELINE_BEFORE): profiling it again, the window opening after the "
+                     "warm-up")
+                options.wait_for_baseline = False
+            elif shrunk is None:
                 raise
-            echo(f"cg-advise: {target.label} ran {error.iterations} iterations, fewer than the default warm-up "
-                 f"({options.warmup}): profiling it again with --warmup {shrunk[0]} --iterations {shrunk[1]}")
-            options.warmup, options.iterations = shrunk
+            else:
+                echo(f"cg-advise: {target.label} ran {error.iterations} iterations, fewer than the default warm-up "
+                     f"({options.warmup}): profiling it again with --warmup {shrunk[0]} --iterations {shrunk[1]}")
+                options.warmup, options.iterations = shrunk
             run = prof.run(prof.prepare(nsys, options, target), nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
         calibrated = runrecord.calibration(target.python)

@@ -161,6 +161,7 @@ class ProfileOptions:
     run_to_end: bool = False
     force: bool = False
     backend: str = NSYS
+    wait_for_baseline: bool = True    # False: the window opens after --warmup even with CG_ADVISE_BASELINE_BEFORE
 
     @property
     def windowed(self) -> bool:
@@ -349,6 +350,8 @@ def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -
         env["CG_ADVISE_WARMUP"] = str(options.warmup or 0)
         env["CG_ADVISE_ITERATIONS"] = str(options.iterations)
         env["CG_ADVISE_RUN_TO_END"] = "1" if options.run_to_end else "0"
+        if not options.wait_for_baseline:
+            env["CG_ADVISE_BASELINE_BEFORE"] = "0"
     return env
 
 

@@ -5,6 +5,11 @@ after the recording reads slower (nsys is still attached), so an untraced time a
 period is no sign of a slow start, and the prediction no longer swaps it for the traced
 estimate (``advisor.predict.eager_ms``).
 
+On the H200 set whose profiles timed 3 s on both sides (CG_ADVISE_BASELINE_BEFORE=3,
+CG_ADVISE_BASELINE_SECONDS=6) the stretch before the recording reads closer to tune's time but
+still slower (nsys is attached from the start), and with more spread than the stretch after it:
+the default stays, the model's baseline factor taking the slowdown out.
+
     python bench/baseline_stretches.py [--json]
 """
 
@@ -20,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
-from paired_vs_predicted import close, tune_result, tuned_row  # noqa: E402
+from paired_vs_predicted import close, compare, tune_result, tuned_row  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
-from unseen_eval import GRAPH_PAIR, NOW, RESULTS, SETS  # noqa: E402
+from unseen_eval import GRAPH_PAIR, NOW, NOW_H200, RESULTS, SETS  # noqa: E402
 
 TOLERANCE = 0.2
 
@@ -59,7 +64,8 @@ def record_of(folder: Path, row: dict) -> Path | None:
 
 def against_tune(model: dict) -> list:
     """(set folder, workload, scope, tune's eager ms, the prediction's eager ms, before, after,
-    traced period, timed as tune times now): each graph scope's tune process once."""
+    traced period, timed as tune times now on the H100, the H200 set timed 3 s on both sides):
+    each graph scope's tune process once."""
     out, seen = [], set()
     for _, rows, results, scope, _ in SETS:
         if scope not in GRAPH_PAIR:
@@ -76,7 +82,30 @@ def against_tune(model: dict) -> list:
             before, after = stretches(record)
             out.append((str(folder.relative_to(RESULTS)), row["workload"], scope,
                         measured["paired_eager_ms"] / eager_slowdown(scope), pr.eager_ms(row, model)[0],
-                        before, after, pr._value(row, "period_ms"), rows.startswith(NOW)))
+                        before, after, pr._value(row, "period_ms"), rows.startswith(NOW),
+                        rows.startswith(NOW_H200)))
+    return out
+
+
+def one_stretch_hits(model: dict) -> dict:
+    """On the H200 set timed 3 s on both sides: {figure: {scope: [hits, measurements]}} with each
+    row's untraced time replaced by one stretch of its record (or kept: the median of both), the
+    rest of the row and the model as they are."""
+    out = {}
+    for label, chunk in (("the median of both (as measured)", None), ("the 3 s before the recording", 0),
+                         ("the 3 s after the recording", 1)):
+        out[label] = {scope: [0, 0] for scope in GRAPH_PAIR}
+        for _, rows, results, scope, tolerance in SETS:
+            if scope not in GRAPH_PAIR or not rows.startswith(NOW_H200):
+                continue
+            folder = (RESULTS / rows).parent
+            dataset = pr.read_dataset(RESULTS / rows)
+            for row in dataset:
+                record = record_of(folder, row)
+                if chunk is not None and record and stretches(record):
+                    row["baseline_ms"] = stretches(record)[chunk]
+            found = compare(dataset, RESULTS / results, scope, model, tolerance)["paired"]
+            out[label][scope] = [a + b for a, b in zip(out[label][scope], found)]
     return out
 
 
@@ -92,24 +121,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    ratios = [after / before for before, after in records().values()]
-    compared = against_tune(pr.load_model())
+    found = records()
+    both_long = str(RESULTS / NOW_H200[0])
+    ratios = [after / before for path, (before, after) in found.items() if not str(path).startswith(both_long)]
+    long_ratios = [after / before for path, (before, after) in found.items() if str(path).startswith(both_long)]
+    model = pr.load_model()
+    compared = against_tune(model)
+    hits = one_stretch_hits(model)
     figures = {}
-    for group, rows in (("every set", compared), ("timed as tune times now", [r for r in compared if r[8]])):
+    for group, rows in (("every set", compared), ("timed as tune times now, H100", [r for r in compared if r[8]]),
+                        ("the H200 set timed 3 s on both sides", [r for r in compared if r[9]])):
         figures[group] = [summary(label, [(figure(r), r[3]) for r in rows]) for label, figure in (
             ("the prediction's eager time", lambda r: r[4]),
             ("the stretch before the recording", lambda r: r[5]),
             ("the stretch after the recording", lambda r: r[6]))]
     if args.json:
-        print(json.dumps({"after_over_before": ratios, "against_tune": figures}, indent=1))
+        print(json.dumps({"after_over_before": ratios, "after_over_before_both_3s": long_ratios,
+                          "against_tune": figures, "one_stretch_hits": hits}, indent=1))
         return
     print(f"after the recording over before it: median {statistics.median(ratios):.3f} "
           f"({min(ratios):.2f}-{max(ratios):.2f}), slower in {sum(r > 1 for r in ratios)} of {len(ratios)} profiles")
+    print(f"the same, both stretches 3 s (H200): median {statistics.median(long_ratios):.3f} "
+          f"({min(long_ratios):.2f}-{max(long_ratios):.2f}), slower in {sum(r > 1 for r in long_ratios)} of "
+          f"{len(long_ratios)} profiles")
     for group, rows in figures.items():
         print(f"tune's eager time against, {group}:")
         for s in rows:
             print(f"  {s['figure']:34s} median log {s['median_log']:+.3f}, sd {s['sd_log']:.3f}, "
                   f"within 20 % for {s['within_20']} of {s['n']}")
+    print("the H200 set's speedups predicted from one stretch as the untraced time:")
+    for label, scopes in hits.items():
+        print(f"  {label:34s} " + ", ".join(f"{scope} {h} of {n}" for scope, (h, n) in scopes.items()))
 
 
 if __name__ == "__main__":

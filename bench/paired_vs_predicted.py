@@ -46,12 +46,13 @@ def tuned_row(result: dict, scope: str) -> dict | None:
                  if r.get("scope") == scope and r.get("status") == "ok" and r.get("paired_speedup")), None)
 
 
-def compare(rows: Path, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
+def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
     """Each script's prediction beside each process's measurement: the per-script lines (and where
     a miss comes from), the hits of the paired and separate-process speedups, and how many paired
-    measurements fall inside the interval the report prints beside the prediction."""
+    measurements fall inside the interval the report prints beside the prediction. ``rows``: a
+    dataset CSV, or its rows already read (a figure of them replaced, bench/baseline_stretches.py)."""
     out = {"scripts": [], "sides": [], "paired": [0, 0], "separate": [0, 0], "inside": [0, 0]}
-    for row in pr.read_dataset(rows):
+    for row in (pr.read_dataset(rows) if isinstance(rows, (str, Path)) else rows):
         path = tune_result(results, row["workload"])
         if path is None:
             continue

@@ -36,7 +36,9 @@ SPAN = "paired_timing/timing_span_2026-11-27"
 LONG = "paired_timing/long_windows_2026-11-27"
 FOUR = "paired_timing/four_gpus_2026-11-27"
 ONE = "paired_timing/one_gpu_2026-11-28"
-NOW = (LONG, FOUR, ONE)   # the sets timed as tune times now
+H200_STRETCHES = "paired_timing/h200_four_gpus_2026-11-28"
+NOW = (LONG, FOUR, ONE)   # the sets timed as tune times now, on the H100
+NOW_H200 = (H200_STRETCHES,)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -188,6 +190,18 @@ SETS = (
     # a fourth call, on a machine started anew (an H200 asked for again, an H100 again): the CIFAR
     # tutorial, and the distillation loop a third time
     *each_scope("H100, 2 loops again, one GPU, next machine", f"{ONE}/fourth", GRAPH_PAIR, f"{ONE}/fourth/tune"),
+    # 29 of those loops on a machine of four H200s (one start, 2026-11-28; seven of them twice, in
+    # two calls), profiled then tuned one loop a GPU at a time, the model unchanged; each profile
+    # timed its untraced baseline for 3 s before the recording and 3 s after it
+    # (CG_ADVISE_BASELINE_BEFORE=3, CG_ADVISE_BASELINE_SECONDS=6), so its eager time is the median
+    # of both (the default: 25 iterations before, the rest of 3 s after); seven loops that run a
+    # fixed 200-300 steps never opened their window that way and are not here
+    *each_scope("H200, 12 loops, four GPUs, 3 s both sides", f"{H200_STRETCHES}/first", GRAPH_PAIR,
+                f"{H200_STRETCHES}/first/tune"),
+    *each_scope("H200, 12 loops, four GPUs, 3 s both sides, 2nd", f"{H200_STRETCHES}/second", GRAPH_PAIR,
+                f"{H200_STRETCHES}/second/tune"),
+    *each_scope("H200, 12 loops, four GPUs, 3 s both sides, 3rd", f"{H200_STRETCHES}/third", GRAPH_PAIR,
+                f"{H200_STRETCHES}/third/tune"),
 )
 
 
@@ -226,10 +240,12 @@ def main() -> None:
     for prefixes, what, hits, total in (
             ((SPAN,), "timed over seconds, where the script runs that long, in windows of 10 steps",
              "hits", "measurements"),
-            (NOW, "timed as tune times now (over seconds, windows of 50 ms graphed past the minimum)",
+            (NOW, "timed as tune times now (over seconds, windows of 50 ms graphed past the minimum), H100",
              "hits", "measurements"),
             (NOW, "the same, the graphed time predicted exactly (the profile's eager time against tune's alone)",
-             "eager_hits", "eager_scripts")):
+             "eager_hits", "eager_scripts"),
+            (NOW_H200, "timed as tune times now, H200", "hits", "measurements"),
+            (NOW_H200, "the same, the graphed time predicted exactly", "eager_hits", "eager_scripts")):
         mine = [s for s in sets if s["rows"].startswith(prefixes)]
         print(f"{what}: " + "; ".join(
             f"{scope} {sum(s[hits] for s in mine if s['scope'] == scope)} of "

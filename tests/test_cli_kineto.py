@@ -272,10 +272,13 @@ def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_tha
         f"cg-advise: error: {SCRIPT} ran 30 iterations, not more than --warmup 40: the recording window never opened "
         "(give a smaller --warmup, or --whole-run to record the whole script)")
     assert prof.shrunk_window(9) is None and prof.shrunk_window(10) == (4, 2)
-    env["CG_ADVISE_BASELINE_BEFORE"] = "600"   # the window waits for 10 minutes of untraced steps: never opens
+    # the window waits for 10 minutes of untraced steps (CG_ADVISE_BASELINE_BEFORE) and never opens:
+    # profiled again, the same window opening after the warm-up
+    env["CG_ADVISE_BASELINE_BEFORE"] = "600"
     code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "wait", "--warmup", "4",
                             "--iterations", "2", SCRIPT, "--steps", "30", env=env)
-    assert (code, out) == (2, "") and err.splitlines()[-1] == (
-        f"cg-advise: error: {SCRIPT} ran 30 iterations, all of them timed untraced before the window "
-        "(CG_ADVISE_BASELINE_BEFORE): the recording window never opened (give a smaller --warmup, or --whole-run to "
-        "record the whole script)")
+    assert (f"cg-advise: {SCRIPT} ran 30 iterations, all of them before the recording window opened "
+            "(CG_ADVISE_BASELINE_BEFORE): profiling it again, the window opening after the warm-up") in err
+    assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="wait.kineto.json.gz"))
+    record = json.loads((tmp_path / "wait.cg-advise-run.json").read_text())
+    assert record["window"] == {"warmup": 4, "iterations": 2} and record["untraced"]["chunks"][0] == 2
