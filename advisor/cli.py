@@ -267,6 +267,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
                 echo(f"cg-advise: {target.label} ran {error.iterations} iterations, fewer than the default warm-up "
                      f"({options.warmup}): profiling it again with --warmup {shrunk[0]} --iterations {shrunk[1]}")
                 options.warmup, options.iterations = shrunk
+                options.wait_for_baseline = False   # a script this short has no seconds to wait for
             run = prof.run(prof.prepare(nsys, options, target), nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
         calibrated = runrecord.calibration(target.python)

@@ -749,9 +749,11 @@ class Injector:
         as tune's eager windows do; after it, nsys still attached, it read a median 1.17x slower
         (bench/baseline_stretches.py)."""
         before = self.window.baseline_before_seconds
-        if before <= 0 or len(self._marks) < 2 or self.iterations_done - self.window.warmup >= MAX_BEFORE_ITERATIONS:
+        if before <= 0 or self.iterations_done - self.window.warmup >= MAX_BEFORE_ITERATIONS:
             return False
-        return self._marks[-1][0] - self._marks[0][0] < before
+        # a warm-up of one iteration has one mark yet: the stretch has not begun (with none,
+        # the window opened before the script ran, nothing to wait for)
+        return len(self._marks) < 2 or self._marks[-1][0] - self._marks[0][0] < before
 
     def _baseline_short(self) -> bool:
         """Whether the timed untraced iterations span less than the window's

@@ -429,10 +429,13 @@ def _no_report(profile: ProfileRun) -> CgAdviseError:
     done = profile.injected.get("iterations")
     never_opened = "window_opened_at" in profile.injected and profile.injected["window_opened_at"] is None
     if profile.window and done is not None and (done <= profile.window[0] or never_opened):
-        ran = (f"not more than --warmup {profile.window[0]}" if done <= profile.window[0] else
-               "all of them timed untraced before the window (CG_ADVISE_BASELINE_BEFORE)")
-        return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, {ran}: the recording window never "
-                                 "opened (give a smaller --warmup, or --whole-run to record the whole script)", done)
+        if done <= profile.window[0]:
+            return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, not more than --warmup "
+                                     f"{profile.window[0]}: the recording window never opened (give a smaller "
+                                     "--warmup, or --whole-run to record the whole script)", done)
+        return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, all of them before the recording "
+                                 "window, which waited for CG_ADVISE_BASELINE_BEFORE seconds of untraced steps: it "
+                                 "never opened (lower or unset CG_ADVISE_BASELINE_BEFORE)", done)
     if qdstrm and profile.backend == NSYS:
         return NsysError(f"nsys left only {qdstrm[0].name}: its importer failed (on Linux it needs libdw.so.1 "
                          "from elfutils on LD_LIBRARY_PATH), or profile with --backend torch")

@@ -11,6 +11,7 @@ do worse here (the refit of 2026-11-25 moved the H100 model on the H200 rows fro
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -216,7 +217,10 @@ def evaluate(model: dict) -> list:
         out.append({"set": label, "rows": rows, "scope": scope, "tolerance": tolerance,
                     "hits": found["paired"][0], "measurements": found["paired"][1],
                     "inside_interval": found["inside"][0], "with_interval": found["inside"][1],
-                    "eager_hits": eager_hits, "eager_scripts": len(found["sides"])})
+                    "eager_hits": eager_hits, "eager_scripts": len(found["sides"]),
+                    # measured over predicted, each side: where a miss comes from
+                    "eager_ratios": [measured / eager for _, eager, measured, _, _ in found["sides"]],
+                    "graphed_ratios": [measured / graphed for _, _, _, graphed, measured in found["sides"]]})
     return out
 
 
@@ -250,6 +254,12 @@ def main() -> None:
         print(f"{what}: " + "; ".join(
             f"{scope} {sum(s[hits] for s in mine if s['scope'] == scope)} of "
             f"{sum(s[total] for s in mine if s['scope'] == scope)}" for scope in GRAPH_PAIR))
+    for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
+        mine = [s for s in sets if s["rows"].startswith(prefixes) and s["scope"] == "full_iteration"]
+        graphed = statistics.median(r for s in mine for r in s["graphed_ratios"])
+        eager = statistics.median(r for s in mine for r in s["eager_ratios"])
+        print(f"timed as tune times now, {gpu}, full_iteration measured over predicted (median): "
+              f"graphed time {graphed:.3f}, eager time {eager:.3f}")
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "

@@ -282,3 +282,10 @@ def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_tha
     assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="wait.kineto.json.gz"))
     record = json.loads((tmp_path / "wait.cg-advise-run.json").read_text())
     assert record["window"] == {"warmup": 4, "iterations": 2} and record["untraced"]["chunks"][0] == 2
+    # shorter than the default warm-up as well: the shrunk window's run does not wait either
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "short", SCRIPT,
+                            "--steps", "30", env=env)
+    assert "fewer than the default warm-up (50): profiling it again with --warmup 12 --iterations 6" in err
+    assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="short.kineto.json.gz"))
+    record = json.loads((tmp_path / "short.cg-advise-run.json").read_text())
+    assert record["window"] == {"warmup": 12, "iterations": 6} and record["bootstrap"]["window_opened_at"] == 12

@@ -328,6 +328,10 @@ def test_the_window_waits_until_the_warm_up_spans_its_before_seconds(tmp_path, m
     assert 4 < first < 30 and waited["window_opened_at"] == opened[-1] == 4 + first
     assert sum(waited["untraced"]["host_ms"][:first]) >= 200 > sum(waited["untraced"]["host_ms"][:first - 1])
     assert run(0.0)["window_opened_at"] == opened[-1] == 8
+    # a warm-up of one iteration waits too: its first mark begins the stretch
+    injector = Injector(RecordingSink(), Window(warmup=1, iterations=2, run_to_end=True, baseline_before_seconds=0.2))
+    run_file(script, injector=injector)
+    assert injector.summary()["window_opened_at"] > 10 and sum(injector.summary()["untraced"]["host_ms"]) >= 200
     monkeypatch.setattr(inject, "MAX_BEFORE_ITERATIONS", 3)
     assert run(60.0)["window_opened_at"] == opened[-1] == 11
     assert inject.window_from_env({}).baseline_before_seconds == 0.0
