@@ -12,6 +12,11 @@ corpus scripts as NAME_eager.sqlite + run record with tune's NAME.py.cg-advise.j
 beside them, zoo rows as zoo/NAME_SHAPE.sqlite measured in the dataset CSV.
 
     python bench/untraced_host_check.py OUT [--dataset advisor/data/dataset_h100.csv] [--median-round] [--reapply]
+    python bench/untraced_host_check.py --committed
+
+``--committed``: the same on the committed sets timed as tune times now (``unseen_eval.NOW``,
+the H100, and ``NOW_H200``), from their dataset rows and run records, no trace needed: tune's
+paired graphed time, and the speedup, within 20 % for each host side.
 
 The traces themselves are not committed (megabytes each); their run records and this script's
 output are, in bench/results/unseen_corpus_h100/second_profile/.
@@ -66,7 +71,45 @@ def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
     return pr.graphed_ms(f, traced["gpu_ms"], host, model, "full_iteration")
 
 
+def committed(model: dict) -> dict:
+    """{GPU: {host side: [graphed times within 20 %, speedups within 20 %, measurements]}} over
+    the sets timed as tune times now, each full_iteration row beside its run record."""
+    from baseline_stretches import record_of
+    from paired_vs_predicted import close, tune_result, tuned_row
+    from tuner.search import eager_slowdown
+    from unseen_eval import NOW, NOW_H200, RESULTS, SETS
+
+    out = {}
+    for gpu, prefixes in (("H100", NOW), ("H200", NOW_H200)):
+        counts = out[gpu] = {"traced": [0, 0, 0], "untraced": [0, 0, 0]}
+        for _, rows, results, scope, tolerance in SETS:
+            if scope != "full_iteration" or not rows.startswith(prefixes):
+                continue
+            for f in pr.read_dataset(RESULTS / rows):
+                record, tuned = record_of((RESULTS / rows).parent, f), tune_result(RESULTS / results, f["workload"])
+                measured = tuned_row(json.loads(tuned.read_text()), scope) if record and tuned else None
+                untraced = json.loads(record.read_text()).get("untraced", {}) if record else {}
+                if not measured or not measured.get("measured_ms") or "between_ms_per_iteration" not in untraced:
+                    continue
+                traced = pr.physical(f, scope, model)
+                if "speedup" not in pr.predict(model, f).get(scope, {}):
+                    continue   # refused or withheld: no prediction to compare
+                eager = pr.eager_ms(f, model)[0]
+                speedups = [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+                for how, ms in (("traced", traced["ms"]), ("untraced", untraced_ms(f, untraced, model, traced))):
+                    counts[how][0] += close(ms, measured["measured_ms"], tolerance)
+                    counts[how][1] += sum(close(eager / ms, s, tolerance) for s in speedups)
+                    counts[how][2] += len(speedups)
+    return out
+
+
 def main():
+    if sys.argv[1:] == ["--committed"]:
+        for gpu, sides in committed(pr.load_model()).items():
+            print(f"{gpu}, timed as tune times now, full_iteration: " + "; ".join(
+                f"host side {how}: graphed time within 20 % for {g}, speedup for {h}, of {n}"
+                for how, (g, h, n) in sides.items()))
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("folder", type=Path)
     parser.add_argument("--dataset", type=Path, default=ROOT / "advisor" / "data" / "dataset_h100.csv")
