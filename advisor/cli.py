@@ -228,6 +228,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
     warmup_given, iterations_given = warmup, iterations
     warmup, iterations = prof.window(warmup, iterations, run_to_end, whole_run)
     target = prof.parse_target(list(command))
+    prof.check_seconds_settings()   # before anything runs or a previous report is moved aside
     name = output or f"cg-advise-{Path(target.script).stem if target.script.endswith('.py') else target.script}"
     nsys_options = [flag for flag, given in (("-t/--trace", trace is not None), ("--sample-cpu", sample_cpu),
                                              ("--cuda-graph-trace", cuda_graph_trace is not None)) if given]

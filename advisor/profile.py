@@ -9,6 +9,7 @@ torch backend runs the same bootstrap with ``CG_ADVISE_KINETO_TRACE``: the same 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -340,7 +341,26 @@ def torch_command(target: Target) -> list:
     return bootstrap_command(target)
 
 
+SECONDS_SETTINGS = ("CG_ADVISE_BASELINE_SECONDS", "CG_ADVISE_BASELINE_BEFORE")   # read by the bootstrap
+
+
+def check_seconds_settings(environ=os.environ) -> None:
+    """The bootstrap reads these in the user's process, where a bad value would end the script
+    with a traceback: refused here, before anything runs, in one line."""
+    for name in SECONDS_SETTINGS:
+        value = environ.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise CgAdviseError(f"{name}={value!r}: not a number of seconds (0 or more)")
+
+
 def child_env(options: ProfileOptions, summary_file: Path, environ=os.environ) -> dict:
+    check_seconds_settings(environ)
     env = importable_env(environ)
     env["PYTHONUNBUFFERED"] = "1"
     env["CG_ADVISE_SUMMARY"] = str(summary_file)

@@ -289,3 +289,15 @@ def test_a_script_shorter_than_the_default_window_is_profiled_again_with_one_tha
     assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="short.kineto.json.gz"))
     record = json.loads((tmp_path / "short.cg-advise-run.json").read_text())
     assert record["window"] == {"warmup": 12, "iterations": 6} and record["bootstrap"]["window_opened_at"] == 12
+
+
+@pytest.mark.parametrize("name, value", [("CG_ADVISE_BASELINE_BEFORE", "3s"), ("CG_ADVISE_BASELINE_SECONDS", "-1"),
+                                         ("CG_ADVISE_BASELINE_BEFORE", "nan")])
+def test_a_bad_seconds_setting_is_one_line_before_anything_runs(tmp_path, name, value):
+    """The bootstrap reads the baseline's seconds in the script's own process: a value that is not
+    a number of seconds is refused by profile first, one line and exit 2, nothing written."""
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", SCRIPT,
+                            "--steps", "30", env={"CG_ADVISE_ALLOW_NO_CUDA": "1", name: value})
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines() == [f"cg-advise: error: {name}={value!r}: not a number of seconds (0 or more)"]
+    assert list(tmp_path.iterdir()) == []
