@@ -977,16 +977,15 @@ def window_from_env(environ=os.environ, recorder: Optional[KinetoRecorder] = Non
     """The window from the environment; its start/stop drive Nsight Systems' capture range
     (cudaProfilerStart/Stop), or ``recorder`` (the torch backend) when one is given."""
     iterations = environ.get("CG_ADVISE_ITERATIONS")
+    # under torchrun every rank stops after the same iterations: one that read its own clock
+    # and stopped sooner (or opened its window later) would leave the others waiting in a collective
+    distributed = int(environ.get("WORLD_SIZE", "1")) > 1
     return Window(
         warmup=int(environ.get("CG_ADVISE_WARMUP", "0")),
         iterations=int(iterations) if iterations else None,
         run_to_end=environ.get("CG_ADVISE_RUN_TO_END", "0") == "1",
-        # under torchrun every rank stops after the same iterations: one that read its own clock
-        # and stopped sooner would leave the others waiting in a collective
-        baseline_seconds=(0.0 if int(environ.get("WORLD_SIZE", "1")) > 1
-                          else float(environ.get("CG_ADVISE_BASELINE_SECONDS", str(BASELINE_SECONDS)))),
-        baseline_before_seconds=(0.0 if int(environ.get("WORLD_SIZE", "1")) > 1
-                                 else float(environ.get("CG_ADVISE_BASELINE_BEFORE", "0"))),
+        baseline_seconds=0.0 if distributed else float(environ.get("CG_ADVISE_BASELINE_SECONDS", str(BASELINE_SECONDS))),
+        baseline_before_seconds=0.0 if distributed else float(environ.get("CG_ADVISE_BASELINE_BEFORE", "0")),
         on_start=recorder.start if recorder else _cuda_profiler_start,
         on_stop=recorder.stop if recorder else _cuda_profiler_stop,
         on_exit=_exit_now,

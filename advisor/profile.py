@@ -447,12 +447,12 @@ def _no_report(profile: ProfileRun) -> CgAdviseError:
     if profile.interrupted:
         return Interrupted(f"interrupted before {tool} wrote a report")
     done = profile.injected.get("iterations")
-    never_opened = "window_opened_at" in profile.injected and profile.injected["window_opened_at"] is None
-    if profile.window and done is not None and (done <= profile.window[0] or never_opened):
-        if done <= profile.window[0]:
-            return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, not more than --warmup "
-                                     f"{profile.window[0]}: the recording window never opened (give a smaller "
-                                     "--warmup, or --whole-run to record the whole script)", done)
+    if profile.window and done is not None and done <= profile.window[0]:
+        return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, not more than --warmup "
+                                 f"{profile.window[0]}: the recording window never opened (give a smaller "
+                                 "--warmup, or --whole-run to record the whole script)", done)
+    # past the warm-up, and still no window: it waited for CG_ADVISE_BASELINE_BEFORE
+    if profile.window and done is not None and profile.injected.get("window_opened_at", 0) is None:
         return WindowNeverOpened(f"{profile.target.label} ran {done} iterations, all of them before the recording "
                                  "window, which waited for CG_ADVISE_BASELINE_BEFORE seconds of untraced steps: it "
                                  "never opened (lower or unset CG_ADVISE_BASELINE_BEFORE)", done)

@@ -91,20 +91,19 @@ def one_stretch_hits(model: dict) -> dict:
     """On the H200 set timed 3 s on both sides: {figure: {scope: [hits, measurements]}} with each
     row's untraced time replaced by one stretch of its record (or kept: the median of both), the
     rest of the row and the model as they are."""
-    out = {}
-    for label, chunk in (("the median of both (as measured)", None), ("the 3 s before the recording", 0),
-                         ("the 3 s after the recording", 1)):
-        out[label] = {scope: [0, 0] for scope in GRAPH_PAIR}
-        for _, rows, results, scope, tolerance in SETS:
-            if scope not in GRAPH_PAIR or not rows.startswith(NOW_H200):
-                continue
-            folder = (RESULTS / rows).parent
-            dataset = pr.read_dataset(RESULTS / rows)
-            for row in dataset:
-                record = record_of(folder, row)
-                if chunk is not None and record and stretches(record):
-                    row["baseline_ms"] = stretches(record)[chunk]
-            found = compare(dataset, RESULTS / results, scope, model, tolerance)["paired"]
+    labels = (("the median of both (as measured)", None), ("the 3 s before the recording", 0),
+              ("the 3 s after the recording", 1))
+    out = {label: {scope: [0, 0] for scope in GRAPH_PAIR} for label, _ in labels}
+    for _, rows, results, scope, tolerance in SETS:
+        if scope not in GRAPH_PAIR or not rows.startswith(NOW_H200):
+            continue
+        folder = (RESULTS / rows).parent
+        dataset = pr.read_dataset(RESULTS / rows)
+        both = [stretches(record) if (record := record_of(folder, row)) else [] for row in dataset]
+        for label, chunk in labels:
+            chosen = [row if chunk is None or not pair else {**row, "baseline_ms": pair[chunk]}
+                      for row, pair in zip(dataset, both)]
+            found = compare(chosen, RESULTS / results, scope, model, tolerance)["paired"]
             out[label][scope] = [a + b for a, b in zip(out[label][scope], found)]
     return out
 

@@ -46,6 +46,12 @@ def tuned_row(result: dict, scope: str) -> dict | None:
                  if r.get("scope") == scope and r.get("status") == "ok" and r.get("paired_speedup")), None)
 
 
+def paired_speedups(measured: dict, scope: str) -> list:
+    """Each tune process's paired speedup of the scope's row (``tuned_row``), graphing's
+    slowdown of the eager windows taken out."""
+    return [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+
+
 def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
     """Each script's prediction beside each process's measurement: the per-script lines (and where
     a miss comes from), the hits of the paired and separate-process speedups, and how many paired
@@ -64,7 +70,7 @@ def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOL
         measured = tuned_row(result, scope)
         if predicted is None or measured is None:
             continue
-        paired = [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+        paired = paired_speedups(measured, scope)
         separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]
         for kind, values in (("paired", paired), ("separate", separate)):
             out[kind][0] += sum(close(predicted, v, tolerance) for v in values)

@@ -75,8 +75,7 @@ def committed(model: dict) -> dict:
     """{GPU: {host side: [graphed times within 20 %, speedups within 20 %, measurements]}} over
     the sets timed as tune times now, each full_iteration row beside its run record."""
     from baseline_stretches import record_of
-    from paired_vs_predicted import close, tune_result, tuned_row
-    from tuner.search import eager_slowdown
+    from paired_vs_predicted import close, paired_speedups, tune_result, tuned_row
     from unseen_eval import NOW, NOW_H200, RESULTS, SETS
 
     out = {}
@@ -95,7 +94,7 @@ def committed(model: dict) -> dict:
                 if "speedup" not in pr.predict(model, f).get(scope, {}):
                     continue   # refused or withheld: no prediction to compare
                 eager = pr.eager_ms(f, model)[0]
-                speedups = [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
+                speedups = paired_speedups(measured, scope)
                 for how, ms in (("traced", traced["ms"]), ("untraced", untraced_ms(f, untraced, model, traced))):
                     counts[how][0] += close(ms, measured["measured_ms"], tolerance)
                     counts[how][1] += sum(close(eager / ms, s, tolerance) for s in speedups)
