@@ -14,6 +14,10 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
   two input tensors into the graph's buffers, the Python around them. The trace of an eager
   run cannot show it, and on a small step it sets the pace: a 16-operation step whose kernels
   take 0.025 ms ran graphed at 0.063 ms an iteration on the lent H200 (``eval_in_epoch``);
+- ``capturable_step_us``: GPU time a full-iteration graph's capturable optimizer step adds over
+  the eager step, for the optimizers the profiled run made capturable (``--capturable``): their
+  class, tensor and element counts, each stepped on throwaway tensors of those sizes, once
+  eagerly and once replayed as a graph with ``capturable=True``;
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
 The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
@@ -28,6 +32,7 @@ is kept in the record (``*_rounds``), so a report can show how steady the host w
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -179,7 +184,100 @@ def helper_overhead(torch, device, inputs: int = 2) -> list:
     return rounds
 
 
-def main() -> int:
+SLEEP_CYCLES = 20_000_000   # torch.cuda._sleep's spin: ~10 ms on a 2 GHz GPU, longer than any step's launches
+MAX_ELEMENTS = 1 << 25      # elements stepped at most (two optimizers' state of that size: ~1.5 GB); beyond, extrapolated
+
+
+def optimizer_spec(text: str) -> tuple:
+    """``CLASS:TENSORS:ELEMENTS`` (``--capturable``) as (class, tensors, elements)."""
+    name, tensors, elements = text.split(":")
+    if not name.isidentifier() or int(tensors) < 1 or int(elements) < int(tensors):
+        raise ValueError(f"not CLASS:TENSORS:ELEMENTS: {text}")
+    return name, int(tensors), int(elements)
+
+
+def gpu_us(torch, launch) -> float:
+    """GPU time of what ``launch`` enqueues, launch gaps of the host taken out: the GPU spins
+    first (``torch.cuda._sleep``) while the host queues the work behind it, so the work runs
+    back to back as a graph's nodes do; the median of REPEATS."""
+    times = []
+    for _ in range(REPEATS):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        begin.record()
+        launch()
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end) * 1e3)
+    return _median(times)
+
+
+def step_extra_us(torch, device, name: str, tensors: int, elements: int) -> dict:
+    """One optimizer's capturable cost: ``tensors`` parameters holding ``elements`` in all,
+    stepped by torch.optim.``name`` with the class's defaults, eagerly and as a captured graph
+    with ``capturable=True`` (step counts and bias corrections on the GPU: kernels, some over
+    all of the state, that the eager step never launches). ``extra_us``: the graph's GPU time
+    over the eager step's, both back to back (``gpu_us``)."""
+    cls = getattr(torch.optim, name)
+    per = max(elements // tensors, 1)
+    sizes = [per + elements - per * tensors] + [per] * (tensors - 1)
+
+    def make(capturable: bool):
+        params = [torch.zeros(size, device=device, requires_grad=True) for size in sizes]
+        for p in params:
+            p.grad = torch.full_like(p, 1e-3)
+        optimizer = cls(params, capturable=capturable)
+        for _ in range(3):   # the state exists, the first steps' branches are past
+            optimizer.step()
+        return optimizer
+
+    eager, graphed = make(False), make(True)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graphed.step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graphed.step()
+    eager.step()
+    graph.replay()
+    torch.cuda.synchronize()
+    eager_us, graph_us = gpu_us(torch, eager.step), gpu_us(torch, graph.replay)
+    return {"class": name, "tensors": tensors, "elements": elements, "eager_us": round(eager_us, 3),
+            "graphed_us": round(graph_us, 3), "extra_us": round(graph_us - eager_us, 3)}
+
+
+def capturable_steps(torch, device, optimizers) -> dict:
+    """``capturable_step_us`` (the sum over ``optimizers`` of each one's extra, at least 0) and
+    each one's figures; an optimizer beyond MAX_ELEMENTS is measured at it and at half of it
+    and its extra extended along that line. A class torch.optim does not have, or one that
+    refuses the flag or the capture, leaves ``capturable_step_us`` out and says why: the
+    prediction then uses the fitted cost, as for a record from before."""
+    steps = []
+    try:
+        for name, tensors, elements in optimizers:
+            if elements <= MAX_ELEMENTS:
+                steps.append(step_extra_us(torch, device, name, tensors, elements))
+                continue
+            full = step_extra_us(torch, device, name, tensors, MAX_ELEMENTS)
+            half = step_extra_us(torch, device, name, tensors, MAX_ELEMENTS // 2)
+            slope = (full["extra_us"] - half["extra_us"]) / (MAX_ELEMENTS - MAX_ELEMENTS // 2)
+            steps.append({**full, "elements": elements, "measured_elements": MAX_ELEMENTS,
+                          "extra_us": round(full["extra_us"] + slope * (elements - MAX_ELEMENTS), 3)})
+            torch.cuda.empty_cache()
+    except Exception as error:  # noqa: BLE001 - the launch costs stand without it
+        return {"capturable_steps": steps, "capturable_error": f"{type(error).__name__}: {error}"[:300]}
+    finally:
+        torch.cuda.empty_cache()
+    return {"capturable_step_us": round(sum(max(s["extra_us"], 0.0) for s in steps), 3), "capturable_steps": steps}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m advisor.calibrate", description=__doc__.splitlines()[0])
+    parser.add_argument("--capturable", action="append", default=[], type=optimizer_spec, metavar="CLASS:TENSORS:ELEMENTS",
+                        help="an optimizer a full-iteration graph makes capturable (repeatable)")
+    args = parser.parse_args(argv)
     try:
         import torch
     except ImportError:
@@ -188,7 +286,10 @@ def main() -> int:
     if not torch.cuda.is_available():
         print(json.dumps({"error": "no CUDA device"}))
         return 1
-    print(json.dumps(calibrate(torch)))
+    calibration = calibrate(torch)
+    if args.capturable:
+        calibration.update(capturable_steps(torch, torch.device("cuda", torch.cuda.current_device()), args.capturable))
+    print(json.dumps(calibration))
     return 0
 
 

@@ -271,7 +271,7 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
                 options.wait_for_baseline = False   # a script this short has no seconds to wait for
             run = prof.run(prof.prepare(nsys, options, target), nsys, echo)
         echo("cg-advise: calibrating this GPU (a few seconds)")
-        calibrated = runrecord.calibration(target.python)
+        calibrated = runrecord.calibration(target.python, runrecord.capturable_specs(run.injected))
     if "error" in calibrated:
         _note(f"calibration: {calibrated['error']}; the prediction uses the fitting GPU's constants")
     applied = None

@@ -79,7 +79,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
                    "submodule_share", "submodule_calls", "compile_share", "compile_calls", "syncs_between",
                    "before_sync_ms", "same_layout_share", "forward_ops", "loss_ops", "compile_eager",
-                   "submodules_repeated_ms", "prepared_ms", "prepared_share")
+                   "submodules_repeated_ms", "prepared_ms", "prepared_share", "capturable_step_ms")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -153,6 +153,9 @@ def features_of(summary, record: dict | None = None) -> dict:
         # graph makes capturable (nan: a record from before the bootstrap counted them)
         "capturable_params": _number(made.get("tensors")),
         "capturable_elements": _number(made.get("elements")),
+        # what the calibration measured that capturable step to add on this GPU (nan: a record
+        # from before, or one whose measured optimizers do not hold every such tensor)
+        "capturable_step_ms": measured_capturable_ms(calibration, made),
         # syncs inside the forward and backward calls, and between the last backward and the
         # step's end (nan: a summary from before they were counted)
         "syncs_in_model": phase("syncs_in_model"),
@@ -167,6 +170,18 @@ def features_of(summary, record: dict | None = None) -> dict:
         "same_layout_share": same_layout_share(bootstrap),
         "compile_eager": 1.0 if compiled.get("eager") else 0.0,   # compile runs part of the model eagerly
     }
+
+
+def measured_capturable_ms(calibration: dict, made: dict) -> float:
+    """The calibration's ``capturable_step_us`` in ms, where the optimizers it stepped hold as
+    many tensors as the bootstrap saw made capturable (a script that builds its optimizer anew
+    each epoch describes the same tensors twice, one that builds many describes the first few):
+    else nan, and the prediction uses the fitted cost."""
+    steps, measured = calibration.get("capturable_steps"), calibration.get("capturable_step_us")
+    if not (isinstance(steps, list) and isinstance(measured, (int, float)) and measured >= 0):
+        return math.nan
+    stepped = sum(s.get("tensors", 0) for s in steps if isinstance(s, dict))
+    return measured / 1e3 if stepped == _number(made.get("tensors")) else math.nan
 
 
 def same_layout_share(bootstrap: dict) -> float:
@@ -475,6 +490,9 @@ def capturable_ms(f: dict, model: dict) -> float:
     the flag, RMSprop, Rprop, Adadelta, ASGD, Adagrad, are charged alike, unfitted). 0 where the
     row or the model has no count."""
     params = _value(f, "capturable_params", 0.0)
+    measured = _value(f, "capturable_step_ms")
+    if params > 0 and measured >= 0:
+        return measured
     if not params > 0 or model.get("capturable_ms_per_param") is None:
         return 0.0
     return (model.get("capturable_ms_base", 0.0) + model["capturable_ms_per_param"] * params

@@ -21,12 +21,25 @@ from .sourcefile import atomic_write
 SCHEMA = "cg-advise.run/1"
 
 
-def calibration(python: str) -> dict:
-    """The micro-benchmark in the user's interpreter; {"error": why} when it cannot run."""
+def capturable_specs(injected: dict) -> list:
+    """``CLASS:TENSORS:ELEMENTS`` of each optimizer the bootstrap saw a full-iteration graph
+    make capturable, for the calibration to step (advisor.calibrate ``--capturable``)."""
+    return [f"{o['class']}:{o['made_capturable']}:{o['made_capturable_elements']}"
+            for o in (injected or {}).get("optimizers") or []
+            if isinstance(o, dict) and str(o.get("class", "")).isidentifier()
+            and isinstance(o.get("made_capturable"), int) and o["made_capturable"] > 0
+            and isinstance(o.get("made_capturable_elements"), int) and o["made_capturable_elements"] >= o["made_capturable"]]
+
+
+def calibration(python: str, capturable: tuple = ()) -> dict:
+    """The micro-benchmark in the user's interpreter; {"error": why} when it cannot run.
+    ``capturable``: optimizers as ``capturable_specs`` gives them, whose capturable step it
+    also measures."""
     from .profile import importable_env
 
+    extra = [arg for spec in capturable for arg in ("--capturable", spec)]
     try:
-        out = subprocess.run([python, "-m", "advisor.calibrate"], capture_output=True, text=True, timeout=300,
+        out = subprocess.run([python, "-m", "advisor.calibrate", *extra], capture_output=True, text=True, timeout=300,
                              env=importable_env())
     except (OSError, subprocess.TimeoutExpired) as error:
         return {"error": f"calibration did not run: {error}"}
