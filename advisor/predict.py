@@ -487,11 +487,16 @@ def capturable_ms(f: dict, model: dict) -> float:
     the eager trace never ran): a constant, per tensor and per million elements made
     capturable, fitted on the AdamW rows' full-iteration graphs (on the H100 rows they ran
     70-1000 us over what SGD's node cost predicts; the optimizers of the other families with
-    the flag, RMSprop, Rprop, Adadelta, ASGD, Adagrad, are charged alike, unfitted). 0 where the
-    row or the model has no count."""
+    the flag, RMSprop, Rprop, Adadelta, ASGD, Adagrad, are charged alike, unfitted): the
+    fallback where the profile's calibration did not measure it (``capturable_step_ms``). 0
+    where the row or the model has no count."""
     params = _value(f, "capturable_params", 0.0)
     measured = _value(f, "capturable_step_ms")
     if params > 0 and measured >= 0:
+        # measured by the profile's calibration on this GPU: each optimizer's eager step against
+        # its capturable graph (advisor.calibrate). The fitted line read the H100 dataset's
+        # graphs timed in windows of 10 steps, 6.3 us a tensor; the calibration measures 3.4 us
+        # a tensor on the lent H100 (bench/capturable_probe.py)
         return measured
     if not params > 0 or model.get("capturable_ms_per_param") is None:
         return 0.0
@@ -1013,6 +1018,8 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
         predicted["calibration"] = {k: calibration.get(k) for k in ("gpu", "driver", "torch", "graph_node_us",
                                                                    "graph_launch_us", "eager_launch_us",
                                                                    "helper_overhead_us")}
+        if f["capturable_step_ms"] >= 0:   # taken in place of the fitted line: the report says so
+            predicted["calibration"]["capturable_step_us"] = calibration.get("capturable_step_us")
     predicted["model"] = model.get("provenance", "")
     untraced = (record or {}).get("untraced") or {}
     if predicted["eager_source"] == "measured" and untraced.get("host_ms"):

@@ -20,8 +20,8 @@ row); ``compare`` says which rows it had no measurement for (they keep the fitte
 """
 
 import argparse
-import copy
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -111,18 +111,22 @@ def compare_all(probes: list, model: dict, any_gpu: bool = False) -> dict:
         rows = pr.read_dataset(rows_path)
         measured, missing = [], []
         for row in rows:
-            if not pr._value(row, "capturable_params", 0.0) > 0:
-                measured.append(row)
+            if not pr._value(row, "capturable_params", 0.0) > 0 or pr._value(row, "capturable_step_ms") >= 0:
+                measured.append(row)   # nothing made capturable, or its own calibration measured it
                 continue
             filled = with_measured(row, record_of(profiles, row["workload"]), probes, any_gpu)
             (measured.append(filled) if filled else (missing.append(row["workload"]), measured.append(row)))
         for scope in SCOPES:
             key = f"{gpu} {scope}"
-            entry = out.setdefault(key, {"fitted": [0, 0], "measured": [0, 0], "unmeasured": []})
-            for kind, these in (("fitted", copy.deepcopy(rows)), ("measured", measured)):
+            entry = out.setdefault(key, {"fitted": [0, 0], "measured": [0, 0], "unmeasured": [],
+                                         "fitted_graphed": [], "measured_graphed": []})
+            fitted = [{**row, "capturable_step_ms": ""} for row in rows]
+            for kind, these in (("fitted", fitted), ("measured", measured)):
                 found = compare(these, tune, scope, model)
                 entry[kind][0] += found["paired"][0]
                 entry[kind][1] += found["paired"][1]
+                # tune's graphed time over the predicted, each script: where the GPU side errs
+                entry[f"{kind}_graphed"] += [got / predicted for _, _, _, predicted, got in found["sides"]]
             if scope == SCOPES[0]:
                 entry["unmeasured"] += missing
     return out
@@ -144,7 +148,9 @@ def main() -> None:
     probes = [json.loads(p.read_text()) for p in args.probes]
     for key, entry in compare_all(probes, pr.load_model(args.model), args.any_gpu).items():
         (fh, ft), (mh, mt) = entry["fitted"], entry["measured"]
-        print(f"{key:22s} fitted cost {fh:3d} of {ft:3d}   measured cost {mh:3d} of {mt:3d}"
+        print(f"{key:22s} fitted cost {fh:3d} of {ft:3d} (graphed time measured/predicted, median "
+              f"{statistics.median(entry['fitted_graphed']):.3f})   measured cost {mh:3d} of {mt:3d} "
+              f"({statistics.median(entry['measured_graphed']):.3f})"
               + (f"   (no probe: {', '.join(sorted(set(entry['unmeasured'])))})" if entry["unmeasured"] else ""))
 
 

@@ -38,7 +38,8 @@ LONG = "paired_timing/long_windows_2026-11-27"
 FOUR = "paired_timing/four_gpus_2026-11-27"
 ONE = "paired_timing/one_gpu_2026-11-28"
 H200_STRETCHES = "paired_timing/h200_four_gpus_2026-11-28"
-NOW = (LONG, FOUR, ONE)   # the sets timed as tune times now, on the H100
+CAPTURABLE = "paired_timing/capturable_measured_2026-11-28"
+NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES,)   # and on the H200
 
 
@@ -203,6 +204,12 @@ SETS = (
                 f"{H200_STRETCHES}/second/tune"),
     *each_scope("H200, 12 loops, four GPUs, 3 s both sides, 3rd", f"{H200_STRETCHES}/third", GRAPH_PAIR,
                 f"{H200_STRETCHES}/third/tune"),
+    # six loops with an Adam-family optimizer, whose profiles' calibration measured the capturable
+    # step (advisor.calibrate --capturable) that the prediction now takes in place of the fitted
+    # line, on one H100 (two calls of one start, 2026-11-28), the model unchanged
+    *each_scope("H100, 3 loops, capturable step measured", f"{CAPTURABLE}/first", GRAPH_PAIR, f"{CAPTURABLE}/first/tune"),
+    *each_scope("H100, 3 loops, capturable step measured, 2nd", f"{CAPTURABLE}/second", GRAPH_PAIR,
+                f"{CAPTURABLE}/second/tune"),
 )
 
 
