@@ -189,35 +189,49 @@ MAX_ELEMENTS = 1 << 25      # elements stepped at most (two optimizers' state of
 
 
 def optimizer_spec(text: str) -> tuple:
-    """``CLASS:TENSORS:ELEMENTS`` (``--capturable``) as (class, tensors, elements)."""
-    name, tensors, elements = text.split(":")
-    if not name.isidentifier() or int(tensors) < 1 or int(elements) < int(tensors):
-        raise ValueError(f"not CLASS:TENSORS:ELEMENTS: {text}")
-    return name, int(tensors), int(elements)
+    """``CLASS:TENSORS:ELEMENTS[:GROUPS]`` (``--capturable``) as (class, tensors, elements, groups)."""
+    name, tensors, elements, *rest = text.split(":")
+    groups = int(rest[0]) if len(rest) == 1 else 1
+    if len(rest) > 1 or not name.isidentifier() or int(tensors) < 1 or int(elements) < int(tensors) \
+            or not 1 <= groups <= int(tensors):
+        raise ValueError(f"not CLASS:TENSORS:ELEMENTS[:GROUPS]: {text}")
+    return name, int(tensors), int(elements), groups
 
 
-def gpu_us(torch, launch) -> float:
+class NotAhead(RuntimeError):
+    """The host could not queue the work while the GPU spun: a timing would hold its gaps."""
+
+
+def gpu_us(torch, launch, cycles: int = SLEEP_CYCLES) -> float:
     """GPU time of what ``launch`` enqueues, launch gaps of the host taken out: the GPU spins
     first (``torch.cuda._sleep``) while the host queues the work behind it, so the work runs
-    back to back as a graph's nodes do; the median of REPEATS."""
-    times = []
-    for _ in range(REPEATS):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SLEEP_CYCLES)
-        begin.record()
-        launch()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3)
-    return _median(times)
+    back to back as a graph's nodes do; the median of REPEATS. Where the spin ended before the
+    host had queued it all (a step of thousands of tensors, or one that syncs, as ASGD's eager
+    step does), it spins four times longer, twice at most, then gives up (``NotAhead``)."""
+    for _ in range(3):
+        times, ahead = [], True
+        for _ in range(REPEATS):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(cycles)
+            begin.record()
+            launch()
+            end.record()
+            ahead = ahead and not begin.query()   # the GPU still spinning once all was queued
+            end.synchronize()
+            times.append(begin.elapsed_time(end) * 1e3)
+        if ahead:
+            return _median(times)
+        cycles *= 4
+    raise NotAhead("the host could not queue the step ahead of the GPU")
 
 
-def step_extra_us(torch, device, name: str, tensors: int, elements: int) -> dict:
-    """One optimizer's capturable cost: ``tensors`` parameters holding ``elements`` in all,
-    stepped by torch.optim.``name`` with the class's defaults, eagerly and as a captured graph
-    with ``capturable=True`` (step counts and bias corrections on the GPU: kernels, some over
-    all of the state, that the eager step never launches). ``extra_us``: the graph's GPU time
-    over the eager step's, both back to back (``gpu_us``)."""
+def step_extra_us(torch, device, name: str, tensors: int, elements: int, groups: int = 1) -> dict:
+    """One optimizer's capturable cost: ``tensors`` float32 parameters holding ``elements`` in
+    all, in ``groups`` parameter groups, stepped by torch.optim.``name`` with the class's
+    defaults, eagerly and as a captured graph with ``capturable=True`` (step counts and bias
+    corrections on the GPU: kernels, some over all of the state, that the eager step never
+    launches). ``extra_us``: the graph's GPU time over the eager step's, both back to back
+    (``gpu_us``)."""
     cls = getattr(torch.optim, name)
     per = max(elements // tensors, 1)
     sizes = [per + elements - per * tensors] + [per] * (tensors - 1)
@@ -226,7 +240,7 @@ def step_extra_us(torch, device, name: str, tensors: int, elements: int) -> dict
         params = [torch.zeros(size, device=device, requires_grad=True) for size in sizes]
         for p in params:
             p.grad = torch.full_like(p, 1e-3)
-        optimizer = cls(params, capturable=capturable)
+        optimizer = cls([{"params": params[k::groups]} for k in range(groups)], capturable=capturable)
         for _ in range(3):   # the state exists, the first steps' branches are past
             optimizer.step()
         return optimizer
@@ -244,38 +258,40 @@ def step_extra_us(torch, device, name: str, tensors: int, elements: int) -> dict
     graph.replay()
     torch.cuda.synchronize()
     eager_us, graph_us = gpu_us(torch, eager.step), gpu_us(torch, graph.replay)
-    return {"class": name, "tensors": tensors, "elements": elements, "eager_us": round(eager_us, 3),
+    return {"class": name, "tensors": tensors, "elements": elements, "groups": groups, "eager_us": round(eager_us, 3),
             "graphed_us": round(graph_us, 3), "extra_us": round(graph_us - eager_us, 3)}
 
 
 def capturable_steps(torch, device, optimizers) -> dict:
     """``capturable_step_us`` (the sum over ``optimizers`` of each one's extra, at least 0) and
     each one's figures; an optimizer beyond MAX_ELEMENTS is measured at it and at half of it
-    and its extra extended along that line. A class torch.optim does not have, or one that
-    refuses the flag or the capture, leaves ``capturable_step_us`` out and says why: the
-    prediction then uses the fitted cost, as for a record from before."""
+    and its extra extended along that line (its ``eager_us`` and ``graphed_us`` those at
+    ``measured_elements``). A class torch.optim does not have, one that refuses the flag or the
+    capture, or a step the host cannot queue ahead of the GPU leaves ``capturable_step_us`` out
+    and says why: the prediction then uses the fitted cost, as for a record from before."""
     steps = []
     try:
-        for name, tensors, elements in optimizers:
+        for name, tensors, elements, groups in optimizers:
             if elements <= MAX_ELEMENTS:
-                steps.append(step_extra_us(torch, device, name, tensors, elements))
+                steps.append(step_extra_us(torch, device, name, tensors, elements, groups))
                 continue
-            full = step_extra_us(torch, device, name, tensors, MAX_ELEMENTS)
-            half = step_extra_us(torch, device, name, tensors, MAX_ELEMENTS // 2)
+            full = step_extra_us(torch, device, name, tensors, MAX_ELEMENTS, groups)
+            torch.cuda.empty_cache()
+            half = step_extra_us(torch, device, name, tensors, MAX_ELEMENTS // 2, groups)
             slope = (full["extra_us"] - half["extra_us"]) / (MAX_ELEMENTS - MAX_ELEMENTS // 2)
             steps.append({**full, "elements": elements, "measured_elements": MAX_ELEMENTS,
                           "extra_us": round(full["extra_us"] + slope * (elements - MAX_ELEMENTS), 3)})
             torch.cuda.empty_cache()
+        return {"capturable_step_us": round(sum(max(s["extra_us"], 0.0) for s in steps), 3), "capturable_steps": steps}
     except Exception as error:  # noqa: BLE001 - the launch costs stand without it
         return {"capturable_steps": steps, "capturable_error": f"{type(error).__name__}: {error}"[:300]}
-    finally:
-        torch.cuda.empty_cache()
-    return {"capturable_step_us": round(sum(max(s["extra_us"], 0.0) for s in steps), 3), "capturable_steps": steps}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m advisor.calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("--capturable", action="append", default=[], type=optimizer_spec, metavar="CLASS:TENSORS:ELEMENTS",
+    parser = argparse.ArgumentParser(prog="python -m advisor.calibrate",
+                                     description="How this GPU, driver and torch launch work: one JSON object.")
+    parser.add_argument("--capturable", action="append", default=[], type=optimizer_spec,
+                        metavar="CLASS:TENSORS:ELEMENTS[:GROUPS]",
                         help="an optimizer a full-iteration graph makes capturable (repeatable)")
     args = parser.parse_args(argv)
     try:
@@ -288,7 +304,11 @@ def main(argv=None) -> int:
         return 1
     calibration = calibrate(torch)
     if args.capturable:
-        calibration.update(capturable_steps(torch, torch.device("cuda", torch.cuda.current_device()), args.capturable))
+        try:
+            calibration.update(capturable_steps(torch, torch.device("cuda", torch.cuda.current_device()),
+                                                args.capturable))
+        except Exception as error:  # noqa: BLE001 - the launch costs above stand without it
+            calibration["capturable_error"] = f"{type(error).__name__}: {error}"[:300]
     print(json.dumps(calibration))
     return 0
 

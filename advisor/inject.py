@@ -958,8 +958,17 @@ def describe_optimizer(optimizer, made: Optional[list] = None) -> dict:
     counts, and the eager trace cannot show it."""
     groups = getattr(optimizer, "param_groups", None) or []
     made = capturable_parameters(optimizer) if made is None else made
+    ids = {id(p) for p in made}
+    holding = [group for group in groups if any(id(p) in ids for p in group.get("params", ()))]
     return {"class": type(optimizer).__name__, "parameters": sum(len(group.get("params", ())) for group in groups),
-            "made_capturable": len(made), "made_capturable_elements": sum(p.numel() for p in made)}
+            "made_capturable": len(made), "made_capturable_elements": sum(p.numel() for p in made),
+            # what the calibration needs to step the same update (advisor.calibrate --capturable):
+            # torch's own class (a subclass may step otherwise), the groups and dtypes of the
+            # tensors made capturable, and whether a group turned foreach off (a loop per tensor)
+            "torch_class": type(optimizer).__module__.startswith("torch.optim"),
+            "made_capturable_groups": len(holding),
+            "made_capturable_dtypes": sorted({str(p.dtype) for p in made}),
+            "made_capturable_foreach_off": any(group.get("foreach") is False for group in holding)}
 
 
 BASELINE_SECONDS = 3.0         # untraced seconds timed at least (CG_ADVISE_BASELINE_SECONDS), where the script runs that long

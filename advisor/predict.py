@@ -670,7 +670,9 @@ def _capturable_cost(rows, constants: dict) -> tuple | None:
         if not (ms > 0 and params > 0 and elements >= 0 and not optimizer_left_out(r)
                 and r.get("shape", "plain") in FIT_SHAPES):
             continue
-        estimate = physical(r, "full_iteration", bare)
+        # the line is the fallback where a profile did not measure the step: fitted against
+        # GPU busy and the node cost alone, a row's own measurement left out
+        estimate = physical({**r, "capturable_step_ms": ""}, "full_iteration", bare)
         if estimate["gpu_ms"] >= estimate["host_ms"]:
             extra.append(ms - estimate["gpu_ms"])
             sizes.append((params, elements / 1e6))

@@ -21,14 +21,31 @@ from .sourcefile import atomic_write
 SCHEMA = "cg-advise.run/1"
 
 
+MEASURED_DTYPES = ("torch.float32",)   # the calibration steps float32 tensors: other dtypes change the per-element cost
+
+
 def capturable_specs(injected: dict) -> list:
-    """``CLASS:TENSORS:ELEMENTS`` of each optimizer the bootstrap saw a full-iteration graph
-    make capturable, for the calibration to step (advisor.calibrate ``--capturable``)."""
-    return [f"{o['class']}:{o['made_capturable']}:{o['made_capturable_elements']}"
-            for o in (injected or {}).get("optimizers") or []
-            if isinstance(o, dict) and str(o.get("class", "")).isidentifier()
-            and isinstance(o.get("made_capturable"), int) and o["made_capturable"] > 0
-            and isinstance(o.get("made_capturable_elements"), int) and o["made_capturable_elements"] >= o["made_capturable"]]
+    """``CLASS:TENSORS:ELEMENTS:GROUPS`` of each optimizer the bootstrap saw a full-iteration
+    graph make capturable, for the calibration to step (advisor.calibrate ``--capturable``).
+    None at all where the calibration would not step the same update: a subclass of torch's
+    optimizer (its own step), tensors of another dtype, foreach turned off, or optimizers that
+    do not hold every tensor made capturable (one built anew each epoch, or more than the
+    bootstrap describes); the prediction then keeps the fitted cost. A record from before these
+    facts were kept is taken as torch's class, float32 and foreach."""
+    specs, tensors = [], 0
+    for o in (injected or {}).get("optimizers") or []:
+        if not (isinstance(o, dict) and isinstance(o.get("made_capturable"), int) and o["made_capturable"] > 0):
+            continue
+        elements, groups = o.get("made_capturable_elements"), o.get("made_capturable_groups", 1)
+        if not (str(o.get("class", "")).isidentifier() and isinstance(elements, int) and elements >= o["made_capturable"]
+                and isinstance(groups, int) and 1 <= groups <= o["made_capturable"]
+                and o.get("torch_class", True) is True and not o.get("made_capturable_foreach_off")
+                and set(o.get("made_capturable_dtypes") or MEASURED_DTYPES) <= set(MEASURED_DTYPES)):
+            return []
+        specs.append(f"{o['class']}:{o['made_capturable']}:{elements}:{groups}")
+        tensors += o["made_capturable"]
+    made = ((injected or {}).get("made_capturable") or {}).get("tensors")
+    return specs if made is None or made == tensors else []
 
 
 def calibration(python: str, capturable: tuple = ()) -> dict:

@@ -55,7 +55,7 @@ def record_of(profiles: Path, workload: str):
 
 
 def specs_in_records() -> list:
-    """Every distinct CLASS:TENSORS:ELEMENTS in the sets' run records."""
+    """Every distinct CLASS:TENSORS:ELEMENTS:GROUPS in the sets' run records."""
     specs = set()
     for _, rows, _, profiles in now_sets():
         for row in pr.read_dataset(rows):
@@ -73,9 +73,9 @@ def measure(out: Path) -> None:
     device = torch.device("cuda", torch.cuda.current_device())
     found = {"gpu": torch.cuda.get_device_name(device), "torch": torch.__version__, "steps": [], "failed": []}
     for spec in specs_in_records():
-        name, tensors, elements = calibrate.optimizer_spec(spec)
+        name, tensors, elements, groups = calibrate.optimizer_spec(spec)
         try:
-            found["steps"].append(calibrate.step_extra_us(torch, device, name, tensors, elements))
+            found["steps"].append(calibrate.step_extra_us(torch, device, name, tensors, elements, groups))
         except Exception as error:  # noqa: BLE001 - recorded, the others go on
             found["failed"].append({"spec": spec, "error": f"{type(error).__name__}: {error}"[:300]})
         print(json.dumps(found["steps"][-1] if found["steps"] else found["failed"][-1]), file=sys.stderr)
@@ -90,8 +90,8 @@ def with_measured(row: dict, record: dict, probes: list, any_gpu: bool = False):
     for probe in probes:
         if probe["gpu"] != row.get("gpu") and not any_gpu:
             continue
-        table = {f"{s['class']}:{s['tensors']}:{s['elements']}": s for s in probe["steps"]}
-        if not all(spec in table for spec in specs):
+        table = {f"{s['class']}:{s['tensors']}:{s['elements']}:{s.get('groups', 1)}": s for s in probe["steps"]}
+        if not specs or not all(spec in table for spec in specs):
             continue
         steps = [table[spec] for spec in specs]
         calibration = {"capturable_steps": steps,

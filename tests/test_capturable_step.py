@@ -29,8 +29,10 @@ def committed_records():
 
 
 def test_an_optimizer_spec_is_class_tensors_elements_and_nothing_else():
-    assert calibrate.optimizer_spec("AdamW:17:14534") == ("AdamW", 17, 14534)
-    for bad in ("AdamW:0:5", "AdamW:4:3", "not a class:2:8", "AdamW:2", "AdamW:x:8"):
+    assert calibrate.optimizer_spec("AdamW:17:14534") == ("AdamW", 17, 14534, 1)
+    assert calibrate.optimizer_spec("AdamW:17:14534:2") == ("AdamW", 17, 14534, 2)
+    for bad in ("AdamW:0:5", "AdamW:4:3", "not a class:2:8", "AdamW:2", "AdamW:x:8", "AdamW:2:8:3", "AdamW:2:8:0",
+                "AdamW:2:8:1:1"):
         with pytest.raises(ValueError):
             calibrate.optimizer_spec(bad)
     # refused before torch is even imported: argparse's one line, exit 2
@@ -41,20 +43,28 @@ def test_an_optimizer_spec_is_class_tensors_elements_and_nothing_else():
 
 def test_the_specs_are_the_bootstrap_s_optimizers_that_a_graph_makes_capturable():
     """From each committed run record's JSON: every described optimizer with tensors made
-    capturable, as CLASS:TENSORS:ELEMENTS; one without, or a damaged entry, is left out."""
+    capturable, as CLASS:TENSORS:ELEMENTS:GROUPS (one group in a record from before groups were
+    counted); none at all where the calibration would not step the same update or would not
+    cover every tensor made capturable."""
     records = committed_records()
     assert len(records) == 6
     for path in records:
         bootstrap = json.loads(path.read_text())["bootstrap"]
-        expected = [f"{o['class']}:{o['made_capturable']}:{o['made_capturable_elements']}"
+        expected = [f"{o['class']}:{o['made_capturable']}:{o['made_capturable_elements']}:1"
                     for o in bootstrap["optimizers"] if o["made_capturable"] > 0]
         assert runrecord.capturable_specs(bootstrap) == expected and expected
-    damaged = {"optimizers": [{"class": "SGD", "made_capturable": 0, "made_capturable_elements": 0},
-                              {"class": "two words", "made_capturable": 2, "made_capturable_elements": 8},
-                              {"class": "Adam", "made_capturable": None},
-                              "not a dict",
-                              {"class": "Adam", "made_capturable": 2, "made_capturable_elements": 8}]}
-    assert runrecord.capturable_specs(damaged) == ["Adam:2:8"]
+    sgd = {"class": "SGD", "made_capturable": 0, "made_capturable_elements": 0}
+    adam = {"class": "Adam", "made_capturable": 2, "made_capturable_elements": 8, "torch_class": True,
+            "made_capturable_groups": 2, "made_capturable_dtypes": ["torch.float32"],
+            "made_capturable_foreach_off": False}
+    good = {"optimizers": [sgd, "not a dict", adam], "made_capturable": {"tensors": 2, "elements": 8}}
+    assert runrecord.capturable_specs(good) == ["Adam:2:8:2"]
+    for odd in ({"class": "two words"}, {"torch_class": False}, {"made_capturable_dtypes": ["torch.bfloat16"]},
+                {"made_capturable_foreach_off": True}, {"made_capturable_elements": None},
+                {"made_capturable_groups": 3}):
+        assert runrecord.capturable_specs({**good, "optimizers": [sgd, {**adam, **odd}]}) == [], odd
+    # the same tensors described twice (an optimizer built anew each epoch): not covered once
+    assert runrecord.capturable_specs({**good, "optimizers": [adam, adam]}) == []
     assert runrecord.capturable_specs({}) == runrecord.capturable_specs(None) == []
 
 
@@ -144,9 +154,10 @@ def test_the_measurement_on_a_gpu():
     got = calibrate.step_extra_us(torch, device, "AdamW", 4, 4096)
     assert got["eager_us"] > 0 and got["graphed_us"] > 0
     assert got["extra_us"] == pytest.approx(got["graphed_us"] - got["eager_us"], abs=1e-2)
-    both = calibrate.capturable_steps(torch, device, [("AdamW", 4, 4096), ("NoSuchOptimizer", 2, 8)])
+    assert calibrate.step_extra_us(torch, device, "Adam", 4, 4096, groups=2)["graphed_us"] > 0
+    both = calibrate.capturable_steps(torch, device, [("AdamW", 4, 4096, 1), ("NoSuchOptimizer", 2, 8, 1)])
     assert "capturable_step_us" not in both and both["capturable_error"].startswith("AttributeError")
-    assert runrecord.calibration(sys.executable, ["AdamW:4:4096"])["capturable_step_us"] >= 0
+    assert runrecord.calibration(sys.executable, ["AdamW:4:4096:1"])["capturable_step_us"] >= 0
 
 
 def test_the_committed_probes_name_what_they_ran_on():

@@ -82,7 +82,9 @@ def test_training_iterations_and_submodules(capsys):
                                   "module_ranges": 18, "graph_replays": 0, "steps_ended_at_next_forward": 0,
                                   "trained_parameters": 6,
                                   "optimizers": [{"class": "SGD", "parameters": 6, "made_capturable": 0,
-                                                  "made_capturable_elements": 0}],
+                                                  "made_capturable_elements": 0, "torch_class": True,
+                                                  "made_capturable_groups": 0, "made_capturable_dtypes": [],
+                                                  "made_capturable_foreach_off": False}],
                                   "optimizers_stepped": 1, "made_capturable": {"tensors": 0, "elements": 0},
                                   "models": [["model"]],
                                   # counted from the third call on (the second one adopts the model)
@@ -105,7 +107,10 @@ def test_optimizers_are_described_once_with_what_a_graph_makes_capturable():
     _, injector = run_script("--steps", "3", "--adamw", "--freeze-encoder")
     # the middle Linear(16, 16) and the decoder Linear(16, 2): 16*16 + 16 + 16*2 + 2 elements
     assert injector.summary()["optimizers"] == [{"class": "AdamW", "parameters": 4, "made_capturable": 4,
-                                                 "made_capturable_elements": 306}]
+                                                 "made_capturable_elements": 306, "torch_class": True,
+                                                 "made_capturable_groups": 1,
+                                                 "made_capturable_dtypes": ["torch.float32"],
+                                                 "made_capturable_foreach_off": False}]
     assert injector.summary()["made_capturable"] == {"tensors": 4, "elements": 306}
     _, injector = run_script("--steps", "2", "--inference")
     assert injector.summary()["optimizers"] == [] and injector.summary()["made_capturable"]["tensors"] == 0
@@ -156,11 +161,23 @@ def test_a_capturable_or_fused_optimizer_is_not_made_capturable():
     params = [torch.nn.Parameter(torch.zeros(n)) for n in (5, 2, 2)]
     built = torch.optim.AdamW([{"params": params[:1]}, {"params": params[1:], "capturable": True}], lr=0.1)
     assert describe_optimizer(built) == {"class": "AdamW", "parameters": 3, "made_capturable": 1,
-                                         "made_capturable_elements": 5}
+                                         "made_capturable_elements": 5, "torch_class": True,
+                                         "made_capturable_groups": 1, "made_capturable_dtypes": ["torch.float32"],
+                                         "made_capturable_foreach_off": False}
     fused = torch.optim.Adam(params, lr=0.1)
     for group in fused.param_groups:
         group["fused"] = True   # as Adam(fused=True) on a GPU holds it
     assert describe_optimizer(fused)["made_capturable"] == 0
+    # what the calibration needs to step the same update: a subclass, two groups, bfloat16
+    # tensors and foreach turned off are said so (advisor.runrecord.capturable_specs skips them)
+
+    class Mine(torch.optim.Adam):
+        pass
+
+    halves = [torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16)) for _ in range(2)]
+    odd = describe_optimizer(Mine([{"params": halves[:1]}, {"params": halves[1:], "foreach": False}], lr=0.1))
+    assert (odd["class"], odd["torch_class"], odd["made_capturable_groups"]) == ("Mine", False, 2)
+    assert odd["made_capturable_dtypes"] == ["torch.bfloat16"] and odd["made_capturable_foreach_off"] is True
 
 
 def test_trained_parameters_are_counted_at_the_first_training_call():
