@@ -31,13 +31,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
 from advisor import runrecord  # noqa: E402
+from advisor.calibrate import summed_extra_us  # noqa: E402
 
 SCOPES = ("full_iteration", "fwd_bwd")
 
 
 def now_sets():
-    """(GPU label, dataset rows path, tune folder, profiles folder) of each set timed as tune
-    times now, per scope once."""
+    """(GPU label, dataset rows path, tune folder, set folder) of each set timed as tune times
+    now, per scope once."""
     import unseen_eval as ue
 
     seen = set()
@@ -45,21 +46,23 @@ def now_sets():
         for prefixes, gpu in ((ue.NOW, "H100"), (ue.NOW_H200, "H200")):
             if rows.startswith(prefixes) and rows not in seen:
                 seen.add(rows)
-                folder = (ue.RESULTS / rows).parent
-                yield gpu, ue.RESULTS / rows, ue.RESULTS / results, folder / "profiles"
+                yield gpu, ue.RESULTS / rows, ue.RESULTS / results, (ue.RESULTS / rows).parent
 
 
-def record_of(profiles: Path, workload: str):
-    path = profiles / f"{workload}_eager.cg-advise-run.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def record_of(folder: Path, row: dict):
+    """The run record ``row`` was built from (``baseline_stretches.record_of``), read; None without one."""
+    from baseline_stretches import record_of as path_of
+
+    path = path_of(folder, row)
+    return json.loads(path.read_text()) if path else None
 
 
 def specs_in_records() -> list:
     """Every distinct CLASS:TENSORS:ELEMENTS:GROUPS in the sets' run records."""
     specs = set()
-    for _, rows, _, profiles in now_sets():
+    for _, rows, _, folder in now_sets():
         for row in pr.read_dataset(rows):
-            record = record_of(profiles, row["workload"])
+            record = record_of(folder, row)
             if record:
                 specs.update(runrecord.capturable_specs(record.get("bootstrap")))
     return sorted(specs)
@@ -94,8 +97,7 @@ def with_measured(row: dict, record: dict, probes: list, any_gpu: bool = False):
         if not specs or not all(spec in table for spec in specs):
             continue
         steps = [table[spec] for spec in specs]
-        calibration = {"capturable_steps": steps,
-                       "capturable_step_us": sum(max(s["extra_us"], 0.0) for s in steps)}
+        calibration = {"capturable_steps": steps, "capturable_step_us": summed_extra_us(steps)}
         made = bootstrap.get("made_capturable") or {}
         return {**row, "capturable_step_ms": pr.measured_capturable_ms(calibration, made)}
     return None
@@ -107,20 +109,21 @@ def compare_all(probes: list, model: dict, any_gpu: bool = False) -> dict:
     from paired_vs_predicted import compare
 
     out = {}
-    for gpu, rows_path, tune, profiles in now_sets():
+    for gpu, rows_path, tune, folder in now_sets():
         rows = pr.read_dataset(rows_path)
+        fitted = [{**row, "capturable_step_ms": ""} for row in rows]
         measured, missing = [], []
         for row in rows:
-            if not pr._value(row, "capturable_params", 0.0) > 0 or pr._value(row, "capturable_step_ms") >= 0:
-                measured.append(row)   # nothing made capturable, or its own calibration measured it
-                continue
-            filled = with_measured(row, record_of(profiles, row["workload"]), probes, any_gpu)
-            (measured.append(filled) if filled else (missing.append(row["workload"]), measured.append(row)))
+            # nothing made capturable, or its own calibration measured it: the row as it is
+            kept = not pr._value(row, "capturable_params", 0.0) > 0 or pr._value(row, "capturable_step_ms") >= 0
+            filled = row if kept else with_measured(row, record_of(folder, row), probes, any_gpu)
+            measured.append(filled or row)
+            if filled is None:
+                missing.append(row["workload"])
         for scope in SCOPES:
             key = f"{gpu} {scope}"
             entry = out.setdefault(key, {"fitted": [0, 0], "measured": [0, 0], "unmeasured": [],
                                          "fitted_graphed": [], "measured_graphed": []})
-            fitted = [{**row, "capturable_step_ms": ""} for row in rows]
             for kind, these in (("fitted", fitted), ("measured", measured)):
                 found = compare(these, tune, scope, model)
                 entry[kind][0] += found["paired"][0]
