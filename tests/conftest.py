@@ -58,4 +58,7 @@ def cuda_available() -> bool:
         return False
 
 
-requires_cuda = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+def requires_cuda(test):
+    """Skips the test without a CUDA GPU and marks it `cuda`, so that `pytest -m cuda` runs just
+    the GPU tests on the lent machine (a bare skipif left them out of that selection)."""
+    return pytest.mark.cuda(pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")(test))

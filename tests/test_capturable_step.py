@@ -7,21 +7,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, bench_module
+from conftest import ROOT, bench_module, requires_cuda
 
 from advisor import calibrate, runrecord
 from advisor import predict as pr
 
 SET = ROOT / "bench" / "results" / "paired_timing" / "capturable_measured_2026-11-28"
 PROBES = ROOT / "bench" / "results" / "capturable_step_probe"
-
-
-def has_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
 
 
 def committed_records():
@@ -146,7 +138,7 @@ def test_a_row_filled_from_the_probe_is_what_its_calibration_would_have_recorded
     assert probe.with_measured(row, record, [h100], any_gpu=True) is not None
 
 
-@pytest.mark.skipif(not has_cuda(), reason="needs CUDA")
+@requires_cuda
 def test_the_measurement_on_a_gpu():
     import torch
 

@@ -9,6 +9,7 @@ import types
 import pytest
 import torch
 
+from conftest import requires_cuda
 from tuner.harness import Settings, StepTimer, paired_ratios
 from tuner.search import Candidate, choose, eager_slowdown
 
@@ -510,7 +511,7 @@ def test_the_eager_windows_of_a_full_iteration_helper_run_its_step_eagerly(tmp_p
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), plain.parameters()))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@requires_cuda
 @pytest.mark.parametrize("optimizer_class", [torch.optim.AdamW, torch.optim.NAdam, torch.optim.SGD])
 def test_on_the_gpu_eager_windows_of_a_capturable_optimizer_train_as_the_graph_does(optimizer_class):
     """A full-iteration graph of an AdamW (NAdam, SGD) step, then eager windows as tune's

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from advisor.cli import cli
 from advisor.patching import file_digest, tune_result_path
-from conftest import ROOT
+from conftest import ROOT, requires_cuda
 from tuner.discover import DiscoveryError, discover
 from tuner.patch import PATCH_SCOPES, PatchRefused, check, make_patch
 
@@ -452,7 +452,7 @@ def test_a_model_given_a_python_value_refuses_fwd_bwd(setup, body, argument, giv
     assert make_patch(script, "submodule").diff() and make_patch(script, "compile").diff()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 def test_a_graphed_module_called_again_before_its_backward_runs_that_call_eagerly():
     """A seq2seq decoder's GRUCell, run once per output token: its submodule rewrite replayed
     the cell's graph at every call, each replay overwriting what the last one's backward reads,
@@ -490,7 +490,7 @@ def test_a_graphed_module_called_again_before_its_backward_runs_that_call_eagerl
                 torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_a_full_iteration_graph_is_captured_again_when_parameters_are_unfrozen(optimizer):
     """The fine-tuning loop that trains the head, then unfreezes the backbone: a graph captured
@@ -533,7 +533,7 @@ def test_a_full_iteration_graph_is_captured_again_when_parameters_are_unfrozen(o
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 def test_gradients_set_to_none_after_a_replay_are_the_next_replays_again():
     """A step skipped after a non-finite gradient norm (`optimizer.zero_grad(set_to_none=True);
     continue`): the gradients the captured backward writes were cut off from the parameters,
@@ -808,7 +808,7 @@ def test_outputs_kept_past_the_next_replay_are_copies_where_asked(clone_outputs)
     assert same is clone_outputs
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 @pytest.mark.parametrize("clone_outputs", [False, True])
 def test_on_the_gpu_a_kept_output_is_overwritten_by_the_next_replay_unless_copied(clone_outputs):
     from tuner.templates import GRAPHED_FORWARD
@@ -916,7 +916,7 @@ def test_a_module_whose_output_holds_an_object_runs_eagerly_for_good():
                 torch.testing.assert_close(a.grad, b.grad)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_cuda
 def test_a_model_given_its_state_in_a_tuple_is_graphed_on_the_gpu():
     from tuner.templates import GRAPHED_FORWARD
 
