@@ -678,14 +678,9 @@ def test_the_graphed_forward_helper_never_replays_before_the_last_replays_backwa
     assert any("is called again before the backward of its last call" in str(w.message) for w in caught) is warns
 
 
-def test_a_graphed_forward_is_captured_again_when_its_parameters_are_unfrozen():
-    """Fine-tuning: the backbone frozen while the head trains, then unfrozen. A backward graph
-    captured while it was frozen computes no gradient for it: the rewrite trained the head alone
-    for the rest of the run. The helper captures again for the parameters trained now."""
-    graph_forward = _graphed_forward_on_the_cpu()
-    torch.manual_seed(0)
-    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-    graphed = graph_forward(copy.deepcopy(eager))
+def _assert_same_gradients_as_the_backbone_unfreezes(eager, graphed) -> None:
+    """Four steps of both models, the backbone (``model[0]``) frozen for the first two: each
+    step's gradients of ``graphed`` are ``eager``'s (none where eager has none)."""
     x = torch.randn(4, 8)
     for step in range(4):
         for model in (eager, graphed):
@@ -696,6 +691,17 @@ def test_a_graphed_forward_is_captured_again_when_its_parameters_are_unfrozen():
             assert (a.grad is None) == (b.grad is None)
             if a.grad is not None:
                 torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_a_graphed_forward_is_captured_again_when_its_parameters_are_unfrozen():
+    """Fine-tuning: the backbone frozen while the head trains, then unfrozen. A backward graph
+    captured while it was frozen computes no gradient for it: the rewrite trained the head alone
+    for the rest of the run. The helper captures again for the parameters trained now."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed = graph_forward(copy.deepcopy(eager))
+    _assert_same_gradients_as_the_backbone_unfreezes(eager, graphed)
     assert _helper_state(graphed)["frozen"] == []   # captured again once unfrozen
 
 
@@ -942,16 +948,7 @@ def test_a_graphed_child_is_captured_again_when_its_input_needs_a_gradient():
     graphed = copy.deepcopy(eager)
     graphed[0].requires_grad_(False)
     graph_forward(graphed[2])
-    x = torch.randn(4, 8)
-    for step in range(4):
-        for model in (eager, graphed):
-            model[0].requires_grad_(step >= 2)
-            model.zero_grad()
-            model(x).square().sum().backward()
-        for a, b in zip(eager.parameters(), graphed.parameters()):
-            assert (a.grad is None) == (b.grad is None)
-            if a.grad is not None:
-                torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_gradients_as_the_backbone_unfreezes(eager, graphed)
 
 
 @pytest.mark.parametrize("template", ["GRAPHED_FORWARD", "GRAPHED_INFERENCE"])

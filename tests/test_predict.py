@@ -570,19 +570,25 @@ def test_the_run_record_s_parameter_count_becomes_a_feature():
     assert pr.features_of(summary, counted)["param_tensors"] == 20.0
 
 
+def four_of_one_family_and_one_of_another(path):
+    """``path``, written: the shipped dataset cut to 4 rows of its first family and 1 row of
+    another, so that a model can be fitted for the lone row only (from the 4)."""
+    lines = DATASET.read_text().splitlines()
+    family = lines[0].split(",").index("family")
+    first = lines[1].split(",")[family]
+    same = [line for line in lines[1:] if line.split(",")[family] == first][:4]
+    other = next(line for line in lines[1:] if line.split(",")[family] != first)
+    path.write_text("\n".join([lines[0], *same, other]) + "\n")
+    return path
+
+
 def test_model_eval_names_a_shipped_dataset_and_shows_a_share_it_could_not_count_as_a_dash(tmp_path):
     code, out, _ = run("model", "eval", "h200", "--json")
     h200 = pr.read_dataset(ROOT / "advisor" / "data" / "dataset_h200.csv")
     assert code == 0 and json.loads(out)["fwd_bwd"]["workloads"] == sum(number(r, "fwd_bwd_ms") > 0 for r in h200)
     # 4 rows of one family and 1 of another: only the lone row is predicted (from the 4), and no
     # interval can be made for it from the other families' residuals (there are none)
-    lines = DATASET.read_text().splitlines()
-    family = lines[0].split(",").index("family")
-    first = lines[1].split(",")[family]
-    same = [line for line in lines[1:] if line.split(",")[family] == first][:4]
-    other = next(line for line in lines[1:] if line.split(",")[family] != first)
-    tiny = tmp_path / "tiny.csv"
-    tiny.write_text("\n".join([lines[0], *same, other]) + "\n")
+    tiny = four_of_one_family_and_one_of_another(tmp_path / "tiny.csv")
     code, out, _ = run("model", "eval", tiny, "--json")
     assert code == 0 and json.loads(out)["full_iteration"]["interval_coverage"] is None   # nan in JSON: null
     code, out, _ = run("model", "eval", tiny)
@@ -873,17 +879,12 @@ def test_model_eval_s_verdict_counts_only_the_workloads_a_model_predicted(tmp_pa
     """4 rows of one family and 1 of another: only the lone row is predicted (no model can be
     fitted without the 4), so the verdict is over 1 workload, not 5 with 4 'no-go calls' the
     model never made; a dataset with no measured scope has no verdict: '-', not nan %."""
-    lines = DATASET.read_text().splitlines()
-    family = lines[0].split(",").index("family")
-    first = lines[1].split(",")[family]
-    same = [line for line in lines[1:] if line.split(",")[family] == first][:4]
-    other = next(line for line in lines[1:] if line.split(",")[family] != first)
-    tiny = tmp_path / "tiny.csv"
-    tiny.write_text("\n".join([lines[0], *same, other]) + "\n")
+    tiny = four_of_one_family_and_one_of_another(tmp_path / "tiny.csv")
     code, out, _ = run("model", "eval", tiny, "--json")
     verdict = json.loads(out)["verdict"]
     assert code == 0 and verdict["workloads"] == 1
     assert verdict["go_workloads"] + verdict["nogo_workloads"] == 1
+    lines = DATASET.read_text().splitlines()
     header = lines[0].split(",")
     measured = [i for i, column in enumerate(header) if column.endswith("_ms") and column.split("_ms")[0] in pr.SCOPES]
     blank = [",".join("" if i in measured else v for i, v in enumerate(line.split(","))) for line in lines[1:]]

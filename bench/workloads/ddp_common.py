@@ -1,5 +1,9 @@
 """What the DDP workloads (ddp_train.py, ddp_accumulate.py) share: the process group, the
-models and the data, so that the two training loops differ only in their step."""
+models and the data, so that the two training loops differ only in their step. Each script
+still builds its DDP model, optimizer and loss itself, before its own epoch loop, as a user's
+script does: patch reads them there. Built by a helper here, the model is no DDP to patch (its
+rewrites lose the side stream DDP must be built under, full_iteration_allreduce_outside is
+refused), so those lines repeat."""
 
 import argparse
 import os
