@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from advisor import predict as pr  # noqa: E402
 from paired_vs_predicted import close, compare, tune_result, tuned_row  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
-from unseen_eval import GRAPH_PAIR, NOW, NOW_H200, RESULTS, SETS  # noqa: E402
+from unseen_eval import GRAPH_PAIR, H200_STRETCHES, NOW, RESULTS, SETS  # noqa: E402
 
 TOLERANCE = 0.2
 
@@ -83,7 +83,7 @@ def against_tune(model: dict) -> list:
             out.append((str(folder.relative_to(RESULTS)), row["workload"], scope,
                         measured["paired_eager_ms"] / eager_slowdown(scope), pr.eager_ms(row, model)[0],
                         before, after, pr._value(row, "period_ms"), rows.startswith(NOW),
-                        rows.startswith(NOW_H200)))
+                        rows.startswith(H200_STRETCHES)))
     return out
 
 
@@ -95,7 +95,7 @@ def one_stretch_hits(model: dict) -> dict:
               ("the 3 s after the recording", 1))
     out = {label: {scope: [0, 0] for scope in GRAPH_PAIR} for label, _ in labels}
     for _, rows, results, scope, tolerance in SETS:
-        if scope not in GRAPH_PAIR or not rows.startswith(NOW_H200):
+        if scope not in GRAPH_PAIR or not rows.startswith(H200_STRETCHES):
             continue
         folder = (RESULTS / rows).parent
         dataset = pr.read_dataset(RESULTS / rows)
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     found = records()
-    both_long = str(RESULTS / NOW_H200[0])
+    both_long = str(RESULTS / H200_STRETCHES)
     ratios = [after / before for path, (before, after) in found.items() if not str(path).startswith(both_long)]
     long_ratios = [after / before for path, (before, after) in found.items() if str(path).startswith(both_long)]
     model = pr.load_model()

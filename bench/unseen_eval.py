@@ -39,8 +39,9 @@ FOUR = "paired_timing/four_gpus_2026-11-27"
 ONE = "paired_timing/one_gpu_2026-11-28"
 H200_STRETCHES = "paired_timing/h200_four_gpus_2026-11-28"
 CAPTURABLE = "paired_timing/capturable_measured_2026-11-28"
+H200_DEFAULT = "paired_timing/h200_default_baseline_2026-11-28"
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES,)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -210,6 +211,16 @@ SETS = (
     *each_scope("H100, 3 loops, capturable step measured", f"{CAPTURABLE}/first", GRAPH_PAIR, f"{CAPTURABLE}/first/tune"),
     *each_scope("H100, 3 loops, capturable step measured, 2nd", f"{CAPTURABLE}/second", GRAPH_PAIR,
                 f"{CAPTURABLE}/second/tune"),
+    # the product as a user runs it on the H200: the default baseline (25 iterations before the
+    # recording, the rest of 3 s after) and the capturable step measured by the calibration, ten
+    # loops profiled then tuned on one H200 (three calls of one start, 2026-11-28), the model
+    # unchanged: the five never timed on an H200 (dynamic_padding, called no-go, tune's graphs
+    # ran eagerly: no row) and six that had missed there
+    *each_scope("H200, 3 loops, default baseline", f"{H200_DEFAULT}/first", GRAPH_PAIR, f"{H200_DEFAULT}/first/tune"),
+    *each_scope("H200, 3 loops, default baseline, 2nd", f"{H200_DEFAULT}/second", GRAPH_PAIR,
+                f"{H200_DEFAULT}/second/tune"),
+    *each_scope("H200, 4 loops, default baseline, 3rd", f"{H200_DEFAULT}/third", GRAPH_PAIR,
+                f"{H200_DEFAULT}/third/tune"),
 )
 
 

@@ -76,7 +76,7 @@ def test_timed_3_s_on_both_sides_the_stretch_before_is_still_slower_than_tune(st
     from advisor import predict as pr
 
     both = {path: chunks for path, chunks in stretches.records().items()
-            if str(path).startswith(str(stretches.RESULTS / stretches.NOW_H200[0]))}
+            if str(path).startswith(str(stretches.RESULTS / stretches.H200_STRETCHES))}
     assert len(both) == 36
     for path in both:
         untraced = json.loads(path.read_text())["untraced"]
@@ -99,7 +99,7 @@ def test_the_h200_set_predicted_from_one_stretch(stretches):
     hits = stretches.one_stretch_hits(model)
     # every row of those sets has its record, with both stretches, each of them 3 s long or more
     for _, rows, *_ in stretches.SETS:
-        if rows.startswith(stretches.NOW_H200):
+        if rows.startswith(stretches.H200_STRETCHES):
             folder = (stretches.RESULTS / rows).parent
             for row in pr.read_dataset(stretches.RESULTS / rows):
                 untraced = json.loads(stretches.record_of(folder, row).read_text())["untraced"]
