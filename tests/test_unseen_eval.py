@@ -47,7 +47,7 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     machines. Before them 386 of 469 and 407 (twenty-five loops tuned with long windows on a machine of
     four H100s; before those fourteen loops tuned with paired windows lengthened past the
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
-    than a loop that replays throughout), each step of that history in README.md and
+    than a loop that replays throughout), each step of that history in docs/prediction-evidence.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
     much narrower than now (420 of 503 at least) nor vacuous (over 95 %)."""
     from advisor import predict as pr
