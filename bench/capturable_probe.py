@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from advisor import predict as pr  # noqa: E402
 from advisor import runrecord  # noqa: E402
 from advisor.calibrate import summed_extra_us  # noqa: E402
+from unseen_eval import median_hits  # noqa: E402
 
 SCOPES = ("full_iteration", "fwd_bwd")
 
@@ -123,11 +124,13 @@ def compare_all(probes: list, model: dict, any_gpu: bool = False) -> dict:
         for scope in SCOPES:
             key = f"{gpu} {scope}"
             entry = out.setdefault(key, {"fitted": [0, 0], "measured": [0, 0], "unmeasured": [],
-                                         "fitted_graphed": [], "measured_graphed": []})
+                                         "fitted_graphed": [], "measured_graphed": [],
+                                         "fitted_scripts": [], "measured_scripts": []})
             for kind, these in (("fitted", fitted), ("measured", measured)):
                 found = compare(these, tune, scope, model)
                 entry[kind][0] += found["paired"][0]
                 entry[kind][1] += found["paired"][1]
+                entry[f"{kind}_scripts"] += [(name, p, paired) for name, p, paired, _ in found["scripts"] if paired]
                 # tune's graphed time over the predicted, each script: where the GPU side errs
                 entry[f"{kind}_graphed"] += [got / predicted for _, _, _, predicted, got in found["sides"]]
             if scope == SCOPES[0]:
@@ -153,7 +156,8 @@ def main() -> None:
         (fh, ft), (mh, mt) = entry["fitted"], entry["measured"]
         print(f"{key:22s} fitted cost {fh:3d} of {ft:3d} (graphed time measured/predicted, median "
               f"{statistics.median(entry['fitted_graphed']):.3f})   measured cost {mh:3d} of {mt:3d} "
-              f"({statistics.median(entry['measured_graphed']):.3f})"
+              f"({statistics.median(entry['measured_graphed']):.3f}); per loop "
+              + " and ".join("{} of {}".format(*median_hits(entry[f"{kind}_scripts"])) for kind in ("fitted", "measured"))
               + (f"   (no probe: {', '.join(sorted(set(entry['unmeasured'])))})" if entry["unmeasured"] else ""))
 
 

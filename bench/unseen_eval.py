@@ -250,15 +250,21 @@ def per_workload(sets: list, prefixes: tuple, scope: str) -> tuple:
     (``sets``: ``evaluate``'s, those whose rows start with ``prefixes``). A loop tuned on several
     machine starts is then measured by the median of its tunes, less at the mercy of one host's
     speed; a loop tuned once counts as in ``evaluate``."""
+    mine = [s for s in sets if s["scope"] == scope and s["rows"].startswith(prefixes)]
+    tolerance = mine[0]["tolerance"] if mine else 0.2
+    return median_hits([script for s in mine for script in s["scripts"]], tolerance)
+
+
+def median_hits(scripts, tolerance: float = 0.2) -> tuple:
+    """(hits, loops) of (loop, predicted, [paired speedups]) triples, per loop: the median of
+    its predictions against the median of all its measurements."""
     predicted, measured = {}, {}
-    for s in sets:
-        if s["scope"] == scope and s["rows"].startswith(prefixes):
-            for name, prediction, paired in s["scripts"]:
-                predicted.setdefault(name, []).append(prediction)
-                measured.setdefault(name, []).extend(paired)
-    tolerance = next((s["tolerance"] for s in sets if s["scope"] == scope), 0.2)
-    hits = sum(close(statistics.median(predicted[n]), statistics.median(measured[n]), tolerance) for n in predicted)
-    return hits, len(predicted)
+    for name, prediction, paired in scripts:
+        predicted.setdefault(name, []).append(prediction)
+        measured.setdefault(name, []).extend(paired)
+    hits = sum(close(statistics.median(predicted[n]), statistics.median(measured[n]), tolerance)
+               for n in predicted if measured[n])
+    return hits, sum(1 for n in predicted if measured[n])
 
 
 def main() -> None:
