@@ -228,7 +228,7 @@ def test_compile_that_runs_part_of_the_model_eagerly_is_eager_plus_its_call_cost
     eager = p["eager_ms"]
     calls = pr._value(row, "compile_calls")
     calls = calls if calls > 0 else max(1.0, pr._value(row, "forward_calls", 1.0))
-    cost = shipped["compile_call_ms"] * pr._host_speed(row, shipped["calibration"]) * calls
+    cost = shipped["compile_call_ms"] * pr._host_speed(row, shipped) * calls
     assert p["compile"]["speedup"] == pytest.approx(eager / (eager + cost), rel=1e-9)
     assert p["compile"]["speedup"] < 1.0
     assert p["compile"]["as_applied"] == ("torch.sparse.mm in a model's forward: compile runs it eagerly, and its "
@@ -444,8 +444,8 @@ def test_a_row_without_a_positive_launch_cost_keeps_this_host_s_speed(rows):
     constants = pr.fit_constants(damaged)
     assert math.isfinite(constants["callable_ms"]) and math.isfinite(constants["callable_ms_per_op"])
     model = pr.load_model()
-    assert pr._host_speed(damaged[0], model["calibration"]) == 1.0
-    assert pr._host_speed(damaged[0], {"eager_launch_us": 0.0}) == 1.0
+    assert pr._host_speed(damaged[0], model) == 1.0
+    assert pr._host_speed(damaged[0], {"calibration": {"eager_launch_us": 0.0}}) == 1.0
     assert pr.physical(damaged[0], "fwd_bwd", model)["host_ms"] == pr.physical(
         {**damaged[0], "eager_launch_us": ""}, "fwd_bwd", model)["host_ms"]
 
@@ -456,7 +456,7 @@ def test_graphed_callables_host_cost_follows_the_trained_parameter_count(rows, s
     it falls back on the per-operation line, and the operation count no longer matters once
     the parameters are known."""
     row = {**rows[0], "syncs": "0", "between_ms": "0"}
-    speed = pr._host_speed(row, shipped["calibration"])
+    speed = pr._host_speed(row, shipped)
     host = {n: pr.physical({**row, "param_tensors": str(n)}, "fwd_bwd", shipped)["host_ms"] for n in (10, 50)}
     assert host[50] - host[10] == pytest.approx(40 * shipped["callable_ms_per_param"] * speed, rel=1e-9)
     more_ops = {**row, "param_tensors": "10", "ops": str(number(row, "ops") * 3)}
@@ -475,7 +475,7 @@ def test_each_forward_call_of_an_iteration_pays_the_graphed_callables_cost(rows,
     shipped datasets, a summary from before) or a trace without the bootstrap's phase ranges
     counts one call."""
     row = {**rows[0], "syncs": "0", "between_ms": "0", "phases_marked": "1", "param_tensors": "10"}
-    speed = pr._host_speed(row, shipped["calibration"])
+    speed = pr._host_speed(row, shipped)
     launch_ms = pr._value(row, "graph_launch_us", shipped["calibration"]["graph_launch_us"]) / 1e3
     one, four = ({**row, "forward_calls": str(k)} for k in (1, 4))
     for scope in ("fwd_bwd", "submodule", "compile"):
@@ -982,7 +982,7 @@ def test_fwd_bwd_graphs_the_models_patch_graphs_and_leaves_the_others_host_work_
     scale = min(1.0, eager / 4.0)
     kept = pr.physical(part, "fwd_bwd", shipped)["host_ms"] - pr.physical({**row, "forward_calls": "1"}, "fwd_bwd", shipped)["host_ms"]
     assert kept == pytest.approx(scale * 0.75 * (1.2 + 1.6), rel=1e-9)
-    speed = pr._host_speed(row, shipped["calibration"])
+    speed = pr._host_speed(row, shipped)
     launch_ms = pr._value(row, "graph_launch_us", shipped["calibration"]["graph_launch_us"]) / 1e3
     every_call = pr.physical({**part, "fwd_bwd_calls": ""}, "fwd_bwd", shipped)["host_ms"]
     assert every_call - pr.physical(part, "fwd_bwd", shipped)["host_ms"] == pytest.approx(
@@ -1032,7 +1032,7 @@ def test_compile_pays_its_own_host_cost_per_call_fitted_on_host_bound_rows(rows,
     assert 0.05 < shipped["compile_call_ms"] < 2.0
     row = {**rows[0], "syncs": "0", "phases_marked": "1", "param_tensors": "10", "forward_calls": "1"}
     gap = pr.physical(row, "compile", shipped)["host_ms"] - pr.physical(row, "fwd_bwd", shipped)["host_ms"]
-    assert gap == pytest.approx(shipped["compile_call_ms"] * pr._host_speed(row, shipped["calibration"]), rel=1e-9)
+    assert gap == pytest.approx(shipped["compile_call_ms"] * pr._host_speed(row, shipped), rel=1e-9)
 
 
 def test_a_graph_replayed_on_some_steps_gains_on_those_alone(rows, shipped):
@@ -1122,3 +1122,16 @@ def test_a_loop_patch_cannot_rewrite_gets_no_scope_predicted(rows, shipped):
     # a loop discovery did not find (the step in a function it does not follow) keeps them
     kept = pr.predict(shipped, rows[0], {"error": "train.py: no training loop found"})
     assert all("speedup" in kept[scope] for scope in pr.SCOPES)
+
+
+def test_the_host_speed_scales_a_callables_cost_by_the_models_exponent():
+    """A model fitted now scales by the square root of the launch cost's ratio (the shipped
+    one says so in its JSON); one fitted before, without the field, in full as it was fitted."""
+    shipped = pr.load_model()
+    assert shipped["host_speed_exponent"] == 0.5
+    fitted = shipped["calibration"]["eager_launch_us"]
+    row = {"eager_launch_us": str(fitted * 1.44)}
+    assert pr._host_speed(row, shipped) == pytest.approx(1.2)
+    older = {k: v for k, v in shipped.items() if k != "host_speed_exponent"}
+    assert pr._host_speed(row, older) == pytest.approx(1.44)
+    assert pr.fit_constants(pr.shipped_dataset("h100"))["host_speed_exponent"] == pr.HOST_SPEED_EXPONENT

@@ -35,9 +35,10 @@ def test_every_committed_set_is_read_whole(unseen):
 
 
 def test_the_shipped_model_on_scripts_it_never_saw(unseen):
-    """492 of the 604 paired measurements within the target and 510 inside the interval; the last
-    20: ten loops profiled on an H200 with the default baseline and the capturable step measured,
-    then tuned (2026-11-28). Before them 476 of 584 and 492; the 12 before: six loops with an Adam-family optimizer profiled on an H100 with the capturable step
+    """503 of the 604 paired measurements within the target and 526 inside the interval, the
+    model refitted with the square-root host speed (advisor.predict._host_speed; 492 and 510
+    before it); the last 20: ten loops profiled on an H200 with the default baseline and the
+    capturable step measured, then tuned (2026-11-28). Before them 476 of 584 and 492; the 12 before: six loops with an Adam-family optimizer profiled on an H100 with the capturable step
     measured by the calibration, then tuned (2026-11-28). Before them 465 of 572 and 480; the 69
     before: 29 of the loops below (seven of them twice) profiled then tuned on four H200s (2026-11-28),
     each profile timing 3 s before its recording and 3 s after it. Before them 408 of 503 and 422, since the
@@ -56,11 +57,11 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     assert total == 604
-    assert hits >= 490
+    assert hits >= 501
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 507 and inside / counted <= 0.95
+    assert inside >= 523 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -70,7 +71,7 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     loops tuned on four GPUs after them: full_iteration 28 of 39, fwd_bwd 34 of 38; with sixteen of
     those tuned again on one GPU (17 profiles and tunes): 38 of 56 and 47 of 55, and 43 and 50 once the profile's
     untraced time was taken wherever it was measured; with the six loops whose calibration
-    measured the capturable step, 48 of 62 and 56 of 61."""
+    measured the capturable step, 48 of 62 and 56 of 61 (57 with the square-root host speed)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
@@ -85,13 +86,14 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert first["fwd_bwd"][1] == 13 and first["fwd_bwd"][0] >= 12
     now = by_scope(unseen.NOW)
     assert now["full_iteration"][1] == 62 and now["full_iteration"][0] >= 46
-    assert now["fwd_bwd"][1] == 61 and now["fwd_bwd"][0] >= 54
+    assert now["fwd_bwd"][1] == 61 and now["fwd_bwd"][0] >= 55
     # the H200: 29 of those loops (36 profiles and tunes) on four H200s, the model unchanged:
     # 27 of 35 and 30 of 34; with ten profiled with the default baseline and the capturable step
-    # measured, then tuned, on one H200: 34 of 45 and 39 of 44
+    # measured, then tuned, on one H200: 34 of 45 and 39 of 44; 42 of 44 with the square-root
+    # host speed
     h200 = by_scope(unseen.NOW_H200)
     assert h200["full_iteration"][1] == 45 and h200["full_iteration"][0] >= 33
-    assert h200["fwd_bwd"][1] == 44 and h200["fwd_bwd"][0] >= 38
+    assert h200["fwd_bwd"][1] == 44 and h200["fwd_bwd"][0] >= 41
     default = by_scope((unseen.H200_DEFAULT,))
     assert default["full_iteration"] == [7, 10] and default["fwd_bwd"] == [9, 10]
 
@@ -99,7 +101,7 @@ def test_the_sets_timed_as_tune_times_now(unseen):
 def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(unseen):
     """The issue states its target per workload: each loop's median prediction against the
     median of its tunes' paired speedups. On the sets timed as tune times now: H100
-    full_iteration 34 of 39 loops, fwd_bwd 35 of 38; H200 26 of 32 and 27 of 31. Recounted here
+    full_iteration 34 of 39 loops, fwd_bwd 36 of 38; H200 26 of 32 and 29 of 31. Recounted here
     from each loop's tune files read as plain JSON (the paired speedup over graphing's slowdown
     of the eager windows, tuner.search.GRAPHED_EAGER_SLOWDOWN)."""
     import json
@@ -112,8 +114,8 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     found = {(gpu, scope): unseen.per_workload(sets, prefixes, scope)
              for gpu, prefixes in (("H100", unseen.NOW), ("H200", unseen.NOW_H200)) for scope in unseen.GRAPH_PAIR}
     assert [n for _, n in found.values()] == [39, 38, 32, 31]
-    assert found["H100", "full_iteration"][0] >= 33 and found["H100", "fwd_bwd"][0] >= 34
-    assert found["H200", "full_iteration"][0] >= 25 and found["H200", "fwd_bwd"][0] >= 26
+    assert found["H100", "full_iteration"][0] >= 33 and found["H100", "fwd_bwd"][0] >= 35
+    assert found["H200", "full_iteration"][0] >= 25 and found["H200", "fwd_bwd"][0] >= 28
     # one loop tuned on several machine starts, its measurements read from the files themselves
     measured = []
     for _, rows, results, scope, _ in unseen.SETS:
