@@ -1,9 +1,8 @@
 """Would a correction of the traced host time between iterations predict full_iteration better?
 (#12; tried, not adopted.) Host-bound tiny steps (``train_eval_toggle``, ``eval_in_epoch``) run
-their graph 0.5-0.8x the predicted time on every machine, as if part of the host work the trace
+their graph 0.5-0.8x the predicted time on most sets, as if part of the host work the trace
 shows between iterations (the bootstrap's own, say) did not stay beside the graph. This scales
-that time, or takes a constant off it (never below the zero_grad calls patch moves into the
-graph), in every committed row, and counts full_iteration's hits as ``bench/unseen_eval.py``
+the part of that time left eager, or takes a constant off it, in every committed row, and counts full_iteration's hits as ``bench/unseen_eval.py``
 does: on the H100 and H200 sets timed as tune times now, and on every set. Then, per host-bound
 row, the constant that would have made its prediction exact.
 
@@ -29,14 +28,17 @@ OFFSETS_MS = (0.01, 0.02, 0.03)
 
 
 def corrected(row: dict, factor: float = 1.0, offset_ms: float = 0.0) -> dict:
-    """The row with its traced time between iterations scaled by ``factor`` and ``offset_ms``
-    taken off, never below the zero_grad calls in it that patch moves into the graph."""
+    """The row with the host work it leaves eager between iterations scaled by ``factor`` and
+    ``offset_ms`` taken off (never below 0): the traced time between iterations less the
+    zero_grad calls that patch moves into the graph, which stay as they are (the prediction
+    takes them out again). Rows of a graph of one micro-step are left alone: their in-step
+    host time is the period less the phases, which a shorter time between would lengthen."""
     between = pr._value(row, "between_ms")
-    if not between == between:   # nan: a row without the phase
+    if not between == between or pr._value(row, "per_micro_step", 0.0) > 0:   # nan: no such phase
         return row
     zero_grad = pr._value(row, "zero_grad_ms", 0.0) if pr._value(row, "zero_grad_in_graph", 0.0) > 0 else 0.0
-    zero_grad = zero_grad if zero_grad == zero_grad else 0.0
-    return {**row, "between_ms": max(between * factor - offset_ms, min(zero_grad, between))}
+    zero_grad = min(zero_grad, between) if zero_grad == zero_grad else 0.0
+    return {**row, "between_ms": zero_grad + max((between - zero_grad) * factor - offset_ms, 0.0)}
 
 
 def hits(model: dict, factor: float = 1.0, offset_ms: float = 0.0) -> dict:

@@ -212,7 +212,7 @@ SETS = (
     *each_scope("H100, 3 loops, capturable step measured, 2nd", f"{CAPTURABLE}/second", GRAPH_PAIR,
                 f"{CAPTURABLE}/second/tune"),
     # the product as a user runs it on the H200: the default baseline (25 iterations before the
-    # recording, the rest of 3 s after) and the capturable step measured by the calibration, ten
+    # recording, the rest of 3 s after) and the capturable step measured by the calibration, eleven
     # loops profiled then tuned on one H200 (three calls of one start, 2026-11-28), the model
     # unchanged: the five never timed on an H200 (dynamic_padding, called no-go, tune's graphs
     # ran eagerly: no row) and six that had missed there
