@@ -13,6 +13,7 @@ the H100 line predicts for them at each exponent.
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -26,14 +27,21 @@ from advisor import predict as pr  # noqa: E402
 from unseen_eval import GRAPH_PAIR, NOW, NOW_H200, evaluate  # noqa: E402
 
 
-def refit(exponent: float) -> dict:
-    """The shipped model's fit with ``exponent`` in place of HOST_SPEED_EXPONENT."""
+@contextlib.contextmanager
+def host_speed_exponent(exponent: float):
+    """Fits made inside take ``exponent`` in place of HOST_SPEED_EXPONENT."""
     saved = pr.HOST_SPEED_EXPONENT
     pr.HOST_SPEED_EXPONENT = exponent
     try:
-        return pr.fit(pr.shipped_dataset("h100"))
+        yield
     finally:
         pr.HOST_SPEED_EXPONENT = saved
+
+
+def refit(exponent: float) -> dict:
+    """The shipped model's fit with ``exponent`` in place of HOST_SPEED_EXPONENT."""
+    with host_speed_exponent(exponent):
+        return pr.fit(pr.shipped_dataset("h100"))
 
 
 def unseen(model: dict) -> dict:
@@ -55,18 +63,14 @@ def unseen(model: dict) -> dict:
 def validation(model_exponent: float) -> dict:
     """{dataset: {scope: share within the target}} of the leave-one-family-out validation, the
     residuals chosen as ``model fit`` chooses them."""
-    saved = pr.HOST_SPEED_EXPONENT
-    pr.HOST_SPEED_EXPONENT = model_exponent
-    try:
-        out = {}
+    out = {}
+    with host_speed_exponent(model_exponent):
         for name in ("h100", "h200"):
             rows = pr.shipped_dataset(name)
             cv = pr.cross_validate(rows, pr.residual_choice(rows))
             out[name] = {scope: round(cv[scope][pr.CLOSE_SHARE.get(scope, "within_20_percent")], 3)
                          for scope in ("fwd_bwd", "full_iteration", "compile")}
-        return out
-    finally:
-        pr.HOST_SPEED_EXPONENT = saved
+    return out
 
 
 def callable_cost(model: dict, dataset: str) -> dict:
