@@ -456,6 +456,29 @@ def test_a_full_iteration_helpers_eager_call_is_the_scripts_own_step():
     assert all(p.grad is buffer for p, buffer in zip(model.parameters(), graph_buffers))
 
 
+def test_an_eager_windows_step_gives_the_script_its_outputs_detached():
+    """The script keeps what an eager window's step returns: detached, it holds no autograd
+    graph whose gradient accumulators (made on the default stream) a capture in the next
+    graphed window would reach. The values and the structure are the step's own."""
+    from tuner.harness import eager_call
+
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    model, optimizer, step = _mlp_step()
+
+    def step_with_outputs(x, y):
+        loss = step(x, y)
+        return loss, {"prediction": model(x), "batch": len(x)}, [loss * 2]
+
+    helper = _full_iteration_helper_class()(step_with_outputs, [optimizer], [model])
+    loss, extra, doubled = eager_call(helper, (x, y))
+    assert loss.grad_fn is None and not loss.requires_grad
+    assert extra["prediction"].grad_fn is None and extra["batch"] == 16
+    assert torch.equal(doubled[0], loss * 2)
+    plain, _, plain_step = _mlp_step()
+    assert torch.equal(loss, plain_step(x, y))   # the step ran as the script's own
+    assert eager_call(helper, (x, y))[0].shape == ()
+
+
 def test_a_capturable_optimizer_steps_as_built_in_an_eager_window():
     """For an eager window the optimizers a full_iteration patch made capturable step as the
     script built them (capturable Adam computes its bias corrections on the GPU, which the
@@ -543,6 +566,46 @@ def test_on_the_gpu_eager_windows_of_a_capturable_optimizer_train_as_the_graph_d
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     if optimizer_class is not torch.optim.SGD:
         assert optimizer.state[next(model.parameters())]["step"].is_cuda
+
+
+@requires_cuda
+def test_on_the_gpu_a_capture_after_an_eager_window_that_trained_unfrozen_parameters():
+    """The fine-tuning loop under tune: the graph captured with the first layer frozen, the layer
+    unfrozen, an eager window's steps (the script keeps the loss they return), then a graphed
+    call, which captures again with the layer trained. Its capture must not meet the gradient
+    accumulators the eager steps made for the layer on the default stream (tune's full_iteration
+    of tests/corpus/finetune_unfreeze.py: capture-invalidated on the H200); the parameters then
+    follow a never-graphed copy."""
+    from tuner.harness import eager_call, give_back_grads
+
+    x, y = torch.randn(64, 32, device="cuda"), torch.randn(64, 1, device="cuda")
+    model, optimizer, step = _mlp_step(width=32, device="cuda")
+    helper = _full_iteration_helper_class()(step, [optimizer], [model])
+    plain, plain_optimizer, plain_step = _mlp_step(width=32, device="cuda")
+    for layer in (model[0], plain[0]):
+        layer.requires_grad_(False)
+
+    def plain_steps(n):
+        for _ in range(n):
+            plain_optimizer.zero_grad(set_to_none=True)
+            plain_step(x, y)
+
+    for _ in range(3):
+        loss = helper(x, y)
+    plain_steps(3)
+    for layer in (model[0], plain[0]):
+        layer.requires_grad_(True)
+    for _ in range(3):
+        loss = eager_call(helper, (x, y))
+    plain_steps(3)
+    give_back_grads(helper)
+    for _ in range(3):
+        loss = helper(x, y)
+    plain_steps(3)
+    torch.cuda.synchronize()
+    assert loss.isfinite()
+    for p, q in zip(model.parameters(), plain.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
 
 
 def test_optimizers_switch_at_window_edges_outside_the_timed_windows(tmp_path, monkeypatch):

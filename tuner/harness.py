@@ -649,13 +649,30 @@ def eager_call(helper, inputs: tuple):
     its next graphed call copies them into the graph's. The timer makes its optimizers
     non-capturable for the window (optimizers_as_built); what the eager windows still pay that
     the user's eager run does not is the slowdown that graphing lays on eager backward passes
-    (tuner/search.py GRAPHED_EAGER_SLOWDOWN)."""
+    (tuner/search.py GRAPHED_EAGER_SLOWDOWN).
+
+    The step's outputs come back detached: the script keeps them (``loss = step(x, y)``), and
+    with them the eager step's autograd graph, whose gradient accumulators were made on the
+    default stream. A capture in the graphed window after it (the helper captures again once
+    parameters are unfrozen) then accumulates the newly trained parameters' gradients through
+    those nodes, and the stream sync autograd adds between them and the capture stream breaks
+    the capture: tune's full_iteration of tests/corpus/finetune_unfreeze.py failed so
+    (capture-invalidated) on the H200 where the rewrite, run whole, printed eager's result. A
+    replay returns the graph's outputs, whose accumulators are the capture's own."""
     if helper.accumulate:   # the graphed call attaches the graph's tensors again, with what eager left in them
-        return helper.step(*inputs)
+        return detached(helper, helper.step(*inputs))
     if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
         setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
     helper._zero_grad()
-    return helper.step(*inputs)
+    return detached(helper, helper.step(*inputs))
+
+
+def detached(helper, outputs):
+    """``outputs`` (a tensor, or tuples, lists and dicts of them and other values) with every
+    tensor detached from its autograd graph, in the same structure, read as the helper reads
+    a batch."""
+    tensors, layout = helper._flatten(outputs)
+    return helper._unflatten(layout, iter([t.detach() for t in tensors]))
 
 
 def build_capturable(torch) -> None:

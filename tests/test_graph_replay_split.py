@@ -1,0 +1,61 @@
+"""bench/graph_replay_split.py on two real exports of full-iteration rewrites replaying on the
+H200 (bench/results/graph_replay_h200_2026-11-28/): the figures recounted here in plain SQL."""
+import sqlite3
+import statistics
+
+from pathlib import Path
+
+import pytest
+from conftest import bench_module
+
+FOLDER = Path(__file__).resolve().parent.parent / "bench" / "results" / "graph_replay_h200_2026-11-28"
+
+
+@pytest.fixture(scope="module")
+def split():
+    return bench_module("graph_replay_split")
+
+
+def test_a_replays_span_and_period_are_the_graph_trace_rows(split):
+    path = FOLDER / "nadam_regression_graph.sqlite"
+    db = sqlite3.connect(path)
+    rows = db.execute("""
+        WITH ranked AS (SELECT start, end, ROW_NUMBER() OVER (ORDER BY start) - 1 AS k, COUNT(*) OVER () AS n
+                        FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
+                        WHERE graphId = (SELECT graphId FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
+                                         GROUP BY graphId ORDER BY COUNT(*) DESC LIMIT 1))
+        SELECT start, end, LEAD(start) OVER (ORDER BY start) FROM ranked WHERE k >= CAST(n * 0.2 AS INT)
+        ORDER BY start""").fetchall()
+    found = split.replay_split(path)
+    assert found["replays"] == len(rows) > 200
+    assert found["span_ms"] == pytest.approx(statistics.median((e - s) / 1e6 for s, e, _ in rows))
+    assert found["period_ms"] == pytest.approx(statistics.median((n - s) / 1e6 for s, _, n in rows if n))
+    assert found["idle_ms"] == pytest.approx(statistics.median((n - e) / 1e6 for _, e, n in rows if n))
+    # one graph launch a replay, counted from the first steady replay's launch call (the same
+    # correlationId) to the last one's: this loop's host runs ahead of its replays
+    first, last = db.execute("""
+        SELECT MIN(r.start), MAX(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+        JOIN CUPTI_ACTIVITY_KIND_GRAPH_TRACE g ON g.correlationId = r.correlationId
+        WHERE g.start >= ?""", (rows[0][0],)).fetchone()
+    launches = db.execute("""
+        SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        WHERE s.value LIKE 'cudaGraphLaunch%' AND r.start >= ? AND r.start < ?""", (first, last)).fetchone()[0]
+    assert found["api"]["cudaGraphLaunch"]["calls"] == pytest.approx(launches / (len(rows) - 1)) == 1.0
+
+
+def test_inside_a_replay_the_nodes_busy_time_and_gaps(split):
+    path = FOLDER / "logging_in_step_node.sqlite"
+    db = sqlite3.connect(path)
+    per_replay = db.execute("""
+        SELECT COUNT(*), SUM(end - start), MAX(end) - MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL
+        WHERE graphNodeId IS NOT NULL GROUP BY correlationId ORDER BY MIN(start)""").fetchall()
+    nodes = statistics.mode(n for n, _, _ in per_replay)
+    kept = [(busy, span) for n, busy, span in per_replay if n == nodes]
+    kept = kept[int(len(kept) * 0.2):]
+    found = split.node_split(path)
+    assert (found["nodes"], found["replays"]) == (nodes, len(kept))
+    assert found["busy_ms"] == pytest.approx(statistics.median(b / 1e6 for b, _ in kept))
+    assert found["span_ms"] == pytest.approx(statistics.median(s / 1e6 for _, s in kept))
+    assert found["gap_us_per_node"] == pytest.approx(
+        statistics.median((s - b) / 1e3 / (nodes - 1) for b, s in kept))
+    assert found["span_ms"] > found["busy_ms"] > 0
