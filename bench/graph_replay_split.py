@@ -67,25 +67,40 @@ def replay_split(path: Path) -> dict:
 
 
 def node_split(path: Path) -> dict:
-    """Inside one replay of a ``node``-mode export: nodes, the kernels' busy time, the gaps."""
+    """Inside one replay of a ``node``-mode export: its nodes (kernels, memsets and memcpys
+    with a ``graphNodeId``), their busy time, the span from the first node's start to the last
+    one's end, and the gaps between one node's end and the next one's start: their median
+    (what most nodes cost) and their mean per node (one long stall moves it)."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    rows = db.execute("SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL "
-                      "WHERE graphNodeId IS NOT NULL ORDER BY start").fetchall()
+    rows = db.execute(" UNION ALL ".join(
+        f"SELECT correlationId, start, end FROM {table} WHERE graphNodeId IS NOT NULL"
+        for table in NODE_TABLES if _has_column(db, table, "graphNodeId")) + " ORDER BY start").fetchall()
     replays: dict = {}
     for correlation, start, end in rows:
         replays.setdefault(correlation, []).append((start, end))
     common = statistics.mode(len(k) for k in replays.values())
     kept = _steady([k for k in replays.values() if len(k) == common])
     busy = [sum(e - s for s, e in k) / 1e6 for k in kept]
-    span = [(k[-1][1] - k[0][0]) / 1e6 for k in kept]
+    span = [(max(e for _, e in k) - k[0][0]) / 1e6 for k in kept]
+    gaps = [(b[0] - a[1]) / 1e3 for k in kept for a, b in zip(k, k[1:])]
     return {"replays": len(kept), "nodes": common, "busy_ms": statistics.median(busy),
-            "span_ms": statistics.median(span),
+            "span_ms": statistics.median(span), "gap_us_median": statistics.median(gaps),
             "gap_us_per_node": statistics.median((s - b) * 1e3 / max(common - 1, 1) for s, b in zip(span, busy))}
 
 
+NODE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_MEMCPY")
+
+
+def _has_column(db, table: str, column: str) -> bool:
+    """Whether the export has ``table`` with ``column`` (an export without memsets has no
+    MEMSET table; older ones lack ``graphNodeId``)."""
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
+
+
 def predicted(rows_files: list, gpu_words: str = "H200") -> dict:
-    """Per loop, the newest dataset row profiled on a GPU whose name holds ``gpu_words``: the
-    prediction's GPU and host sides and the busy time and operations it started from."""
+    """Per loop, the last dataset row read (the files in the order given) of those profiled on a
+    GPU whose name holds ``gpu_words``: the prediction's GPU and host sides and the busy time and
+    operations it started from."""
     model = pr.load_model(None)
     out = {}
     for path in rows_files:
@@ -118,7 +133,7 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     print(f"{'loop':22s} {'span':>6s} {'period':>6s} {'idle':>6s} {'api':>6s} | {'busy':>6s} {'ops':>4s} {'cap':>6s} "
-          f"{'gpu':>6s} {'host':>6s} {'pred':>6s} | span/gpu  nodes busy-in-graph gap/node")
+          f"{'gpu':>6s} {'host':>6s} {'pred':>6s} | span/gpu  nodes busy-in-graph gap-median gap/node")
     for name, r in out.items():
         g, p, n = r["graph"], r["predicted"] or {}, r.get("node")
         line = (f"{name:22s} {g['span_ms']:6.3f} {g['period_ms']:6.3f} {g['idle_ms']:6.3f} {g['api_ms']:6.3f} | "
@@ -127,7 +142,7 @@ def main() -> None:
                 f"{p.get('host_ms', float('nan')):6.3f} {p.get('ms', float('nan')):6.3f} | "
                 f"{g['span_ms'] / p['gpu_ms'] if p else float('nan'):8.2f}")
         if n:
-            line += f"  {n['nodes']:5d} {n['busy_ms']:14.3f} {n['gap_us_per_node']:8.2f}"
+            line += f"  {n['nodes']:5d} {n['busy_ms']:14.3f} {n['gap_us_median']:10.2f} {n['gap_us_per_node']:8.2f}"
         print(line)
 
 

@@ -222,16 +222,16 @@ SETS = (
                 f"{H200_DEFAULT}/second/tune"),
     *each_scope("H200, 4 loops, default baseline, 3rd", f"{H200_DEFAULT}/third", GRAPH_PAIR,
                 f"{H200_DEFAULT}/third/tune"),
-    # twelve corpus loops never profiled nor tuned on any GPU before, as a user runs them on the
+    # twelve corpus loops never profiled before (some tuned or run whole once), as a user runs them on the
     # H200 (the default baseline, the capturable step measured), the model unchanged: eleven in
     # two calls of one machine of two H200s (one loop a GPU at a time; four of them twice), then
     # seven of those again and grad_accumulation (fwd_bwd only: its optimizer steps every few
     # micro-batches) on the next machine start (2026-11-28); each folder holds its profiles' run
     # records and tune results side by side
-    *each_scope("H200, 6 never-measured loops", f"{H200_NEVER}/first", GRAPH_PAIR, f"{H200_NEVER}/first"),
-    *each_scope("H200, 5 never-measured loops, 2nd", f"{H200_NEVER}/second", GRAPH_PAIR, f"{H200_NEVER}/second"),
-    *each_scope("H200, 4 never-measured loops again", f"{H200_NEVER}/third", GRAPH_PAIR, f"{H200_NEVER}/third"),
-    *each_scope("H200, 8 never-measured loops, next machine", f"{H200_NEVER}/fourth", GRAPH_PAIR,
+    *each_scope("H200, 6 never-profiled loops", f"{H200_NEVER}/first", GRAPH_PAIR, f"{H200_NEVER}/first"),
+    *each_scope("H200, 5 never-profiled loops, 2nd", f"{H200_NEVER}/second", GRAPH_PAIR, f"{H200_NEVER}/second"),
+    *each_scope("H200, 4 never-profiled loops again", f"{H200_NEVER}/third", GRAPH_PAIR, f"{H200_NEVER}/third"),
+    *each_scope("H200, 8 never-profiled loops, next machine", f"{H200_NEVER}/fourth", GRAPH_PAIR,
                 f"{H200_NEVER}/fourth"),
 )
 

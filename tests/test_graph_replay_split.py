@@ -46,16 +46,28 @@ def test_a_replays_span_and_period_are_the_graph_trace_rows(split):
 def test_inside_a_replay_the_nodes_busy_time_and_gaps(split):
     path = FOLDER / "logging_in_step_node.sqlite"
     db = sqlite3.connect(path)
-    per_replay = db.execute("""
-        SELECT COUNT(*), SUM(end - start), MAX(end) - MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL
-        WHERE graphNodeId IS NOT NULL GROUP BY correlationId ORDER BY MIN(start)""").fetchall()
-    nodes = statistics.mode(n for n, _, _ in per_replay)
-    kept = [(busy, span) for n, busy, span in per_replay if n == nodes]
+    nodes_of = """SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL
+                  UNION ALL SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE graphNodeId IS NOT NULL"""
+    per_replay = db.execute(f"""
+        SELECT COUNT(*), SUM(end - start), MAX(end) - MIN(start), correlationId FROM ({nodes_of})
+        GROUP BY correlationId ORDER BY MIN(start)""").fetchall()
+    nodes = statistics.mode(n for n, *_ in per_replay)
+    kept = [(busy, span, c) for n, busy, span, c in per_replay if n == nodes]
     kept = kept[int(len(kept) * 0.2):]
     found = split.node_split(path)
     assert (found["nodes"], found["replays"]) == (nodes, len(kept))
-    assert found["busy_ms"] == pytest.approx(statistics.median(b / 1e6 for b, _ in kept))
-    assert found["span_ms"] == pytest.approx(statistics.median(s / 1e6 for _, s in kept))
+    assert db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE graphNodeId IS NOT NULL").fetchone()[0] > 0
+    assert found["busy_ms"] == pytest.approx(statistics.median(b / 1e6 for b, _, _ in kept))
+    assert found["span_ms"] == pytest.approx(statistics.median(s / 1e6 for _, s, _ in kept))
     assert found["gap_us_per_node"] == pytest.approx(
-        statistics.median((s - b) / 1e3 / (nodes - 1) for b, s in kept))
+        statistics.median((s - b) / 1e3 / (nodes - 1) for b, s, _ in kept))
+    # the gaps one by one, each node's start after the end of the one before it in its replay
+    gaps = []
+    for _, _, correlation in kept:
+        gaps += [g for (g,) in db.execute(f"""
+            SELECT start - LAG(end) OVER (ORDER BY start) FROM ({nodes_of}) WHERE correlationId = ?""",
+                                           (correlation,)).fetchall() if g is not None]
+    assert found["gap_us_median"] == pytest.approx(statistics.median(gaps) / 1e3)
+    # one long stall in each replay moves the mean gap, not the median
+    assert found["gap_us_per_node"] > 2 * found["gap_us_median"] > 0
     assert found["span_ms"] > found["busy_ms"] > 0

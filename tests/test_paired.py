@@ -479,6 +479,33 @@ def test_an_eager_windows_step_gives_the_script_its_outputs_detached():
     assert eager_call(helper, (x, y))[0].shape == ()
 
 
+def test_detached_rebuilds_each_kind_of_output_or_leaves_it_as_it_is():
+    import collections
+    import dataclasses
+
+    from tuner.harness import detached
+
+    w = torch.ones(2, requires_grad=True)
+    t = w * 2
+    Pair = collections.namedtuple("Pair", "loss count")
+    counts = collections.defaultdict(list, {"loss": t})
+    out = detached((Pair(t, 3), counts, torch.max(t, 0), [t, None, "tag"], torch.Size([2])))
+    pair, counts_out, maximum, listed, size = out
+    assert type(pair) is Pair and pair.count == 3 and pair.loss.grad_fn is None
+    assert type(counts_out) is collections.defaultdict and counts_out.default_factory is list
+    assert counts_out["loss"].grad_fn is None and counts["loss"].grad_fn is not None   # the step's own dict untouched
+    assert type(maximum) is type(torch.max(t, 0)) and maximum.values.grad_fn is None
+    assert listed[1:] == [None, "tag"] and listed[0].grad_fn is None and size == torch.Size([2])
+    assert detached(None) is None and detached(7) == 7
+
+    @dataclasses.dataclass
+    class Output:
+        loss: torch.Tensor
+
+    kept = Output(t)
+    assert detached(kept) is kept   # an object of its own: as the step returned it
+
+
 def test_a_capturable_optimizer_steps_as_built_in_an_eager_window():
     """For an eager window the optimizers a full_iteration patch made capturable step as the
     script built them (capturable Adam computes its bias corrections on the GPU, which the
@@ -603,6 +630,7 @@ def test_on_the_gpu_a_capture_after_an_eager_window_that_trained_unfrozen_parame
         loss = helper(x, y)
     plain_steps(3)
     torch.cuda.synchronize()
+    assert helper.trained == [True] * 4   # captured again, the first layer trained
     assert loss.isfinite()
     for p, q in zip(model.parameters(), plain.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)

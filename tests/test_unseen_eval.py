@@ -36,7 +36,7 @@ def test_every_committed_set_is_read_whole(unseen):
 
 def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     """542 of the 647 paired measurements within the target and 566 inside the interval; the last
-    43: twelve corpus loops never profiled nor tuned on any GPU before, profiled with the default
+    43: twelve corpus loops never profiled before (some tuned or run whole once), profiled with the default
     baseline on H200s then tuned, the model unchanged (2026-11-28): full_iteration 16 of 20,
     fwd_bwd 23 of 23. Before them 503 of 604 and 526, the model refitted with the square-root host
     speed (advisor.predict._host_speed; 492 and 510 before it); the 20 before: ten of eleven loops profiled on an H200 with the default baseline and the
@@ -92,7 +92,7 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # the H200: 29 of those loops (36 profiles and tunes) on four H200s, the model unchanged:
     # 27 of 35 and 30 of 34; with eleven profiled with the default baseline and the capturable step
     # measured, then tuned, on one H200: 34 of 45 and 39 of 44; 42 of 44 with the square-root
-    # host speed; with twelve loops never measured before, profiled then tuned on H200s: 50 of 65
+    # host speed; with twelve loops never profiled before, profiled then tuned on H200s: 50 of 65
     # and 65 of 67
     h200 = by_scope(unseen.NOW_H200)
     assert h200["full_iteration"][1] == 65 and h200["full_iteration"][0] >= 49
@@ -107,7 +107,7 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     """The issue states its target per workload: each loop's median prediction against the
     median of its tunes' paired speedups. On the sets timed as tune times now: H100
     full_iteration 34 of 39 loops, fwd_bwd 36 of 38; H200 35 of 42 and 41 of 43 (26 of 32 and 29
-    of 31 before the twelve loops never measured before, 9 of 10 and 12 of 12). Recounted here
+    of 31 before the twelve loops never profiled before, 9 of 10 and 12 of 12). Recounted here
     from each loop's tune files read as plain JSON (the paired speedup over graphing's slowdown
     of the eager windows, tuner.search.GRAPHED_EAGER_SLOWDOWN)."""
     import json

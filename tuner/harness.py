@@ -660,19 +660,36 @@ def eager_call(helper, inputs: tuple):
     (capture-invalidated) on the H200 where the rewrite, run whole, printed eager's result. A
     replay returns the graph's outputs, whose accumulators are the capture's own."""
     if helper.accumulate:   # the graphed call attaches the graph's tensors again, with what eager left in them
-        return detached(helper, helper.step(*inputs))
+        return detached(helper.step(*inputs))
     if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
         setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
     helper._zero_grad()
-    return detached(helper, helper.step(*inputs))
+    return detached(helper.step(*inputs))
 
 
-def detached(helper, outputs):
-    """``outputs`` (a tensor, or tuples, lists and dicts of them and other values) with every
-    tensor detached from its autograd graph, in the same structure, read as the helper reads
-    a batch."""
-    tensors, layout = helper._flatten(outputs)
-    return helper._unflatten(layout, iter([t.detach() for t in tensors]))
+def detached(outputs):
+    """``outputs`` with every tensor detached from its autograd graph, in tuples (named ones,
+    ``torch.return_types``), lists and mappings (a ``defaultdict`` keeps its factory) rebuilt
+    as they were. Never raises: a container that cannot be rebuilt so, or any other object
+    (a dataclass), comes back as it is, as the step returned it."""
+    import copy
+
+    import torch
+
+    if torch.is_tensor(outputs):
+        return outputs.detach()
+    try:
+        if isinstance(outputs, (tuple, list)):
+            items = [detached(item) for item in outputs]
+            return type(outputs)(*items) if hasattr(outputs, "_fields") else type(outputs)(items)
+        if isinstance(outputs, dict):
+            rebuilt = copy.copy(outputs)
+            for key, value in outputs.items():
+                rebuilt[key] = detached(value)
+            return rebuilt
+    except Exception:  # noqa: BLE001 - a container of its own kind: the step's value stands
+        return outputs
+    return outputs
 
 
 def build_capturable(torch) -> None:
