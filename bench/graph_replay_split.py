@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import predict as pr  # noqa: E402
+from advisor.columns import read_only_uri  # noqa: E402
+from advisor.trace import strip_version  # noqa: E402
 
 STEADY_FROM = 0.2   # the share of replays left out at the start (capture, warm caches, clocks)
 
@@ -37,7 +39,7 @@ def _steady(rows: list) -> list:
 
 def replay_split(path: Path) -> dict:
     """The steady replays of the graph replayed most often in a ``graph``-mode export."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(read_only_uri(path), uri=True)
     graph = db.execute("SELECT graphId FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY graphId "
                        "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
     # each replay with the host time its cudaGraphLaunch call started (the same correlationId):
@@ -56,7 +58,7 @@ def replay_split(path: Path) -> dict:
         "SELECT s.value, count(*), sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
         "JOIN StringIds s ON s.id = r.nameId WHERE r.start >= ? AND r.start < ? GROUP BY s.value",
         (replays[0][2], replays[-1][2])).fetchall()
-    api = {name.split("_v")[0]: {"calls": count / n, "ms": total / n / 1e6} for name, count, total in calls}
+    api = {strip_version(name): {"calls": count / n, "ms": total / n / 1e6} for name, count, total in calls}
     # GPU work outside the graph between the steady replays (the inputs' copies: kernels, memcpys)
     outside = sum(db.execute(f"SELECT coalesce(sum(end - start), 0) FROM {table} WHERE start >= ? AND start < ?",
                              (replays[0][0], replays[-1][0])).fetchone()[0]
@@ -71,7 +73,7 @@ def node_split(path: Path) -> dict:
     with a ``graphNodeId``), their busy time, the span from the first node's start to the last
     one's end, and the gaps between one node's end and the next one's start: their median
     (what most nodes cost) and their mean per node (one long stall moves it)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(read_only_uri(path), uri=True)
     rows = db.execute(" UNION ALL ".join(
         f"SELECT correlationId, start, end FROM {table} WHERE graphNodeId IS NOT NULL"
         for table in NODE_TABLES if _has_column(db, table, "graphNodeId")) + " ORDER BY start").fetchall()

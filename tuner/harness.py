@@ -659,11 +659,11 @@ def eager_call(helper, inputs: tuple):
     the capture: tune's full_iteration of tests/corpus/finetune_unfreeze.py failed so
     (capture-invalidated) on the H200 where the rewrite, run whole, printed eager's result. A
     replay returns the graph's outputs, whose accumulators are the capture's own."""
-    if helper.accumulate:   # the graphed call attaches the graph's tensors again, with what eager left in them
-        return detached(helper.step(*inputs))
-    if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
-        setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
-    helper._zero_grad()
+    # micro-steps: the graphed call attaches the graph's tensors again, with what eager left in them
+    if not helper.accumulate:
+        if GRAPH_GRADS not in vars(helper):   # since its capture, the tensors its replays write
+            setattr(helper, GRAPH_GRADS, [(p, p.grad) for p in helper._params()])
+        helper._zero_grad()
     return detached(helper.step(*inputs))
 
 
@@ -688,7 +688,7 @@ def detached(outputs):
                 rebuilt[key] = detached(value)
             return rebuilt
     except Exception:  # noqa: BLE001 - a container of its own kind: the step's value stands
-        return outputs
+        pass
     return outputs
 
 
