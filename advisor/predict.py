@@ -80,7 +80,8 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "syncs_in_model", "syncs_after_backward", "fwd_bwd_share", "fwd_bwd_calls",
                    "submodule_share", "submodule_calls", "compile_share", "compile_calls", "syncs_between",
                    "before_sync_ms", "same_layout_share", "forward_ops", "loss_ops", "compile_eager",
-                   "submodules_repeated_ms", "prepared_ms", "prepared_share", "capturable_step_ms")
+                   "submodules_repeated_ms", "prepared_ms", "prepared_share", "capturable_step_ms",
+                   "helper_inputs")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -150,6 +151,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         "prepared_ms": phase("prepared_ms"),
         "prepared_share": (_number(full.get("prepared_share")) if "prepared_share" in full
                            else 1.0 if full.get("prepares_in_graph") else 0.0),
+        # the names patch's full-iteration helper is handed at each replay (nan: a record from before)
+        "helper_inputs": _number(full.get("helper_inputs")),
         # the distinct parameter tensors (and their elements) whose optimizer a full-iteration
         # graph makes capturable (nan: a record from before the bootstrap counted them)
         "capturable_params": _number(made.get("tensors")),
@@ -467,7 +470,28 @@ def helper_ms(f: dict) -> float:
     on the lent H200 where the step's kernels take 0.025 ms and a replay's launch 0.007 ms
     (``eval_in_epoch``); the helper read 25 us there."""
     overhead = _value(f, "helper_overhead_us", 0.0)
-    return overhead / 1e3 if overhead > 0 else 0.0
+    return overhead * helper_inputs_share(f) / 1e3 if overhead > 0 else 0.0
+
+
+# The helper's host cost per call beyond its replay grows with the tensors it copies into the
+# graph's buffers: 23.3, 38.7 and 53.1 us for 2, 4 and 6 on the lent H100
+# (bench/results/paired_windows_h100/, bench/host_read_probe.py), a line of 8.4 us plus 7.45 us
+# a tensor. The calibration times it with HELPER_CALIBRATED_INPUTS.
+HELPER_BASE_US, HELPER_PER_INPUT_US, HELPER_CALIBRATED_INPUTS = 8.4, 7.45, 2
+
+
+def helper_inputs_share(f: dict) -> float:
+    """The calibrated helper cost's share that this loop's helper pays: none of the copies
+    where patch hands it no input (a loop that trains on one fixed tensor: ``main_guard``'s
+    graphed step measured 0.027-0.034 ms on the H200s, under the 0.035-0.042 ms that the graph's
+    launch and the two-tensor helper predicted), half of them for one name; as calibrated for
+    more, since a name may hold several tensors (a tuple batch) the count cannot see. 1 where
+    the record does not say (a record from before)."""
+    names = _value(f, "helper_inputs")
+    if not names >= 0 or names >= HELPER_CALIBRATED_INPUTS:
+        return 1.0
+    calibrated = HELPER_BASE_US + HELPER_PER_INPUT_US * HELPER_CALIBRATED_INPUTS
+    return (HELPER_BASE_US + HELPER_PER_INPUT_US * names) / calibrated
 
 
 def node_factor(f: dict, model: dict) -> float:

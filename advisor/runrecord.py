@@ -92,7 +92,8 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
         scopes[scope] = {"applies": True, "optimizer_eager": patch.optimizer_eager,
                          "zero_grad_in_graph": patch.zero_grad_in_graph, "per_micro_step": patch.per_micro_step,
                          "prepared_share": patch.prepared_share,
-                         "models": patch.models, **({"eager": patch.compile_eager} if patch.compile_eager else {})}
+                         "models": patch.models, **({"eager": patch.compile_eager} if patch.compile_eager else {}),
+                         **({"helper_inputs": patch.helper_inputs} if patch.helper_inputs is not None else {})}
     counting = step_counting(spec.to_dict())
     return {"kind": spec.kind, "step": spec.describe(), "counts": counting["count"],
             "backward_calls": counting["backward_calls"], "scopes": scopes}

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
-from build_dataset import fill_compile_eager, fill_syncs_after_backward  # noqa: E402
+from build_dataset import fill_compile_eager, fill_helper_inputs, fill_syncs_after_backward  # noqa: E402
 from tuner.search import eager_slowdown  # noqa: E402
 
 TOLERANCE = 0.2   # the issue's target for full_iteration and fwd_bwd; 0.25 for compile
@@ -52,6 +52,17 @@ def paired_speedups(measured: dict, scope: str) -> list:
     return [s / eager_slowdown(scope) for s in (measured.get("paired_runs") or [measured["paired_speedup"]])]
 
 
+def filled_from_script(row: dict) -> dict:
+    """``row`` with what its profile's summary or run record predates read from its corpus
+    script by today's discovery and patch: the syncs after the backward, what compile runs
+    eagerly, the names the full-iteration helper is handed."""
+    script = ROOT / "tests" / "corpus" / f"{row['workload']}.py"
+    fill_syncs_after_backward(row, script)
+    fill_compile_eager(row, script)
+    fill_helper_inputs(row, script)
+    return row
+
+
 def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
     """Each script's prediction beside each process's measurement: the per-script lines (and where
     a miss comes from), the hits of the paired and separate-process speedups, and how many paired
@@ -62,8 +73,7 @@ def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOL
         path = tune_result(results, row["workload"])
         if path is None:
             continue
-        fill_syncs_after_backward(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a summary from before
-        fill_compile_eager(row, ROOT / "tests" / "corpus" / f"{row['workload']}.py")   # a record from before
+        filled_from_script(row)
         prediction = pr.predict(model, row).get(scope, {})
         predicted = prediction.get("speedup")
         result = json.loads(path.read_text())

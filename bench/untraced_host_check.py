@@ -75,7 +75,7 @@ def committed(model: dict) -> dict:
     """{GPU: {host side: [graphed times within 20 %, speedups within 20 %, measurements]}} over
     the sets timed as tune times now, each full_iteration row beside its run record."""
     from baseline_stretches import record_of
-    from paired_vs_predicted import close, paired_speedups, tune_result, tuned_row
+    from paired_vs_predicted import close, filled_from_script, paired_speedups, tune_result, tuned_row
     from unseen_eval import NOW, NOW_H200, RESULTS, SETS
 
     out = {}
@@ -84,7 +84,7 @@ def committed(model: dict) -> dict:
         for _, rows, results, scope, tolerance in SETS:
             if scope != "full_iteration" or not rows.startswith(prefixes):
                 continue
-            for f in pr.read_dataset(RESULTS / rows):
+            for f in map(filled_from_script, pr.read_dataset(RESULTS / rows)):
                 record, tuned = record_of((RESULTS / rows).parent, f), tune_result(RESULTS / results, f["workload"])
                 measured = tuned_row(json.loads(tuned.read_text()), scope) if record and tuned else None
                 untraced = json.loads(record.read_text()).get("untraced", {}) if record else {}

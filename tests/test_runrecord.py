@@ -18,11 +18,25 @@ def test_applied_scopes_follow_what_patch_does():
     plain = runrecord.applied_scopes(ZOO_SCRIPTS / "zoo_plain.py")
     assert amp["kind"] == plain["kind"] == "train"
     assert amp["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": True, "zero_grad_in_graph": True,
-                                               "per_micro_step": False, "prepared_share": 0.0, "models": []}
+                                               "per_micro_step": False, "prepared_share": 0.0, "models": [],
+                                               "helper_inputs": 2}
     assert plain["scopes"]["full_iteration"] == {"applies": True, "optimizer_eager": False, "zero_grad_in_graph": True,
-                                                 "per_micro_step": False, "prepared_share": 0.0, "models": []}
+                                                 "per_micro_step": False, "prepared_share": 0.0, "models": [],
+                                                 "helper_inputs": 2}
     assert plain["scopes"]["fwd_bwd"]["models"] == ["model"]
     assert set(plain["scopes"]) == {"full_iteration", "fwd_bwd", "submodule", "compile"}
+
+
+def test_the_record_counts_what_the_full_iteration_helper_is_handed():
+    """The names the rewritten loop hands the helper at each replay, as the patch writes the
+    call: none for a loop that trains on one fixed tensor, the batch's names, and the state a
+    step carries to the next (an RNN's hidden state); other scopes call no such helper."""
+    counted = {}
+    for name in ("main_guard", "counter_in_step", "basic_for", "rnn_hidden_state"):
+        scopes = runrecord.applied_scopes(ROOT / "tests" / "corpus" / f"{name}.py")["scopes"]
+        counted[name] = scopes["full_iteration"]["helper_inputs"]
+        assert all("helper_inputs" not in scopes[scope] for scope in ("fwd_bwd", "submodule", "compile"))
+    assert counted == {"main_guard": 0, "counter_in_step": 1, "basic_for": 2, "rnn_hidden_state": 3}
 
 
 def test_a_graph_of_one_micro_step_leaves_the_loops_zero_grad_eager():

@@ -79,6 +79,8 @@ class Patch:
     models: list = field(default_factory=list)   # fwd_bwd, submodule, compile: the models it graphs (named as
                                                  # the loop names them); a model called twice stays eager
     compile_eager: str = ""   # compile: what it runs eagerly, without CUDA graphs (a sparse operation, an RNN module)
+    helper_inputs: Optional[int] = None   # full_iteration: the names the loop hands the helper at each replay
+                                          # (the batch it copies into the graph's buffers; 0: none changes)
 
     @property
     def steps_optimizer_in_graph(self) -> bool:
@@ -123,7 +125,7 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     # a graph of one micro-step leaves the optimizer step out too: it steps after the micro-steps
     return Patch(str(path), scope, original, patched, source, rewriter.optimizer_outside or rewriter.per_micro_step,
                  rewriter.zero_grad_dropped, rewriter.per_micro_step, rewriter.prepared_share, rewriter.models,
-                 rewriter.compile_eager)
+                 rewriter.compile_eager, rewriter.helper_inputs)
 
 
 def _same_line_endings(original: str, patched: str) -> str:
@@ -180,6 +182,7 @@ class _Rewriter:
         self.prepared_share = 0.0        # full_iteration: of the calls after the batch's copy, those it captured
         self.models = []                 # the models a module scope applies to
         self.compile_eager = ""          # compile: what its graphs leave to eager (``_check_sparse``)
+        self.helper_inputs = None        # full_iteration: the names passed to the helper's call
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -745,6 +748,7 @@ class _Rewriter:
         returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
         step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
+        self.helper_inputs = len(inputs)
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
         new_body = before + hoisted + list(cst.parse_module(line).body) + moved + post
