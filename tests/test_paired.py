@@ -5,6 +5,7 @@ schedule (on a stand-in clock) and the switch that lets a graphed module run eag
 
 import json
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -722,6 +723,51 @@ def test_past_the_minimum_only_the_long_paired_windows_are_measured(tmp_path):
     assert timer.long_window == 25
     assert timer.m.window_ms == [1.0, 1.0] and timer.m.eager_window_ms == [3.0, 3.0]
     assert timer.m.paired_speedup == 3.0 and timer.m.ms_per_iter == 1.0 and timer.m.timed_steps == 140
+
+
+def test_the_measurement_says_how_long_its_graphed_windows_were(tmp_path):
+    """The steps of each measured graphed window, and whether they lasted under
+    ``paired_window_ms``: the long windows past the minimum (50 steps of 1 ms) do not; a
+    script that ends before two long pairs is measured in the minimum's windows of 10 steps
+    (10 ms), which do; a step of 10 ms keeps windows of 10 steps (100 ms), which do not."""
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True, min_seconds=1e6)
+    long = _timed_paired(settings, 40 + 250, tmp_path)
+    long._at_exit()
+    short = _timed_paired(settings, 40 + 130, tmp_path)
+    short._at_exit()
+    slow = _timed_paired(settings, 40 + 20, tmp_path, graphed_ms=lambda before: 10.0)
+    slow._at_exit()
+    assert (long.m.window_steps, long.m.short_windows) == (50, False)
+    assert (short.m.window_steps, short.m.short_windows) == (10, True)
+    assert (slow.m.window_steps, slow.m.short_windows) == (10, False)
+    saved = json.loads((tmp_path / "result.json").read_text())   # the last timer's file
+    assert saved["window_steps"] == 10 and saved["short_windows"] is False
+
+
+def test_tune_notes_a_speedup_timed_in_short_windows(tmp_path, monkeypatch):
+    """A candidate whose paired timing stayed in short windows says so beside its speedup, and
+    keeps the windows' steps in its result; one timed in long windows says nothing of them."""
+    from tuner import runner
+
+    def launch(data):
+        def fake(command, env, timeout, launcher, stale):
+            stale()
+            Path(command[-2]).write_text(json.dumps(data))   # the harness's result file
+            return "", 0
+        return fake
+
+    script = tmp_path / "loop.py"
+    script.write_text("pass\n")
+    measured = {"complete": True, "paired": True, "ms_per_iter": 1.0, "steps": 60, "window_ms": [1.0],
+                "paired_speedup": 3.0, "paired_ratios": [3.0], "eager_window_ms": [3.0]}
+    settings = Settings(warmup=2, iterations=40, repeats=2, paired=True)
+    notes = {}
+    for short in (True, False):
+        monkeypatch.setattr(runner, "_launch", launch({**measured, "window_steps": 10, "short_windows": short}))
+        candidate, _ = runner.run_candidate(script, [], "eager", settings, tmp_path, 60, target=script)
+        assert candidate.status == "ok" and candidate.window_steps == 10
+        notes[short] = candidate.note
+    assert "windows of 10 steps" in notes[True] and "likely low" in notes[True] and notes[False] == ""
 
 
 def test_a_minimum_that_ends_before_an_eager_window_lengthens_one_edge_later(tmp_path):

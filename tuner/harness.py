@@ -92,6 +92,9 @@ class Measurement:
     paired: bool = False        # the timed steps alternated graphed and eager windows
     eager_steps: int = 0        # paired: steps that ran in eager windows (no graph replayed for them)
     unpaired_why: str = ""      # pairing asked for but not done: why
+    window_steps: int = 0       # paired: steps in each measured graphed window (the median)
+    short_windows: bool = False   # paired: those windows lasted under paired_window_ms, the script too
+                                  # short for longer ones (_lengthen_windows): they read a graph slow
 
 
 class StepTimer:
@@ -587,15 +590,17 @@ class StepTimer:
             self.torch.cuda.synchronize()
             if self.m.peak_mb is None:
                 self.m.peak_mb = self.torch.cuda.max_memory_allocated() / 2**20
-        windows = []
+        windows, steps = [], []
         for (a, _, start), (b, end, _) in zip(marks, marks[1:]):
             elapsed_ms = start.elapsed_time(end) if self.cuda else (end - start) * 1e3
             windows.append(elapsed_ms / (b - a))
+            steps.append(b - a)
         if self.pairing and self.m.toggled:
             self.m.paired = True
             self.m.window_ms, self.m.eager_window_ms = windows[0::2], windows[1::2]
             self.m.paired_ratios = paired_ratios(windows)
             self.m.paired_speedup = statistics.median(self.m.paired_ratios) if self.m.paired_ratios else None
+            self._window_length(steps[0::2])
         else:
             self.m.window_ms = windows
             if self.pairing:
@@ -604,6 +609,16 @@ class StepTimer:
         self.m.ms_per_iter = statistics.median(self.m.window_ms)
         self.m.timed_steps = marks[-1][0]
         self.m.complete = True
+
+    def _window_length(self, graphed_steps: list) -> None:
+        """The measured graphed windows' steps, and whether they lasted under
+        ``paired_window_ms``: a script too short for the long windows (a loop of 200 steps) is
+        measured in the minimum's windows of about 10 steps, which read a full-iteration graph
+        1.13-1.58x slower than the same rewrite replaying throughout on the lent H100
+        (bench/results/paired_windows_h100/): its speedup reads low."""
+        self.m.window_steps = int(statistics.median(graphed_steps))
+        target = self.settings.paired_window_ms
+        self.m.short_windows = bool(target > 0 and self.m.window_steps * statistics.median(self.m.window_ms) < target)
 
     def _at_exit(self) -> None:
         """The script ended: where it did while more windows than the minimum were timed, the

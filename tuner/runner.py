@@ -102,9 +102,18 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         why = data.get("unpaired_why") or "its process did not say why"
         candidate.note = " ".join(filter(None, [candidate.note, f"not timed paired ({why}): timed against the "
                                                                 "eager process"]))
+    candidate.window_steps = data.get("window_steps") or None
+    if candidate.status == "ok" and data.get("paired") and data.get("short_windows"):
+        candidate.note = " ".join(filter(None, [candidate.note, SHORT_WINDOWS_NOTE.format(data["window_steps"])]))
     snapshots = data.get("snapshot")
     return candidate, ([Path(p) for p in snapshots] if isinstance(snapshots, list) else
                        Path(snapshots) if snapshots else None)
+
+
+# a paired timing whose graphed windows stayed short (Measurement.short_windows)
+SHORT_WINDOWS_NOTE = ("timed in windows of {} steps by turns with eager ones, the script too short for longer "
+                      "windows: these read a graph up to 1.6x slower than your loop replaying it throughout, so this "
+                      "speedup is likely low; run the script with more steps to time it as your loop runs")
 
 
 def patched_copy(script: Path, scope: str, patched: bytes) -> Path:

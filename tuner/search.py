@@ -78,6 +78,7 @@ class Candidate:
     paired_runs: Optional[list] = None     # the paired speedup of each process, when run more than once
     paired_eager_ms: Optional[float] = None
     measured_ms: Optional[float] = None
+    window_steps: Optional[int] = None     # timed paired: steps in each measured graphed window (one process)
 
     @property
     def spread(self) -> float:
