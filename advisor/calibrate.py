@@ -138,7 +138,10 @@ def kept(key: str, rounds) -> dict:
     return {key: typical(rounds), f"{key}_rounds": [round(_median(batch), 3) for batch in rounds]}
 
 
-def helper_overhead(torch, device, inputs: int = 2) -> list:
+HELPER_INPUTS = 2   # input tensors the helper copies where its cost is timed (the model scales from these)
+
+
+def helper_overhead(torch, device, inputs: int = HELPER_INPUTS) -> list:
     """Rounds of the full-iteration helper's host cost per call beyond its replay: the helper
     around a small training step (a linear layer, its loss, backward and an SGD step) with an
     input and a target, timed in batches of CALLS calls, each against as many bare replays of

@@ -206,10 +206,6 @@ def _exit_now() -> None:
 
 # the phases whose untraced host time the warm-up records (ms per iteration, median)
 PHASES_TIMED = ("forward", "backward", "optimizer", "after_backward", "between", "zero_grad_between")
-# the bootstrap's own host time in its hooks (ranges opened and closed, phases and iterations
-# counted, CUDA events recorded), in all and in the host time between iterations: the profiled
-# loop pays it, tune's eager loop and the patched script do not
-OWN_TIMED = ("bootstrap", "bootstrap_between")
 
 
 @dataclass
@@ -241,7 +237,6 @@ class Injector:
     _phase_open: dict = field(default_factory=dict)     # phase -> host seconds at its start
     _phase_seconds: dict = field(default_factory=dict)  # phase -> host seconds since the last mark
     _phase_marks: list = field(default_factory=list)    # _phase_seconds at each timed iteration end
-    _hook_began: Optional[float] = None            # host seconds at the start of the running hook (_self_timed)
     _depth: int = 0
     _pushed: list = field(default_factory=list)
     _iteration: object = None
@@ -269,10 +264,10 @@ class Injector:
         from torch.optim import optimizer as optim
 
         self._handles = [
-            nn_module.register_module_forward_pre_hook(self._self_timed(self._before_forward)),
-            _forward_hook_always_called(nn_module, self._self_timed(self._after_forward)),
-            optim.register_optimizer_step_pre_hook(self._self_timed(self._before_step)),
-            optim.register_optimizer_step_post_hook(self._self_timed(self._after_step)),
+            nn_module.register_module_forward_pre_hook(self._before_forward),
+            _forward_hook_always_called(nn_module, self._after_forward),
+            optim.register_optimizer_step_pre_hook(self._before_step),
+            optim.register_optimizer_step_post_hook(self._after_step),
         ]
         self._torch = torch
         self._wrap_graph_replay(getattr(torch.cuda, "CUDAGraph", None))
@@ -322,7 +317,6 @@ class Injector:
         the phase the outer call had opened, and the rest of the outer call went uncounted."""
         original = getattr(owner, attribute)
         injector = self
-        opens, closes = self._self_timed(opens), self._self_timed(closes)
         depth = [0]   # a call inside a call (a backward() run from a custom Function's backward) is the outer one's
 
         def wrapper(*args, **kwargs):
@@ -520,7 +514,6 @@ class Injector:
     def _wrap_forward(self, module, before, after) -> None:
         had_own = "forward" in module.__dict__
         original = module.forward
-        before, after = self._self_timed(before), self._self_timed(after)
 
         def forward(*args, **kwargs):
             before(module, args, kwargs)
@@ -644,7 +637,6 @@ class Injector:
 
     def _begin_iteration(self) -> None:
         if self._timing:
-            self._own_between_so_far()
             self._phase_end("between")
         self._backward_done = False
         self._iteration = [self.sink.start(ranges.ITERATION)]  # the handle may be None
@@ -784,47 +776,6 @@ class Injector:
         self._phase_marks.append(self._phase_seconds)
         self._phase_seconds = {}
 
-    # -- the bootstrap's own host time ---------------------------------------------------------
-    def _self_timed(self, hook):
-        """``hook`` timed as the bootstrap's own host time while the untraced iterations are
-        timed (the outermost hook only: one called inside another is counted in it). The
-        profile's eager baseline and its host time between iterations include it, and the
-        untimed loops cg-advise predicts for do not run it: a loop of one small layer timed
-        about 150 us a step on a CPU alone and about 200 us under the bootstrap."""
-        injector = self
-
-        def timed(*args, **kwargs):
-            if not injector._timing or injector._hook_began is not None:
-                return hook(*args, **kwargs)
-            began = injector._hook_began = time.perf_counter()
-            try:
-                return hook(*args, **kwargs)
-            finally:
-                injector._hook_began = None
-                injector._own(began, time.perf_counter())
-
-        return timed
-
-    def _own(self, began: float, ended: float) -> None:
-        """Adds a hook's host time to the iteration's ``bootstrap``, and the part of it inside
-        the host time between iterations (which may have begun inside the hook: the step's end)
-        to ``bootstrap_between``."""
-        seconds = self._phase_seconds
-        seconds["bootstrap"] = seconds.get("bootstrap", 0.0) + ended - began
-        between = self._phase_open.get("between")
-        if between is not None:
-            seconds["bootstrap_between"] = seconds.get("bootstrap_between", 0.0) + ended - max(began, between)
-
-    def _own_between_so_far(self) -> None:
-        """The running hook's time up to now, where it ends the host time between iterations
-        (the next iteration's first forward): the part before it is between's, the rest is
-        counted in ``bootstrap`` alone when the hook returns."""
-        between = self._phase_open.get("between")
-        if self._hook_began is not None and between is not None:
-            seconds = self._phase_seconds
-            seconds["bootstrap_between"] = (seconds.get("bootstrap_between", 0.0)
-                                            + time.perf_counter() - max(self._hook_began, between))
-
     # -- the phases' untraced host time -----------------------------------------------------
     def _phase_start(self, phase: str) -> None:
         self._phase_open[phase] = time.perf_counter()
@@ -904,7 +855,7 @@ def _untraced_figures(chunks: list) -> dict:
     out = {"iterations": len(host), "chunks": [len(chunk["host_ms"]) for chunk in chunks],
            "host_ms_per_iteration": statistics.median(host), "host_ms": host}
     phases = [seconds for chunk in chunks for seconds in chunk["phases"]]
-    for phase in PHASES_TIMED + OWN_TIMED:
+    for phase in PHASES_TIMED:
         if any(phase in seconds for seconds in phases):
             out[f"{phase}_ms_per_iteration"] = statistics.median(seconds.get(phase, 0.0) * 1e3 for seconds in phases)
     # each top-level module's own host time and training calls per iteration, by its index in

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .calibrate import HELPER_INPUTS
 from .errors import CgAdviseError
 
 MODEL_VERSION = "cg-advise.model/2"
@@ -468,7 +469,8 @@ def helper_ms(f: dict) -> float:
     measured it on this host; 0 where it did not (a record from before, the dataset's rows), as
     the model was fitted. A small step's graph is paced by it: 0.063 ms an iteration measured
     on the lent H200 where the step's kernels take 0.025 ms and a replay's launch 0.007 ms
-    (``eval_in_epoch``); the helper read 25 us there."""
+    (``eval_in_epoch``); the helper read 25 us there. Less where patch hands the helper no
+    input to copy (``helper_inputs_share``)."""
     overhead = _value(f, "helper_overhead_us", 0.0)
     return overhead * helper_inputs_share(f) / 1e3 if overhead > 0 else 0.0
 
@@ -476,22 +478,20 @@ def helper_ms(f: dict) -> float:
 # The helper's host cost per call beyond its replay grows with the tensors it copies into the
 # graph's buffers: 23.3, 38.7 and 53.1 us for 2, 4 and 6 on the lent H100
 # (bench/results/paired_windows_h100/, bench/host_read_probe.py), a line of 8.4 us plus 7.45 us
-# a tensor. The calibration times it with HELPER_CALIBRATED_INPUTS.
-HELPER_BASE_US, HELPER_PER_INPUT_US, HELPER_CALIBRATED_INPUTS = 8.4, 7.45, 2
+# a tensor. The calibration times it with calibrate.HELPER_INPUTS.
+HELPER_BASE_US, HELPER_PER_INPUT_US = 8.4, 7.45
 
 
 def helper_inputs_share(f: dict) -> float:
-    """The calibrated helper cost's share that this loop's helper pays: none of the copies
-    where patch hands it no input (a loop that trains on one fixed tensor: ``main_guard``'s
+    """The calibrated helper cost's share that this loop's helper pays: the line's constant
+    alone where patch hands it no input (a loop that trains on one fixed tensor: ``main_guard``'s
     graphed step measured 0.027-0.034 ms on the H200s, under the 0.035-0.042 ms that the graph's
-    launch and the two-tensor helper predicted), half of them for one name; as calibrated for
-    more, since a name may hold several tensors (a tuple batch) the count cannot see. 1 where
-    the record does not say (a record from before)."""
-    names = _value(f, "helper_inputs")
-    if not names >= 0 or names >= HELPER_CALIBRATED_INPUTS:
+    launch and the two-tensor helper predicted); all of it where patch hands it any, since a
+    name may hold several tensors (a dict batch) that the count cannot see. 1 where the record
+    does not say (a record from before)."""
+    if _value(f, "helper_inputs") != 0:
         return 1.0
-    calibrated = HELPER_BASE_US + HELPER_PER_INPUT_US * HELPER_CALIBRATED_INPUTS
-    return (HELPER_BASE_US + HELPER_PER_INPUT_US * names) / calibrated
+    return HELPER_BASE_US / (HELPER_BASE_US + HELPER_PER_INPUT_US * HELPER_INPUTS)
 
 
 def node_factor(f: dict, model: dict) -> float:

@@ -155,9 +155,9 @@ def fill_compile_eager(row: dict, script: Path) -> None:
     runs); left empty where patch refuses compile or the script is not at hand."""
     if str(row.get("compile_eager", "")).strip() not in ("", "nan") or not script.is_file():
         return
-    noted = _compile_eager(script)
-    if noted is not None:
-        row["compile_eager"] = noted
+    patch = _patched(script, "compile")
+    if patch is not None:
+        row["compile_eager"] = float(bool(patch.compile_eager))
 
 
 def fill_helper_inputs(row: dict, script: Path) -> None:
@@ -166,28 +166,19 @@ def fill_helper_inputs(row: dict, script: Path) -> None:
     where patch refuses full_iteration or the script is not at hand."""
     if str(row.get("helper_inputs", "")).strip() not in ("", "nan") or not script.is_file():
         return
-    counted = _helper_inputs(script)
-    if counted is not None:
-        row["helper_inputs"] = counted
+    patch = _patched(script, "full_iteration")
+    if patch is not None and patch.helper_inputs is not None:
+        row["helper_inputs"] = float(patch.helper_inputs)
 
 
 @functools.lru_cache(maxsize=None)
-def _helper_inputs(script: Path):
+def _patched(script: Path, scope: str):
+    """Today's patch of ``script`` for ``scope``, None where patch refuses it."""
     from tuner.patch import make_patch
 
     try:
-        return float(make_patch(script, "full_iteration").helper_inputs)
-    except Exception:  # noqa: BLE001 - patch's refusal (or no helper): nothing to count
-        return None
-
-
-@functools.lru_cache(maxsize=None)
-def _compile_eager(script: Path):
-    from tuner.patch import make_patch
-
-    try:
-        return float(bool(make_patch(script, "compile").compile_eager))
-    except Exception:  # noqa: BLE001 - patch's refusal: nothing to note
+        return make_patch(script, scope)
+    except Exception:  # noqa: BLE001 - patch's refusal: nothing to read from it
         return None
 
 

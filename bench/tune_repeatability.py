@@ -5,10 +5,11 @@ prediction is checked against one tune process: taken as the prediction of anoth
 speedup hits "within 20 %" about as often as a benefit model could that predicted each loop's
 typical speedup exactly, the ceiling on these hosts.
 
-    python bench/tune_repeatability.py [FOLDER ...] [--json]
+    python bench/tune_repeatability.py [FOLDER ...] [--h200] [--json]
 
 Each FOLDER holds tune results (``NAME.tune.json`` or ``NAME.py.cg-advise.json``); the default
-is every set timed as tune times now (``unseen_eval.NOW``).
+is every set timed as tune times now on the H100 (``unseen_eval.NOW``), with ``--h200`` the
+H200's (``unseen_eval.NOW_H200``).
 """
 
 import argparse
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from paired_vs_predicted import TUNE_RESULT_NAMES, close, tune_result, tuned_row  # noqa: E402
-from unseen_eval import GRAPH_PAIR, NOW, RESULTS  # noqa: E402
+from unseen_eval import GRAPH_PAIR, NOW, NOW_H200, RESULTS, SETS  # noqa: E402
 
 TOLERANCE = 0.2
 
@@ -77,16 +78,19 @@ def within_run_hits(ratios, tolerance: float = TOLERANCE) -> int:
     return sum(close(r, 1.0, tolerance) for r in ratios)
 
 
-def default_folders() -> list:
-    return sorted(p for prefix in NOW for p in (RESULTS / prefix).glob("*/tune") if p.is_dir())
+def default_folders(prefixes: tuple = NOW) -> list:
+    """The tune result folders of the sets timed as tune times now whose rows start with
+    ``prefixes`` (NOW: the H100's; NOW_H200: the H200's), as bench/unseen_eval.py reads them."""
+    return sorted({(RESULTS / results).resolve() for _, rows, results, _, _ in SETS if rows.startswith(prefixes)})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path, help="folders of tune results (default: the sets timed as tune times now)")
+    parser.add_argument("--h200", action="store_true", help="the H200's sets timed as tune times now (default: the H100's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    folders = list(dict.fromkeys(f.resolve() for f in args.folders)) or default_folders()
+    folders = list(dict.fromkeys(f.resolve() for f in args.folders)) or default_folders(NOW_H200 if args.h200 else NOW)
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         sys.exit(f"tune_repeatability: no such folder: {', '.join(missing)}")

@@ -270,30 +270,42 @@ def evaluate(model: dict) -> list:
 SHORT_STEP_MS = 0.1   # a graphed step predicted under this: a few microseconds of host time decide it
 
 
-def by_regime(model: dict, scope: str = "full_iteration") -> dict:
-    """{regime: [hits, measurements]} of ``scope`` over the sets timed as tune times now, by
-    what the profile saw: "steady", a graphed step predicted at SHORT_STEP_MS or more and a
-    baseline timed over SHORT_BASELINE_S or more; "tiny or short" the others. Tiny steps and
-    short baselines (a script of a few hundred steps) are where a prediction misses most."""
+def tuned_rows(scope: str, prefixes: tuple):
+    """(row, its run record, tune's row of ``scope``, the tolerance) of every profile of the sets
+    timed as tune times now whose rows start with ``prefixes``, the row's fields its record
+    predates read from its script, where both its record and a tune result are at hand."""
     from baseline_stretches import record_of
-    from paired_vs_predicted import filled_from_script, paired_speedups, tune_result, tuned_row
+    from paired_vs_predicted import filled_from_script, tune_result, tuned_row
 
-    out = {"steady": [0, 0], "tiny or short": [0, 0]}
     for _, rows, results, set_scope, tolerance in SETS:
-        if set_scope != scope or not rows.startswith(NOW + NOW_H200):
+        if set_scope != scope or not rows.startswith(prefixes):
             continue
         for row in map(filled_from_script, pr.read_dataset(RESULTS / rows)):
             record, tuned = record_of((RESULTS / rows).parent, row), tune_result(RESULTS / results, row["workload"])
             measured = tuned_row(json.loads(tuned.read_text()), scope) if record and tuned else None
-            predicted = pr.predict(model, row).get(scope, {})
-            if not measured or "speedup" not in predicted:
-                continue
-            span_s = sum(json.loads(record.read_text()).get("untraced", {}).get("host_ms", [])) / 1e3
-            steady = predicted["ms"] >= SHORT_STEP_MS and span_s >= pr.SHORT_BASELINE_S
-            counts = out["steady" if steady else "tiny or short"]
-            for speedup in paired_speedups(measured, scope):
-                counts[0] += close(predicted["speedup"], speedup, tolerance)
-                counts[1] += 1
+            if measured:
+                yield row, json.loads(record.read_text()), measured, tolerance
+
+
+def by_regime(model: dict, scope: str = "full_iteration") -> dict:
+    """{regime: [hits, measurements]} of ``scope`` over the sets timed as tune times now, by
+    what the profile saw: "steady", a graphed step predicted at SHORT_STEP_MS or more and a
+    baseline timed over SHORT_BASELINE_S or more; "tiny or short" the others. Tiny steps and
+    short baselines (a script of a few hundred steps, which tune times in short windows) are
+    where a prediction misses most."""
+    from paired_vs_predicted import paired_speedups
+
+    out = {"steady": [0, 0], "tiny or short": [0, 0]}
+    for row, record, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
+        predicted = pr.predict(model, row).get(scope, {})
+        if "speedup" not in predicted:
+            continue
+        span_s = sum(record.get("untraced", {}).get("host_ms", [])) / 1e3
+        steady = predicted["ms"] >= SHORT_STEP_MS and span_s >= pr.SHORT_BASELINE_S
+        counts = out["steady" if steady else "tiny or short"]
+        for speedup in paired_speedups(measured, scope):
+            counts[0] += close(predicted["speedup"], speedup, tolerance)
+            counts[1] += 1
     return out
 
 

@@ -74,31 +74,26 @@ def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
 def committed(model: dict) -> dict:
     """{GPU: {host side: [graphed times within 20 %, speedups within 20 %, measurements]}} over
     the sets timed as tune times now, each full_iteration row beside its run record."""
-    from baseline_stretches import record_of
-    from paired_vs_predicted import close, filled_from_script, paired_speedups, tune_result, tuned_row
-    from unseen_eval import NOW, NOW_H200, RESULTS, SETS
+    from paired_vs_predicted import close, paired_speedups
+    from unseen_eval import NOW, NOW_H200, tuned_rows
 
     out = {}
+    scope = "full_iteration"
     for gpu, prefixes in (("H100", NOW), ("H200", NOW_H200)):
         counts = out[gpu] = {"traced": [0, 0, 0], "untraced": [0, 0, 0]}
-        for _, rows, results, scope, tolerance in SETS:
-            if scope != "full_iteration" or not rows.startswith(prefixes):
+        for f, record, measured, tolerance in tuned_rows(scope, prefixes):
+            untraced = record.get("untraced", {})
+            if not measured.get("measured_ms") or "between_ms_per_iteration" not in untraced:
                 continue
-            for f in map(filled_from_script, pr.read_dataset(RESULTS / rows)):
-                record, tuned = record_of((RESULTS / rows).parent, f), tune_result(RESULTS / results, f["workload"])
-                measured = tuned_row(json.loads(tuned.read_text()), scope) if record and tuned else None
-                untraced = json.loads(record.read_text()).get("untraced", {}) if record else {}
-                if not measured or not measured.get("measured_ms") or "between_ms_per_iteration" not in untraced:
-                    continue
-                traced = pr.physical(f, scope, model)
-                if "speedup" not in pr.predict(model, f).get(scope, {}):
-                    continue   # refused or withheld: no prediction to compare
-                eager = pr.eager_ms(f, model)[0]
-                speedups = paired_speedups(measured, scope)
-                for how, ms in (("traced", traced["ms"]), ("untraced", untraced_ms(f, untraced, model, traced))):
-                    counts[how][0] += close(ms, measured["measured_ms"], tolerance)
-                    counts[how][1] += sum(close(eager / ms, s, tolerance) for s in speedups)
-                    counts[how][2] += len(speedups)
+            traced = pr.physical(f, scope, model)
+            if "speedup" not in pr.predict(model, f).get(scope, {}):
+                continue   # refused or withheld: no prediction to compare
+            eager = pr.eager_ms(f, model)[0]
+            speedups = paired_speedups(measured, scope)
+            for how, ms in (("traced", traced["ms"]), ("untraced", untraced_ms(f, untraced, model, traced))):
+                counts[how][0] += close(ms, measured["measured_ms"], tolerance)
+                counts[how][1] += sum(close(eager / ms, s, tolerance) for s in speedups)
+                counts[how][2] += len(speedups)
     return out
 
 

@@ -100,9 +100,9 @@ def test_a_measurement_that_misses_tensors_is_not_taken():
 def test_the_probe_s_measured_cost_against_the_fitted_line_on_the_committed_sets():
     """bench/capturable_probe.py compare, the committed probes of the lent H100 and H200: the
     measured cost moves tune's graphed time over the predicted closer to 1 on both GPUs and hits
-    at least as often (full_iteration 51 of 62 on the H100 either way, 84 against 79 of 114 on
+    at least as often (full_iteration 50 of 62 on the H100 either way, 84 against 79 of 114 on
     the H200, whose rows profiled since the calibration measured the step recorded it themselves;
-    49 of 62 and 80 against 75 before the helper's cost followed the names it is handed; 52
+    49 of 62 and 80 against 75 before a helper handed no input was charged less; 52
     against 48 of 65 before the 23 loops profiled then tuned on a machine of four H200s on
     2026-11-28 and the sixteen of the next machine start, 36 against 34 of 45 before the twelve
     loops never profiled before); each probe's

@@ -27,8 +27,8 @@ def test_a_correction_scales_the_time_between_iterations_and_keeps_the_zero_grad
 
 
 def test_no_correction_counts_what_unseen_eval_counts(probe):
-    """The identity: full_iteration as bench/unseen_eval.py counts it (50 of 62 on the H100 sets
-    timed as tune times now, 82 of 114 on the H200's, 233 of 325 on every set, with the 23 loops
+    """The identity: full_iteration as bench/unseen_eval.py counts it (49 of 62 on the H100 sets
+    timed as tune times now, 82 of 114 on the H200's, 232 of 325 on every set, with the 23 loops
     profiled then tuned on a machine of four H200s on 2026-11-28 and the sixteen tuned on the
     next machine start)."""
     unseen = bench_module("unseen_eval")
