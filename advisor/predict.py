@@ -1037,6 +1037,12 @@ def eager_source_text(predictions: dict) -> str:
     return text
 
 
+def baseline_span_s(record: dict | None) -> float:
+    """The host seconds the run record's untraced baseline was timed over (0 without one):
+    under SHORT_BASELINE_S the report flags it."""
+    return sum(((record or {}).get("untraced") or {}).get("host_ms") or []) / 1e3
+
+
 def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
     """Predictions for an analysis's reported process, with its run record when there is one;
     none for a run already in graphs (the model reads eager traces) or without real iterations."""
@@ -1066,7 +1072,7 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
     predicted["model"] = model.get("provenance", "")
     untraced = (record or {}).get("untraced") or {}
     if predicted["eager_source"] == "measured" and untraced.get("host_ms"):
-        predicted["baseline_span_s"] = sum(untraced["host_ms"]) / 1e3
+        predicted["baseline_span_s"] = baseline_span_s(record)
         predicted["baseline_iterations"] = len(untraced["host_ms"])
     if ((record or {}).get("bootstrap") or {}).get("steps_ended_at_next_forward") and "speedup" in predicted.get(
             "full_iteration", {}):

@@ -300,8 +300,7 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
         predicted = pr.predict(model, row).get(scope, {})
         if "speedup" not in predicted:
             continue
-        span_s = sum(record.get("untraced", {}).get("host_ms", [])) / 1e3
-        steady = predicted["ms"] >= SHORT_STEP_MS and span_s >= pr.SHORT_BASELINE_S
+        steady = predicted["ms"] >= SHORT_STEP_MS and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
         counts = out["steady" if steady else "tiny or short"]
         for speedup in paired_speedups(measured, scope):
             counts[0] += close(predicted["speedup"], speedup, tolerance)
