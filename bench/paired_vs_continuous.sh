@@ -9,6 +9,7 @@
 #
 #   ROUNDS=2 PAIRED_WINDOWS="paired10 paired100 tune" SCRIPTS="gan_two_optimizers cifar_tutorial" \
 #     bash bench/paired_vs_continuous.sh OUT
+#   ROUNDS=1 PAIRED_WINDOWS="tune onepair200" SCRIPTS="logging_in_step main_guard" bash bench/paired_vs_continuous.sh OUT
 set -euo pipefail
 out=${1:?usage: paired_vs_continuous.sh OUT}
 mkdir -p "$out"
@@ -21,16 +22,22 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
     for mode in continuous ${PAIRED_WINDOWS:-paired10 tune}; do
       # pairedN: windows of N steps, graphed and eager by turns, throughout; pairedNnogc: the
       # same with Python's garbage collector off (a wrapper runs the rewrite); tune: as tune
-      # times now (windows of 10 up to its minimum, then each graphed window 50 ms)
-      paired=true; window=10; lengthen=0; target=("$work/${name}_graphed.py")
+      # times a long script (windows of 10 up to its minimum, then each graphed window 50 ms);
+      # onepairN: as tune times a script of N steps (tuner.tune.paired_settings: one pair of
+      # long windows, graphed first, where N is too few for the long windows)
+      paired=true; window=10; lengthen=0; repeats=5; iterations=""; target=("$work/${name}_graphed.py")
       case $mode in
         continuous) paired=false ;;
         tune) lengthen=50 ;;
+        onepair*) lengthen=50
+          read -r iterations repeats < <(python -c "from tuner.harness import Settings; from tuner.tune import paired_settings
+s = paired_settings(Settings(), ${mode#onepair}); print(s.iterations, s.repeats)")
+          ;;
         *) window=${mode#paired}; window=${window%nogc} ;;
       esac
       [ "${mode%nogc}" != "$mode" ] && target=("$work/nogc.py" "$work/${name}_graphed.py")
       printf 'import gc, runpy, sys\ngc.disable()\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name="__main__")\n' > "$work/nogc.py"
-      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": $((window * 10)), \"paired_window_ms\": $lengthen}" \
+      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": ${iterations:-$((window * 10))}, \"repeats\": $repeats, \"paired_window_ms\": $lengthen}" \
         python -m tuner.harness "$out/$name.$mode.$round.json" "${target[@]}" > /dev/null 2>&1 || true
     done
     CG_TUNE_SETTINGS='{"to_end": false, "min_seconds": 3.0}' \

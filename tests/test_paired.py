@@ -744,6 +744,35 @@ def test_the_measurement_says_how_long_its_graphed_windows_were(tmp_path):
     assert saved["window_steps"] == 10 and saved["short_windows"] is False
 
 
+def test_a_script_too_short_for_long_windows_is_timed_in_one_pair_graphed_first():
+    """tune.paired_settings: a script of 200 steps (its eager run counted them) ends before
+    the long windows past the minimum pair up, so its graph scopes are timed in one pair, each
+    window half the steps past the warm-up less a margin; a long script, one of unknown length,
+    or one whose pair would be no longer than the minimum's windows keeps the minimum's."""
+    from tuner.tune import paired_settings
+
+    settings = Settings(warmup=10, iterations=100, repeats=5)
+    one_pair = paired_settings(settings, 200)
+    assert (one_pair.paired, one_pair.iterations, one_pair.repeats, one_pair.warmup) == (True, 180, 1, 10)
+    for steps in (None, 3000, 30):
+        kept = paired_settings(settings, steps)
+        assert (kept.paired, kept.iterations, kept.repeats) == (True, 100, 5), steps
+
+
+def test_a_lone_graphed_window_is_not_short(tmp_path):
+    """Timed in one pair (paired_settings), the graphed window ran before any eager one: it
+    reads the graph as the loop does, so the measurement does not call it short, though it
+    lasted under ``paired_window_ms`` (94 steps of 0.1 ms); eager over graphed is the speedup."""
+    from tuner.tune import paired_settings
+
+    settings = paired_settings(Settings(warmup=2, iterations=40, repeats=2, min_seconds=1e6), 200)
+    timer = _timed_paired(settings, 198, tmp_path, graphed_ms=lambda before: 0.1)
+    timer._at_exit()
+    assert timer.m.window_ms == pytest.approx([0.1]) and timer.m.eager_window_ms == pytest.approx([3.0])
+    assert timer.m.paired_speedup == pytest.approx(30.0)
+    assert (timer.m.window_steps, timer.m.short_windows) == (94, False)
+
+
 def test_tune_notes_a_speedup_timed_in_short_windows(tmp_path, monkeypatch):
     """A candidate whose paired timing stayed in short windows says so beside its speedup, and
     keeps the windows' steps in its result; one timed in long windows says nothing of them."""

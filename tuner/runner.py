@@ -103,6 +103,7 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         candidate.note = " ".join(filter(None, [candidate.note, f"not timed paired ({why}): timed against the "
                                                                 "eager process"]))
     candidate.window_steps = data.get("window_steps") or None
+    candidate.steps = data.get("steps") or None
     if candidate.status == "ok" and data.get("paired") and data.get("short_windows"):
         candidate.note = " ".join(filter(None, [candidate.note, SHORT_WINDOWS_NOTE.format(data["window_steps"])]))
     snapshots = data.get("snapshot")
@@ -248,6 +249,7 @@ def run_repeated(script: Path, args: list, scope: str, settings: Settings, workd
     eager_ms = [c.paired_eager_ms for c, _ in measured]
     candidate.paired_eager_ms = statistics.median(eager_ms) if all(eager_ms) else None
     candidate.peak_mb = max((c.peak_mb for c, _ in measured if c.peak_mb is not None), default=None)
+    candidate.steps = min((c.steps for c, _ in measured if c.steps), default=None)
     return candidate, snapshot
 
 

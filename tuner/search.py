@@ -79,6 +79,7 @@ class Candidate:
     paired_eager_ms: Optional[float] = None
     measured_ms: Optional[float] = None
     window_steps: Optional[int] = None     # timed paired: steps in each measured graphed window (one process)
+    steps: Optional[int] = None            # the steps its process ran; run to the script's end, the script's length
 
     @property
     def spread(self) -> float:

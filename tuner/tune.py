@@ -17,7 +17,7 @@ from advisor.patching import file_digest, tune_result_path
 from advisor.sourcefile import write_text
 
 from .discover import discover
-from .harness import Settings, step_counting
+from .harness import MAX_PAIRED_WINDOW, Settings, step_counting
 from .runner import (DEFAULT_TOLERANCE, check_against_eager, matches_capturable, max_relative_difference, new_workdir,
                      run_repeated, steps_optimizer_in_graph)
 from .ddp import uses_ddp
@@ -128,12 +128,14 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         # an inference loop's compile is timed against the eager process: the harness pairs
         # training steps only, and would say so on every inference run
         if timing is None and scope in PAIRED_SCOPES and options.paired and not options.launcher and not inference:
-            timing = replace(settings, paired=True)
+            timing = paired_settings(settings, script_steps)
         return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
                             options.runs, step=step, python=options.python, deadline=deadline,
                             launcher=options.launcher)
 
+    script_steps = None   # the script's length, once its eager run has counted it (paired_settings)
     eager, eager_snapshot, settings = time_eager(lambda timing: measure("eager", timing=timing), settings, progress)
+    script_steps = eager.steps if settings.to_end else None
     failure = eager.failure or {}
     if eager.status != "ok" and failure.get("kind") == "after-the-loop":
         raise CgAdviseError(f"{script} fails after its training loop, unpatched: "
@@ -269,6 +271,25 @@ def fit_window(settings: Settings, steps) -> Optional[Settings]:
     return Settings(**{**asdict(settings), "warmup": warmup, "iterations": iterations,
                        "repeats": max(1, min(settings.repeats, iterations // 4)),
                        "check_steps": min(settings.check_steps, warmup + iterations)})
+
+
+def paired_settings(settings: Settings, script_steps: Optional[int]) -> Settings:
+    """Settings that time a graph scope paired with eager in its process. Past tune's minimum
+    (windows of 10 steps by turns) the harness measures long windows once two pairs of them
+    fit; a script that ends before (the eager run, to its end, counted ``script_steps``) was
+    measured in the minimum's windows, which read a graph 1.13-1.58x its ms/iteration when it
+    replays throughout on the lent H100, all but the first: the graphed window before any
+    eager one reads it as the loop does (the DCGAN's 0.418-0.465 ms against 0.446-0.459,
+    bench/results/paired_windows_h100/). Such a script is timed in one pair, a graphed window
+    and then an eager one, each half the steps past the warm-up (less fit_window's margin)."""
+    paired = replace(settings, paired=True)
+    if not script_steps:
+        return paired
+    left = script_steps - settings.warmup - max(1, script_steps // 20)
+    window = left // 2
+    if left >= settings.iterations + 4 * MAX_PAIRED_WINDOW or window <= settings.iterations // (2 * settings.repeats):
+        return paired   # long windows pair up (or one pair would be no longer than the minimum's)
+    return replace(paired, iterations=2 * window, repeats=1)
 
 
 def run_spreads(saved: dict) -> dict:
