@@ -5,6 +5,7 @@ schedule (on a stand-in clock) and the switch that lets a graphed module run eag
 
 import json
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -771,6 +772,27 @@ def test_a_lone_graphed_window_is_not_short(tmp_path):
     assert timer.m.window_ms == pytest.approx([0.1]) and timer.m.eager_window_ms == pytest.approx([3.0])
     assert timer.m.paired_speedup == pytest.approx(30.0)
     assert (timer.m.window_steps, timer.m.short_windows) == (94, False)
+
+
+def test_one_pair_is_read_in_stretches_that_leave_the_loops_periodic_work_out(tmp_path):
+    """Timed in one pair (paired_settings: stretches of the minimum's 10 steps), a graphed
+    window that holds an evaluation (one step of 50 ms among steps of 1 ms) still reads 1 ms a
+    step, the median of its stretches; the same pair timed whole reads it 1.5 ms."""
+    from tuner.tune import paired_settings
+
+    settings = paired_settings(Settings(warmup=2, iterations=40, repeats=2, min_seconds=1e6), 200)
+    assert settings.stretch_steps == 10
+
+    def with_an_evaluation(before):
+        return 50.0 if before == 40 else 1.0
+
+    stretched = _timed_paired(settings, 198, tmp_path, graphed_ms=with_an_evaluation)
+    stretched._at_exit()
+    whole = _timed_paired(replace(settings, stretch_steps=0), 198, tmp_path, graphed_ms=with_an_evaluation)
+    whole._at_exit()
+    assert stretched.m.window_ms == pytest.approx([1.0]) and stretched.m.paired_speedup == pytest.approx(3.0)
+    assert whole.m.window_ms == pytest.approx([(93 + 50) / 94])
+    assert (stretched.m.window_steps, stretched.m.short_windows) == (94, False)
 
 
 def test_tune_notes_a_speedup_timed_in_short_windows(tmp_path, monkeypatch):

@@ -281,7 +281,9 @@ def paired_settings(settings: Settings, script_steps: Optional[int]) -> Settings
     replays throughout on the lent H100, all but the first: the graphed window before any
     eager one reads it as the loop does (the DCGAN's 0.418-0.465 ms against 0.446-0.459,
     bench/results/paired_windows_h100/). Such a script is timed in one pair, a graphed window
-    and then an eager one, each half the steps past the warm-up (less fit_window's margin)."""
+    and then an eager one, each half the steps past the warm-up (less fit_window's margin),
+    each read as the median of its stretches of the minimum's window (``stretch_steps``), so
+    that the loop's periodic work (an evaluation each epoch) does not weigh on one side alone."""
     paired = replace(settings, paired=True)
     if not script_steps:
         return paired
@@ -289,7 +291,8 @@ def paired_settings(settings: Settings, script_steps: Optional[int]) -> Settings
     window = left // 2
     if left >= settings.iterations + 4 * MAX_PAIRED_WINDOW or window <= settings.iterations // (2 * settings.repeats):
         return paired   # long windows pair up (or one pair would be no longer than the minimum's)
-    return replace(paired, iterations=2 * window, repeats=1)
+    return replace(paired, iterations=2 * window, repeats=1,
+                   stretch_steps=settings.iterations // (2 * settings.repeats))
 
 
 def run_spreads(saved: dict) -> dict:
