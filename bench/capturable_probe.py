@@ -38,8 +38,8 @@ SCOPES = ("full_iteration", "fwd_bwd")
 
 
 def now_sets():
-    """(GPU label, dataset rows path, tune folder, set folder) of each set timed as tune times
-    now, per scope once."""
+    """(GPU label, dataset rows path, tune folder, set folder, the measurements counted:
+    unseen_eval.now_keep) of each set timed as tune times now, per scope once."""
     import unseen_eval as ue
 
     seen = set()
@@ -47,7 +47,7 @@ def now_sets():
         for prefixes, gpu in ((ue.NOW, "H100"), (ue.NOW_H200, "H200")):
             if rows.startswith(prefixes) and rows not in seen:
                 seen.add(rows)
-                yield gpu, ue.RESULTS / rows, ue.RESULTS / results, (ue.RESULTS / rows).parent
+                yield gpu, ue.RESULTS / rows, ue.RESULTS / results, (ue.RESULTS / rows).parent, ue.now_keep(rows)
 
 
 def record_of(folder: Path, row: dict):
@@ -61,7 +61,7 @@ def record_of(folder: Path, row: dict):
 def specs_in_records() -> list:
     """Every distinct CLASS:TENSORS:ELEMENTS:GROUPS in the sets' run records."""
     specs = set()
-    for _, rows, _, folder in now_sets():
+    for _, rows, _, folder, _ in now_sets():
         for row in pr.read_dataset(rows):
             record = record_of(folder, row)
             if record:
@@ -110,7 +110,7 @@ def compare_all(probes: list, model: dict, any_gpu: bool = False) -> dict:
     from paired_vs_predicted import compare
 
     out = {}
-    for gpu, rows_path, tune, folder in now_sets():
+    for gpu, rows_path, tune, folder, keep in now_sets():
         rows = pr.read_dataset(rows_path)
         fitted = [{**row, "capturable_step_ms": ""} for row in rows]
         measured, missing = [], []
@@ -127,7 +127,7 @@ def compare_all(probes: list, model: dict, any_gpu: bool = False) -> dict:
                                          "fitted_graphed": [], "measured_graphed": [],
                                          "fitted_scripts": [], "measured_scripts": []})
             for kind, these in (("fitted", fitted), ("measured", measured)):
-                found = compare(these, tune, scope, model)
+                found = compare(these, tune, scope, model, keep=keep)
                 entry[kind][0] += found["paired"][0]
                 entry[kind][1] += found["paired"][1]
                 entry[f"{kind}_scripts"] += [(name, p, paired) for name, p, paired, _ in found["scripts"] if paired]

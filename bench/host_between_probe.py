@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from advisor import predict as pr  # noqa: E402
 from paired_vs_predicted import compare  # noqa: E402
-from unseen_eval import NOW, NOW_H200, RESULTS, SETS  # noqa: E402
+from unseen_eval import NOW, NOW_H200, RESULTS, SETS, now_keep  # noqa: E402
 
 SCOPE = "full_iteration"
 FACTORS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
@@ -48,7 +48,7 @@ def hits(model: dict, factor: float = 1.0, offset_ms: float = 0.0) -> dict:
         if scope != SCOPE:
             continue
         read = [corrected(r, factor, offset_ms) for r in pr.read_dataset(RESULTS / rows)]
-        found = compare(read, RESULTS / results, scope, model, tolerance)["paired"]
+        found = compare(read, RESULTS / results, scope, model, tolerance, now_keep(rows))["paired"]
         keys = ["all"] + (["H100"] if rows.startswith(NOW) else []) + (["H200"] if rows.startswith(NOW_H200) else [])
         for key in keys:
             out[key] = [a + b for a, b in zip(out[key], found)]

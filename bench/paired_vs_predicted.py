@@ -63,11 +63,12 @@ def filled_from_script(row: dict) -> dict:
     return row
 
 
-def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE) -> dict:
+def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOLERANCE, keep=None) -> dict:
     """Each script's prediction beside each process's measurement: the per-script lines (and where
     a miss comes from), the hits of the paired and separate-process speedups, and how many paired
     measurements fall inside the interval the report prints beside the prediction. ``rows``: a
-    dataset CSV, or its rows already read (a figure of them replaced, bench/baseline_stretches.py)."""
+    dataset CSV, or its rows already read (a figure of them replaced, bench/baseline_stretches.py);
+    ``keep(row, tune's row of the scope)``, where given, says which measurements count."""
     out = {"scripts": [], "sides": [], "paired": [0, 0], "separate": [0, 0], "inside": [0, 0]}
     for row in (pr.read_dataset(rows) if isinstance(rows, (str, Path)) else rows):
         path = tune_result(results, row["workload"])
@@ -78,7 +79,7 @@ def compare(rows, results: Path, scope: str, model: dict, tolerance: float = TOL
         predicted = prediction.get("speedup")
         result = json.loads(path.read_text())
         measured = tuned_row(result, scope)
-        if predicted is None or measured is None:
+        if predicted is None or measured is None or keep is not None and not keep(row, measured):
             continue
         paired = paired_speedups(measured, scope)
         separate = [e / g for e, g in itertools.product(result.get("eager_run_ms") or [], measured.get("run_ms") or [])]

@@ -10,6 +10,7 @@ do worse here (the refit of 2026-11-25 moved the H100 model on the H200 rows fro
 """
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -42,8 +43,9 @@ CAPTURABLE = "paired_timing/capturable_measured_2026-11-28"
 H200_DEFAULT = "paired_timing/h200_default_baseline_2026-11-28"
 H200_NEVER = "paired_timing/h200_never_measured_2026-11-28"
 H200_MORE = "paired_timing/h200_more_loops_2026-11-28"
+ONE_PAIR = "paired_timing/h200_one_pair_2026-11-28"
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third")   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -244,14 +246,45 @@ SETS = (
                 f"{H200_MORE}/second"),
     *each_scope("H200, 16 loops on four H200s, next machine", f"{H200_MORE}/third", ("full_iteration",),
                 f"{H200_MORE}/third"),
+    # scripts too short for tune's long windows timed in one pair (tune.paired_settings), three
+    # calls on three starts of a machine of four H200s (2026-11-28), the model unchanged: the
+    # twelve corpus loops of a fixed 200 steps; 23 loops at CG_STEPS=200 (eleven of those and
+    # twelve that run longer), each window timed whole; 20 of them with each window read as
+    # the median of its stretches, as tune times now
+    *each_scope("H200, 12 short loops, one pair", f"{ONE_PAIR}/first", GRAPH_PAIR, f"{ONE_PAIR}/first"),
+    *each_scope("H200, 23 loops of 200 steps, one pair", f"{ONE_PAIR}/second", GRAPH_PAIR, f"{ONE_PAIR}/second"),
+    *each_scope("H200, 20 loops of 200 steps, one pair, stretches", f"{ONE_PAIR}/third", GRAPH_PAIR,
+                f"{ONE_PAIR}/third"),
 )
 
 
+def timed_as_now(folder: Path, row: dict, measured: dict) -> bool:
+    """Whether tune's row ``measured`` of the profile ``row`` (its set's ``folder``) was timed as
+    tune times now. A script too short for the long paired windows (its profile's baseline timed
+    over less than SHORT_BASELINE_S: the corpus loops of a fixed 200 steps) was timed in the
+    minimum's windows of 10 steps, which read a graph 1.14-1.97x its ms/iteration replaying
+    throughout (``h200_one_pair_2026-11-28/first/continuous``); tune now times it in one pair,
+    one graphed window."""
+    from baseline_stretches import record_of
+
+    record = record_of(folder, row)
+    return (record is None or len(measured.get("window_ms") or []) == 1
+            or pr.baseline_span_s(json.loads(record.read_text())) >= pr.SHORT_BASELINE_S)
+
+
+def now_keep(rows: str):
+    """The measurements ``compare`` counts of the set whose dataset rows are ``rows`` (under
+    RESULTS): of a set timed as tune times now, those timed so (``timed_as_now``); of any other,
+    all (None)."""
+    return functools.partial(timed_as_now, (RESULTS / rows).parent) if rows.startswith(NOW + NOW_H200) else None
+
+
 def evaluate(model: dict) -> list:
-    """One dict per set: its label, scope, tolerance, hits and interval coverage."""
+    """One dict per set: its label, scope, tolerance, hits and interval coverage; of the sets
+    timed as tune times now, the measurements timed so (``now_keep``)."""
     out = []
     for label, rows, results, scope, tolerance in SETS:
-        found = compare(RESULTS / rows, RESULTS / results, scope, model, tolerance)
+        found = compare(RESULTS / rows, RESULTS / results, scope, model, tolerance, now_keep(rows))
         # the ceiling: with the graphed time predicted exactly, a prediction is off by the profile's
         # eager time over tune's (in the candidate's process, graphing's slowdown taken out) alone
         eager_hits = sum(close(eager, measured, tolerance) for _, eager, measured, _, _ in found["sides"])
@@ -283,7 +316,7 @@ def tuned_rows(scope: str, prefixes: tuple):
         for row in map(filled_from_script, pr.read_dataset(RESULTS / rows)):
             record, tuned = record_of((RESULTS / rows).parent, row), tune_result(RESULTS / results, row["workload"])
             measured = tuned_row(json.loads(tuned.read_text()), scope) if record and tuned else None
-            if measured:
+            if measured and timed_as_now((RESULTS / rows).parent, row, measured):
                 yield row, json.loads(record.read_text()), measured, tolerance
 
 
@@ -291,7 +324,7 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     """{regime: [hits, measurements]} of ``scope`` over the sets timed as tune times now, by
     what the profile saw: "steady", a graphed step predicted at SHORT_STEP_MS or more and a
     baseline timed over SHORT_BASELINE_S or more; "tiny or short" the others. Tiny steps and
-    short baselines (a script of a few hundred steps, which tune times in short windows) are
+    short baselines (a script of a few hundred steps, which tune times in one pair) are
     where a prediction misses most."""
     from paired_vs_predicted import paired_speedups
 

@@ -86,13 +86,15 @@ def committed(model: dict) -> dict:
             if not measured.get("measured_ms") or "between_ms_per_iteration" not in untraced:
                 continue
             traced = pr.physical(f, scope, model)
-            if "speedup" not in pr.predict(model, f).get(scope, {}):
+            predicted = pr.predict(model, f).get(scope, {}).get("speedup")
+            if predicted is None:
                 continue   # refused or withheld: no prediction to compare
-            eager = pr.eager_ms(f, model)[0]
             speedups = paired_speedups(measured, scope)
             for how, ms in (("traced", traced["ms"]), ("untraced", untraced_ms(f, untraced, model, traced))):
+                # the prediction's speedup (with the steps it runs eagerly), the host side swapped
+                speedup = predicted * traced["ms"] / ms
                 counts[how][0] += close(ms, measured["measured_ms"], tolerance)
-                counts[how][1] += sum(close(eager / ms, s, tolerance) for s in speedups)
+                counts[how][1] += sum(close(speedup, s, tolerance) for s in speedups)
                 counts[how][2] += len(speedups)
     return out
 
