@@ -262,9 +262,9 @@ def timed_as_now(folder: Path, row: dict, measured: dict) -> bool:
     """Whether tune's row ``measured`` of the profile ``row`` (its set's ``folder``) was timed as
     tune times now. A script too short for the long paired windows (its profile's baseline timed
     over less than SHORT_BASELINE_S: the corpus loops of a fixed 200 steps) was timed in the
-    minimum's windows of 10 steps, which read a graph 1.14-1.97x its ms/iteration replaying
-    throughout (``h200_one_pair_2026-11-28/first/continuous``); tune now times it in one pair,
-    one graphed window."""
+    minimum's windows of 10 steps, which read eleven of twenty graphs 1.14-1.97x their
+    ms/iteration replaying throughout (``h200_one_pair_2026-11-28/*/continuous``); tune now
+    times it in one pair, one graphed window."""
     from baseline_stretches import record_of
 
     record = record_of(folder, row)

@@ -150,6 +150,10 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} {steps} under the "
                             f"harness: {failure.get('message') or failure.get('kind')}{hint}")
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
+    one_pair = paired_settings(settings, script_steps)
+    if options.paired and not options.launcher and not inference and one_pair.stretch_steps:
+        progress(f"the script runs {script_steps} steps, too few for long paired windows: each graph scope is timed "
+                 f"in one pair of {one_pair.iterations // 2}-step windows, graphed then eager")
     planned = plan(options.predictions, options.exhaustive, tuple(s for s in kind_scopes
                                                                   if s in (options.scopes or kind_scopes)))
 
