@@ -25,11 +25,11 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
       # times a long script (windows of 10 up to its minimum, then each graphed window 50 ms);
       # onepairN: as tune times a script of N steps (tuner.tune.paired_settings: one pair of
       # long windows, graphed first, where N is too few for the long windows)
-      paired=true; window=10; lengthen=0; repeats=5; iterations=""; stretch=0; target=("$work/${name}_graphed.py")
+      paired=true; window=10; lengthen=0; repeats=5; iterations=""; stretch=0; seconds=3.0; target=("$work/${name}_graphed.py")
       case $mode in
         continuous) paired=false ;;
         tune) lengthen=50 ;;
-        onepair*) lengthen=50
+        onepair*) lengthen=50; seconds=0   # the timing ends at the pair, as in a script of N steps
           read -r iterations repeats stretch < <(python -c "from tuner.harness import Settings; from tuner.tune import paired_settings
 s = paired_settings(Settings(), ${mode#onepair}); print(s.iterations, s.repeats, s.stretch_steps)")
           ;;
@@ -37,7 +37,7 @@ s = paired_settings(Settings(), ${mode#onepair}); print(s.iterations, s.repeats,
       esac
       [ "${mode%nogc}" != "$mode" ] && target=("$work/nogc.py" "$work/${name}_graphed.py")
       printf 'import gc, runpy, sys\ngc.disable()\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name="__main__")\n' > "$work/nogc.py"
-      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": 3.0, \"iterations\": ${iterations:-$((window * 10))}, \"repeats\": $repeats, \"stretch_steps\": $stretch, \"paired_window_ms\": $lengthen}" \
+      CG_TUNE_SETTINGS="{\"paired\": $paired, \"to_end\": false, \"min_seconds\": $seconds, \"iterations\": ${iterations:-$((window * 10))}, \"repeats\": $repeats, \"stretch_steps\": $stretch, \"paired_window_ms\": $lengthen}" \
         python -m tuner.harness "$out/$name.$mode.$round.json" "${target[@]}" > /dev/null 2>&1 || true
     done
     CG_TUNE_SETTINGS='{"to_end": false, "min_seconds": 3.0}' \

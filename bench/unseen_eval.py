@@ -264,11 +264,12 @@ def timed_as_now(folder: Path, row: dict, measured: dict) -> bool:
     over less than SHORT_BASELINE_S: the corpus loops of a fixed 200 steps) was timed in the
     minimum's windows of 10 steps, which read eleven of twenty graphs 1.14-1.97x their
     ms/iteration replaying throughout (``h200_one_pair_2026-11-28/*/continuous``); tune now
-    times it in one pair, one graphed window."""
+    times it in one pair, one graphed window. A tune whose graphed windows were longer than
+    those (``window_steps``: long windows, a fast step's of a longer script) is kept."""
     from baseline_stretches import record_of
 
     record = record_of(folder, row)
-    return (record is None or len(measured.get("window_ms") or []) == 1
+    return (record is None or len(measured.get("window_ms") or []) == 1 or (measured.get("window_steps") or 0) > 10
             or pr.baseline_span_s(json.loads(record.read_text())) >= pr.SHORT_BASELINE_S)
 
 

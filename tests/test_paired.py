@@ -678,7 +678,7 @@ def test_optimizers_switch_at_window_edges_outside_the_timed_windows(tmp_path, m
     assert timer.m.eager_steps == 20 and timer.as_built == []
 
 
-def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0, graphed_ms=lambda timed: 1.0):
+def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0, graphed_ms=lambda timed: 1.0, toggled=1):
     """A paired StepTimer stepped ``steps`` times past its warm-up on the stand-in clock:
     ``graphed_ms(steps timed before it)`` a graphed step (1 ms), 3 ms an eager one; each step also waits
     ``seconds_per_step`` on the host clock, which min_seconds reads."""
@@ -687,7 +687,7 @@ def _timed_paired(settings, steps, tmp_path, seconds_per_step=0.0, graphed_ms=la
     clock = _Clock()
     timer = StepTimer(settings, str(tmp_path / "result.json"), _stand_in_torch(clock))
     timer._first_step_hook = types.SimpleNamespace(remove=lambda: None)
-    timer.m.toggled = 1
+    timer.m.toggled = toggled
     for _ in range(settings.warmup + steps):
         clock.now += 3.0 if timer.eager_window else graphed_ms(timer.m.steps - settings.warmup)
         time.sleep(seconds_per_step)
@@ -755,9 +755,24 @@ def test_a_script_too_short_for_long_windows_is_timed_in_one_pair_graphed_first(
     settings = Settings(warmup=10, iterations=100, repeats=5)
     one_pair = paired_settings(settings, 200)
     assert (one_pair.paired, one_pair.iterations, one_pair.repeats, one_pair.warmup) == (True, 180, 1, 10)
+    assert one_pair.stretch_steps == 10
     for steps in (None, 3000, 30):
         kept = paired_settings(settings, steps)
-        assert (kept.paired, kept.iterations, kept.repeats) == (True, 100, 5), steps
+        assert (kept.paired, kept.iterations, kept.repeats, kept.stretch_steps) == (True, 100, 5, 0), steps
+
+
+def test_the_long_windows_are_sized_from_the_predicted_graphed_step():
+    """A script of 1000 steps: a graph predicted at 1 ms a step (windows of 50 ms sized for half
+    that: 100 steps) gets two long pairs after the minimum and keeps them; at 0.05 ms (500
+    steps) it would not, and is timed in one pair, as without a prediction; at 20 ms the
+    minimum's windows of 10 steps already last 50 ms and stay."""
+    from tuner.tune import paired_settings
+
+    settings = Settings(warmup=10, iterations=100, repeats=5)
+    assert paired_settings(settings, 1000, graphed_ms=1.0).repeats == 5
+    assert paired_settings(settings, 1000, graphed_ms=0.05).repeats == 1
+    assert paired_settings(settings, 1000).repeats == 1
+    assert paired_settings(settings, 1000, graphed_ms=20.0).repeats == 5
 
 
 def test_a_lone_graphed_window_is_not_short(tmp_path):
@@ -793,6 +808,21 @@ def test_one_pair_is_read_in_stretches_that_leave_the_loops_periodic_work_out(tm
     assert stretched.m.window_ms == pytest.approx([1.0]) and stretched.m.paired_speedup == pytest.approx(3.0)
     assert whole.m.window_ms == pytest.approx([(93 + 50) / 94])
     assert (stretched.m.window_steps, stretched.m.short_windows) == (94, False)
+    # stretches of 10 steps from each window's start, the last of a window taking in its 4 left
+    assert [timed for timed, *_ in stretched.stretches] == [*range(0, 90, 10), *range(94, 184, 10), 188]
+    # the one ratio's spread: each stretch against the other side's median (the evaluation's too)
+    assert len(stretched.m.paired_ratios) == 18 and min(stretched.m.paired_ratios) < 1 < 3.0 == max(stretched.m.paired_ratios)
+
+
+def test_stretches_are_not_read_where_nothing_was_paired(tmp_path):
+    """No graph with an eager path ran (nothing toggled): the windows are the candidate's own,
+    timed against the eager process, and are read whole, as that process's are."""
+    from tuner.tune import paired_settings
+
+    settings = paired_settings(Settings(warmup=2, iterations=40, repeats=2, min_seconds=1e6), 200)
+    timer = _timed_paired(settings, 198, tmp_path, graphed_ms=lambda before: 50.0 if before == 40 else 1.0, toggled=0)
+    timer._at_exit()
+    assert not timer.m.paired and timer.m.window_ms == pytest.approx([(93 + 50) / 94, 3.0])
 
 
 def test_tune_notes_a_speedup_timed_in_short_windows(tmp_path, monkeypatch):

@@ -359,8 +359,8 @@ def test_a_short_script_is_timed_over_the_steps_it_has(tmp_path):
     assert "cg-advise: the script runs 40 steps: timing 34 after 4 warm-up steps instead of 100 after 10" in err
     assert json.loads(out)["timing"] == {"warmup": 4, "iterations": 34, "repeats": 5, "min_seconds": 3.0}
     # too few steps for long paired windows: the graph scopes are timed in one pair (paired_settings)
-    assert ("cg-advise: the script runs 40 steps, too few for long paired windows: each graph scope is timed in "
-            "one pair of 17-step windows, graphed then eager") in err
+    assert ("cg-advise: the script runs 40 steps, too few for long paired windows: fwd_bwd timed in one pair of "
+            "17-step windows, graphed then eager") in err
     code, out, err = run("--json", script, "--steps", "12", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, out) == (2, "")
     assert err.splitlines()[-1] == (f"cg-advise: error: {script} does not complete 110 training steps under the "

@@ -466,7 +466,7 @@ class StepTimer:
         else:
             edge = timed % window == 0 or past == 0 if past <= 0 else past % window == 0
         if not edge:
-            if s.stretch_steps and paired and past < 0 and timed % s.stretch_steps == 0:
+            if s.stretch_steps and paired and past < 0 and self._stretch_ends(timed, window):
                 mark = self._mark()
                 self.stretches.append((timed, mark, mark, self.eager_window))
             return
@@ -602,13 +602,17 @@ class StepTimer:
         for (a, _, start), (b, end, _) in zip(marks, marks[1:]):
             windows.append(self._elapsed_ms(start, end) / (b - a))
             steps.append(b - a)
-        if len(windows) == 2 and self.stretches:   # one pair, timed in stretches
-            windows = self._stretched(windows)
+        stretched = self._stretched() if len(windows) == 2 and self.stretches and self.m.toggled else None
+        if stretched:   # one pair, timed in stretches
+            windows = [statistics.median(stretched[False]), statistics.median(stretched[True])]
         if self.pairing and self.m.toggled:
             self.m.paired = True
             self.m.window_ms, self.m.eager_window_ms = windows[0::2], windows[1::2]
             self.m.paired_ratios = paired_ratios(windows)
             self.m.paired_speedup = statistics.median(self.m.paired_ratios) if self.m.paired_ratios else None
+            if stretched:   # the one ratio's spread: each stretch against the other side's median
+                self.m.paired_ratios = ([windows[1] / g for g in stretched[False] if g > 0]
+                                        + [e / windows[0] for e in stretched[True]])
             self._window_length(steps[0::2])
         else:
             self.m.window_ms = windows
@@ -619,23 +623,30 @@ class StepTimer:
         self.m.timed_steps = marks[-1][0]
         self.m.complete = True
 
+    def _stretch_ends(self, timed: int, window: int) -> bool:
+        """Whether a stretch ends at ``timed``: every ``stretch_steps`` from its window's start,
+        the last one of a window taking in the few steps left before the window's end, so that
+        no stretch is a stub of a few steps."""
+        into = timed - self.stretches[-1][0] if self.stretches else timed
+        since_edge = timed - self.marks[-1][0]
+        return into >= self.settings.stretch_steps and window - since_edge >= self.settings.stretch_steps
+
     def _elapsed_ms(self, start, end) -> float:
         return start.elapsed_time(end) if self.cuda else (end - start) * 1e3
 
-    def _stretched(self, windows: list) -> list:
-        """One pair of windows (tune.paired_settings), each as the median of its stretches of
-        ``stretch_steps``: a loop's own periodic work (an evaluation each epoch, a DataLoader's
-        workers started again) falls in one window of the pair and not the other, where the
-        median of several windows leaves it out; timed whole, the word language model's
-        graphed window of 90 steps (CG_STEPS=200, an evaluation every 40) read 0.725 ms a step
-        on the H200 where 0.325 was predicted."""
+    def _stretched(self) -> Optional[dict]:
+        """{eager: ms/iteration of each stretch} of one pair of windows (tune.paired_settings),
+        each window read as the median of its stretches of ``stretch_steps``: a loop's own
+        periodic work (an evaluation each epoch, a DataLoader's workers started again) falls in
+        one window of the pair and not the other, where the median of several windows leaves it
+        out; timed whole, the word language model's graphed window of 90 steps (CG_STEPS=200,
+        an evaluation every 40) read 0.725 ms a step on the H200 where 0.325 was predicted.
+        None where a side has no stretch."""
         by_mode = {False: [], True: []}
         for (a, _, start, eager), (b, end, _, _) in zip(self.stretches, self.stretches[1:]):
             if b > a:
                 by_mode[eager].append(self._elapsed_ms(start, end) / (b - a))
-        if not (by_mode[False] and by_mode[True]):
-            return windows
-        return [statistics.median(by_mode[False]), statistics.median(by_mode[True])]
+        return by_mode if by_mode[False] and by_mode[True] else None
 
     def _window_length(self, graphed_steps: list) -> None:
         """The measured graphed windows' steps, and whether they lasted under

@@ -103,7 +103,8 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
         candidate.note = " ".join(filter(None, [candidate.note, f"not timed paired ({why}): timed against the "
                                                                 "eager process"]))
     candidate.window_steps = data.get("window_steps") or None
-    candidate.steps = data.get("steps") or None
+    # the script's length where it ran to its end (a run stopped at a timeout counted fewer)
+    candidate.steps = (data.get("steps") or None) if returncode == 0 else None
     if candidate.status == "ok" and data.get("paired") and data.get("short_windows"):
         candidate.note = " ".join(filter(None, [candidate.note, SHORT_WINDOWS_NOTE.format(data["window_steps"])]))
     snapshots = data.get("snapshot")

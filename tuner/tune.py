@@ -4,6 +4,7 @@ GPU in separate processes, checked against eager, ranked; the result is saved fo
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -128,12 +129,13 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         # an inference loop's compile is timed against the eager process: the harness pairs
         # training steps only, and would say so on every inference run
         if timing is None and scope in PAIRED_SCOPES and options.paired and not options.launcher and not inference:
-            timing = paired_settings(settings, script_steps)
+            timing = paired_settings(settings, script_steps, graphed_guess.get(scope))
         return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
                             options.runs, step=step, python=options.python, deadline=deadline,
                             launcher=options.launcher)
 
     script_steps = None   # the script's length, once its eager run has counted it (paired_settings)
+    graphed_guess = {}    # scope -> its predicted graphed ms/iteration, where a profile predicted it
     eager, eager_snapshot, settings = time_eager(lambda timing: measure("eager", timing=timing), settings, progress)
     script_steps = eager.steps if settings.to_end else None
     failure = eager.failure or {}
@@ -150,12 +152,15 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         raise CgAdviseError(f"{script} does not complete {settings.warmup + settings.iterations} {steps} under the "
                             f"harness: {failure.get('message') or failure.get('kind')}{hint}")
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
-    one_pair = paired_settings(settings, script_steps)
-    if options.paired and not options.launcher and not inference and one_pair.stretch_steps:
-        progress(f"the script runs {script_steps} steps, too few for long paired windows: each graph scope is timed "
-                 f"in one pair of {one_pair.iterations // 2}-step windows, graphed then eager")
     planned = plan(options.predictions, options.exhaustive, tuple(s for s in kind_scopes
                                                                   if s in (options.scopes or kind_scopes)))
+    graphed_guess.update({c.scope: eager.ms_per_iter / c.predicted for c in planned if c.predicted})
+    in_one_pair = [c.scope for c in planned if c.scope in PAIRED_SCOPES and c.status != "skipped"
+                   and paired_settings(settings, script_steps, graphed_guess.get(c.scope)).stretch_steps]
+    if options.paired and not options.launcher and not inference and in_one_pair:
+        window = paired_settings(settings, script_steps).iterations // 2
+        progress(f"the script runs {script_steps} steps, too few for long paired windows: {', '.join(in_one_pair)} "
+                 f"timed in one pair of {window}-step windows, graphed then eager")
 
     def result_of(candidates) -> dict:
         result = choose(eager.ms_per_iter, candidates, options.gpu_busy_ms, eager.spread)
@@ -277,7 +282,7 @@ def fit_window(settings: Settings, steps) -> Optional[Settings]:
                        "check_steps": min(settings.check_steps, warmup + iterations)})
 
 
-def paired_settings(settings: Settings, script_steps: Optional[int]) -> Settings:
+def paired_settings(settings: Settings, script_steps: Optional[int], graphed_ms: Optional[float] = None) -> Settings:
     """Settings that time a graph scope paired with eager in its process. Past tune's minimum
     (windows of 10 steps by turns) the harness measures long windows once two pairs of them
     fit; a script that ends before (the eager run, to its end, counted ``script_steps``) was
@@ -287,16 +292,23 @@ def paired_settings(settings: Settings, script_steps: Optional[int]) -> Settings
     bench/results/paired_windows_h100/). Such a script is timed in one pair, a graphed window
     and then an eager one, each half the steps past the warm-up (less fit_window's margin),
     each read as the median of its stretches of the minimum's window (``stretch_steps``), so
-    that the loop's periodic work (an evaluation each epoch) does not weigh on one side alone."""
+    that the loop's periodic work (an evaluation each epoch) does not weigh on one side alone.
+
+    The long windows last ``paired_window_ms`` of graphed steps (at most MAX_PAIRED_WINDOW
+    steps): sized here from ``graphed_ms``, the predicted graphed step where a profile gave one,
+    halved (a graph faster than predicted wants longer windows), else the most they take. A
+    step slow enough that the minimum's windows already last that long keeps them."""
     paired = replace(settings, paired=True)
     if not script_steps:
         return paired
+    stretch = max(1, settings.iterations // (2 * settings.repeats))   # the minimum's window
+    long = (min(MAX_PAIRED_WINDOW, math.ceil(settings.paired_window_ms / (graphed_ms / 2)))
+            if graphed_ms else MAX_PAIRED_WINDOW)
     left = script_steps - settings.warmup - max(1, script_steps // 20)
     window = left // 2
-    if left >= settings.iterations + 4 * MAX_PAIRED_WINDOW or window <= settings.iterations // (2 * settings.repeats):
-        return paired   # long windows pair up (or one pair would be no longer than the minimum's)
-    return replace(paired, iterations=2 * window, repeats=1,
-                   stretch_steps=settings.iterations // (2 * settings.repeats))
+    if long <= stretch or left >= settings.iterations + 4 * long or window < 3 * stretch:
+        return paired   # the minimum's windows are long enough, long windows pair up, or the pair would be short
+    return replace(paired, iterations=2 * window, repeats=1, stretch_steps=stretch)
 
 
 def run_spreads(saved: dict) -> dict:
