@@ -839,7 +839,7 @@ def test_tune_notes_a_speedup_timed_in_short_windows(tmp_path, monkeypatch):
 
     script = tmp_path / "loop.py"
     script.write_text("pass\n")
-    measured = {"complete": True, "paired": True, "ms_per_iter": 1.0, "steps": 60, "window_ms": [1.0],
+    measured = {"complete": True, "paired": True, "ms_per_iter": 1.0, "steps": 60, "window_ms": [1.0, 1.0],
                 "paired_speedup": 3.0, "paired_ratios": [3.0], "eager_window_ms": [3.0]}
     settings = Settings(warmup=2, iterations=40, repeats=2, paired=True)
     notes = {}
@@ -849,6 +849,11 @@ def test_tune_notes_a_speedup_timed_in_short_windows(tmp_path, monkeypatch):
         assert candidate.status == "ok" and candidate.window_steps == 10
         notes[short] = candidate.note
     assert "windows of 10 steps" in notes[True] and "likely low" in notes[True] and notes[False] == ""
+    # one pair (a short script): said so, with the windows' steps and how to steady it
+    monkeypatch.setattr(runner, "_launch", launch({**measured, "window_ms": [1.0], "window_steps": 90}))
+    candidate, _ = runner.run_candidate(script, [], "eager", replace(settings, stretch_steps=10), tmp_path, 60,
+                                        target=script)
+    assert candidate.note == runner.ONE_PAIR_NOTE.format(90) and "one pair of 90-step windows" in candidate.note
 
 
 def test_a_minimum_that_ends_before_an_eager_window_lengthens_one_edge_later(tmp_path):

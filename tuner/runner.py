@@ -107,6 +107,8 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
     candidate.steps = (data.get("steps") or None) if returncode == 0 else None
     if candidate.status == "ok" and data.get("paired") and data.get("short_windows"):
         candidate.note = " ".join(filter(None, [candidate.note, SHORT_WINDOWS_NOTE.format(data["window_steps"])]))
+    elif candidate.status == "ok" and data.get("paired") and settings.stretch_steps:
+        candidate.note = " ".join(filter(None, [candidate.note, ONE_PAIR_NOTE.format(data.get("window_steps"))]))
     snapshots = data.get("snapshot")
     return candidate, ([Path(p) for p in snapshots] if isinstance(snapshots, list) else
                        Path(snapshots) if snapshots else None)
@@ -116,6 +118,11 @@ def run_candidate(script: Path, args: list, scope: str, settings: Settings, work
 SHORT_WINDOWS_NOTE = ("timed in windows of {} steps by turns with eager ones, the script too short for longer "
                       "windows: these read a graph up to 1.6x slower than your loop replaying it throughout, so this "
                       "speedup is likely low; run the script with more steps to time it as your loop runs")
+
+
+# a paired timing of one graphed and one eager window (tune.paired_settings: a short script)
+ONE_PAIR_NOTE = ("timed in one pair of {}-step windows, graphed then eager, the script too short for more pairs: "
+                 "one pair moves more from run to run than several (--runs N times it in N processes)")
 
 
 def patched_copy(script: Path, scope: str, patched: bytes) -> Path:
