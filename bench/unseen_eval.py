@@ -269,8 +269,13 @@ def timed_as_now(folder: Path, row: dict, measured: dict) -> bool:
     from baseline_stretches import record_of
 
     record = record_of(folder, row)
-    return (record is None or len(measured.get("window_ms") or []) == 1 or (measured.get("window_steps") or 0) > 10
-            or pr.baseline_span_s(json.loads(record.read_text())) >= pr.SHORT_BASELINE_S)
+    return record is None or timed_as_now_in(json.loads(record.read_text()), measured)
+
+
+def timed_as_now_in(record: dict, measured: dict) -> bool:
+    """``timed_as_now`` with the profile's run record already read."""
+    return (len(measured.get("window_ms") or []) == 1 or (measured.get("window_steps") or 0) > 10
+            or pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S)
 
 
 def now_keep(rows: str):
@@ -317,8 +322,11 @@ def tuned_rows(scope: str, prefixes: tuple):
         for row in map(filled_from_script, pr.read_dataset(RESULTS / rows)):
             record, tuned = record_of((RESULTS / rows).parent, row), tune_result(RESULTS / results, row["workload"])
             measured = tuned_row(json.loads(tuned.read_text()), scope) if record and tuned else None
-            if measured and timed_as_now((RESULTS / rows).parent, row, measured):
-                yield row, json.loads(record.read_text()), measured, tolerance
+            if not measured:
+                continue
+            record = json.loads(record.read_text())
+            if timed_as_now_in(record, measured):
+                yield row, record, measured, tolerance
 
 
 def by_regime(model: dict, scope: str = "full_iteration") -> dict:

@@ -125,19 +125,20 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     settings = Settings(**{**asdict(options.settings), "kind": spec.kind, **step_counting(spec.to_dict())})
     deadline = time.monotonic() + options.budget_s
 
+    # an inference loop's compile is timed against the eager process: the harness pairs
+    # training steps only, and would say so on every inference run
+    pairs = options.paired and not options.launcher and not inference
+    paired_timing = {}   # scope -> its paired Settings (paired_settings), once the eager run has counted the steps
+
     def measure(scope: str, step=None, timing: Optional[Settings] = None):
-        # an inference loop's compile is timed against the eager process: the harness pairs
-        # training steps only, and would say so on every inference run
-        if timing is None and scope in PAIRED_SCOPES and options.paired and not options.launcher and not inference:
-            timing = paired_settings(settings, script_steps, graphed_guess.get(scope))
+        if timing is None and scope in PAIRED_SCOPES and pairs:
+            timing = paired_timing.get(scope) or paired_settings(settings, script_steps)
         return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
                             options.runs, step=step, python=options.python, deadline=deadline,
                             launcher=options.launcher)
 
-    script_steps = None   # the script's length, once its eager run has counted it (paired_settings)
-    graphed_guess = {}    # scope -> its predicted graphed ms/iteration, where a profile predicted it
     eager, eager_snapshot, settings = time_eager(lambda timing: measure("eager", timing=timing), settings, progress)
-    script_steps = eager.steps if settings.to_end else None
+    script_steps = eager.steps if settings.to_end else None   # the script's length (paired_settings)
     failure = eager.failure or {}
     if eager.status != "ok" and failure.get("kind") == "after-the-loop":
         raise CgAdviseError(f"{script} fails after its training loop, unpatched: "
@@ -154,11 +155,14 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
     progress(f"eager: {eager.ms_per_iter:.3f} ms/iteration")
     planned = plan(options.predictions, options.exhaustive, tuple(s for s in kind_scopes
                                                                   if s in (options.scopes or kind_scopes)))
-    graphed_guess.update({c.scope: eager.ms_per_iter / c.predicted for c in planned if c.predicted})
-    in_one_pair = [c.scope for c in planned if c.scope in PAIRED_SCOPES and c.status != "skipped"
-                   and paired_settings(settings, script_steps, graphed_guess.get(c.scope)).stretch_steps]
-    if options.paired and not options.launcher and not inference and in_one_pair:
-        window = paired_settings(settings, script_steps).iterations // 2
+    # each scope's graphed step as predicted, where a profile predicted it, sizes its long windows
+    paired_timing.update({c.scope: paired_settings(settings, script_steps,
+                                                   eager.ms_per_iter / c.predicted if c.predicted else None)
+                          for c in planned if c.scope in PAIRED_SCOPES})
+    in_one_pair = [c.scope for c in planned if c.status != "skipped" and c.scope in paired_timing
+                   and paired_timing[c.scope].stretch_steps]
+    if pairs and in_one_pair:
+        window = paired_timing[in_one_pair[0]].iterations // 2
         progress(f"the script runs {script_steps} steps, too few for long paired windows: {', '.join(in_one_pair)} "
                  f"timed in one pair of {window}-step windows, graphed then eager")
 
