@@ -519,8 +519,9 @@ class StepTimer:
         steps 1.24x, 100 steps 1.01x; bench/paired_vs_continuous.sh), the GPU's clock at its
         maximum all along: a user's loop replays throughout. Where the script runs on for two
         long pairs, those alone are measured (``_measure``); tune times a script too short for
-        them in one pair (tune.paired_settings), and one of unknown length in the minimum's. A long window starts at an edge where a graphed one does: where
-        the minimum ends before an eager window, one edge later. A step slow enough that the
+        them in one pair (tune.paired_settings), and one of unknown length in the minimum's. A
+        long window starts at an edge where a graphed one does: where the minimum ends before
+        an eager window, one edge later. A step slow enough that the
         minimum's windows last that long already keeps them; the windows stay short enough that
         two pairs fit under the MAX_TIMED_FACTOR cap."""
         if self.long_window is not None or self.lengthen_declined or (len(self.marks) - 1) % 2:
