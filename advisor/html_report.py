@@ -400,7 +400,7 @@ def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
                                   f"{scope}: predicted interval {p['low']:.2f}-{p['high']:.2f}x (80 % interval)"))
             parts.append(f'<circle cx="{num(xv(p["speedup"]))}" cy="{y + 8}" r="6" class="pred"><title>'
                          f'{esc(scope)}: predicted {p["speedup"]:.2f}x ({p["ms"]:.3f} ms/iteration)'
-                         f'{esc("; " + p["as_applied"]) if p.get("as_applied") else ""}</title></circle>')
+                         f'{"".join(esc("; " + p[k]) for k in ("as_applied", "caveat") if p.get(k))}</title></circle>')
         elif p.get("refused"):
             parts.append(text(left + 4, y + 12, f"patch refuses it: {p['refused']}"[:110], "tick"))
         if m:

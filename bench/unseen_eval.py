@@ -44,8 +44,9 @@ H200_DEFAULT = "paired_timing/h200_default_baseline_2026-11-28"
 H200_NEVER = "paired_timing/h200_never_measured_2026-11-28"
 H200_MORE = "paired_timing/h200_more_loops_2026-11-28"
 ONE_PAIR = "paired_timing/h200_one_pair_2026-11-28"
+SINGLE = "paired_timing/h200_single_gpu_2026-11-28"   # a machine of one H200: one loop at a time, nothing beside it
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third")   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -255,6 +256,9 @@ SETS = (
     *each_scope("H200, 23 loops of 200 steps, one pair", f"{ONE_PAIR}/second", GRAPH_PAIR, f"{ONE_PAIR}/second"),
     *each_scope("H200, 20 loops of 200 steps, one pair, stretches", f"{ONE_PAIR}/third", GRAPH_PAIR,
                 f"{ONE_PAIR}/third"),
+    *each_scope("H200 alone, 7 loops of 200 steps", f"{SINGLE}/first", GRAPH_PAIR, f"{SINGLE}/first"),
+    *each_scope("H200 alone, 7 more loops of 200 steps", f"{SINGLE}/second", GRAPH_PAIR, f"{SINGLE}/second"),
+    *each_scope("H200 alone, 5 more loops of 200 steps", f"{SINGLE}/third", GRAPH_PAIR, f"{SINGLE}/third"),
 )
 
 
@@ -306,9 +310,6 @@ def evaluate(model: dict) -> list:
     return out
 
 
-SHORT_STEP_MS = 0.1   # a graphed step predicted under this: a few microseconds of host time decide it
-
-
 def tuned_rows(scope: str, prefixes: tuple):
     """(row, its run record, tune's row of ``scope``, the tolerance) of every profile of the sets
     timed as tune times now whose rows start with ``prefixes``, the row's fields its record
@@ -331,22 +332,25 @@ def tuned_rows(scope: str, prefixes: tuple):
 
 def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     """{regime: [hits, measurements]} of ``scope`` over the sets timed as tune times now, by
-    what the profile saw: "steady", a graphed step predicted at SHORT_STEP_MS or more and a
+    what the profile saw: "steady", a graphed step predicted at TINY_STEP_MS or more and a
     baseline timed over SHORT_BASELINE_S or more; "tiny or short" the others. Tiny steps and
     short baselines (a script of a few hundred steps, which tune times in one pair) are
     where a prediction misses most."""
     from paired_vs_predicted import paired_speedups
 
-    out = {"steady": [0, 0], "tiny or short": [0, 0]}
+    out = {"steady": [0, 0, 0, 0], "tiny or short": [0, 0, 0, 0]}   # hits, measurements, measured above, below
     for row, record, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
         predicted = pr.predict(model, row).get(scope, {})
         if "speedup" not in predicted:
             continue
-        steady = predicted["ms"] >= SHORT_STEP_MS and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
+        steady = predicted["ms"] >= pr.TINY_STEP_MS and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
         counts = out["steady" if steady else "tiny or short"]
         for speedup in paired_speedups(measured, scope):
-            counts[0] += close(predicted["speedup"], speedup, tolerance)
+            hit = close(predicted["speedup"], speedup, tolerance)
+            counts[0] += hit
             counts[1] += 1
+            counts[2] += not hit and speedup > predicted["speedup"]
+            counts[3] += not hit and speedup < predicted["speedup"]
     return out
 
 
@@ -416,8 +420,9 @@ def main() -> None:
               f"graphed time {graphed:.3f}, eager time {eager:.3f}")
     regimes = by_regime(model)
     print(f"timed as tune times now, both GPUs, full_iteration by what the profile saw: "
-          f"graphed step {SHORT_STEP_MS} ms or more and baseline timed over {pr.SHORT_BASELINE_S:g} s or more "
-          "{} of {}; the others {} of {}".format(*regimes["steady"], *regimes["tiny or short"]))
+          f"graphed step {pr.TINY_STEP_MS} ms or more and baseline timed over {pr.SHORT_BASELINE_S:g} s or more "
+          "{} of {} ({} measured above, {} below); the others {} of {} ({} above, {} below)".format(
+              *regimes["steady"], *regimes["tiny or short"]))
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "

@@ -1167,3 +1167,29 @@ def test_the_host_speed_scales_a_callables_cost_by_the_models_exponent():
     older = {k: v for k, v in shipped.items() if k != "host_speed_exponent"}
     assert pr._host_speed(row, older) == pytest.approx(1.44)
     assert pr.fit_constants(pr.shipped_dataset("h100"))["host_speed_exponent"] == pr.HOST_SPEED_EXPONENT
+
+
+def test_a_tiny_graphed_step_carries_its_caveat_in_the_report(shipped, rows):
+    """A graph scope whose step is predicted under TINY_STEP_MS says that microseconds of host
+    work decide it (main_guard on a lone H200: its full-iteration step predicted at some 0.04 ms);
+    a step of milliseconds (the dataset's large GPT) carries none, and the report's note column
+    prints the caveat beside the scope."""
+    single = ROOT / "bench" / "results" / "paired_timing" / "h200_single_gpu_2026-11-28" / "first" / "unseen_rows.csv"
+    tiny = next(r for r in pr.read_dataset(single) if r["workload"] == "main_guard")
+    p = pr.predict(shipped, tiny)
+    assert p["full_iteration"]["ms"] < pr.TINY_STEP_MS
+    assert p["full_iteration"]["caveat"] == pr.TINY_STEP_NOTE
+    assert "caveat" not in p["fwd_bwd"] and p["fwd_bwd"]["ms"] > pr.TINY_STEP_MS   # fwd_bwd leaves the host work eager
+    assert "caveat" not in p["compile"]
+    large = next(r for r in rows if r["workload"].startswith("large_gpt"))
+    assert not any("caveat" in v for v in pr.predict(shipped, large).values() if isinstance(v, dict))
+
+    from io import StringIO
+
+    from rich.console import Console
+
+    from advisor.report import _render_predictions
+    out = StringIO()
+    _render_predictions(p, Console(file=out, width=400, color_system=None))
+    line = next(line for line in out.getvalue().splitlines() if line.lstrip("│ ").startswith("full_iteration"))
+    assert "microseconds of host work decide it" in line

@@ -53,8 +53,11 @@ def test_every_committed_set_is_read_whole(unseen):
 
 
 def test_the_shipped_model_on_scripts_it_never_saw(unseen):
-    """628 of the 773 paired measurements within the target and 654 inside the interval. The
-    last 110: the loops too short for tune's long windows timed in one pair, the model
+    """648 of the 811 paired measurements within the target and 677 inside the interval. The
+    last 38: nineteen corpus loops of 200 steps profiled then tuned on a machine of one H200,
+    one loop at a time with nothing beside it (2026-11-28, h200_single_gpu_2026-11-28), the model
+    unchanged: full_iteration 5 of 19, fwd_bwd 15 of 19. Before them 628 of 773 and 654; the
+    110 before: the loops too short for tune's long windows timed in one pair, the model
     unchanged (2026-11-28, h200_one_pair_2026-11-28): full_iteration 27 of 55, fwd_bwd 38 of 55;
     and left out of the sets timed as tune times now, 67 tunes of short scripts timed in windows
     of 10 steps before it (42 of them within the target). Before them 605 of
@@ -80,18 +83,18 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
     than a loop that replays throughout), each step of that history in docs/prediction-evidence.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
-    much narrower than now (650 of 773 at least) nor vacuous (over 95 %)."""
+    much narrower than now (673 of 811 at least) nor vacuous (over 95 %)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 773
-    assert hits >= 626
+    assert total == 811
+    assert hits >= 646
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 650 and inside / counted <= 0.95
+    assert inside >= 673 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -129,10 +132,12 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # those, seven of earlier sets) on the next machine start, full_iteration alone: 78 of 114;
     # 82 of 114 with the helper cost of a helper handed no input lowered; with the short
     # scripts' tunes in windows of 10 steps left out and twenty loops of 200 steps timed in one
-    # pair read in stretches (tune as it is now): 77 of 107 and 94 of 101
+    # pair read in stretches (tune as it is now): 77 of 107 and 94 of 101; with nineteen loops
+    # of 200 steps profiled then tuned on a machine of one H200, one at a time: 82 of 126 and
+    # 109 of 120
     h200 = by_scope(unseen.NOW_H200)
-    assert h200["full_iteration"][1] == 107 and h200["full_iteration"][0] >= 76
-    assert h200["fwd_bwd"][1] == 101 and h200["fwd_bwd"][0] >= 93
+    assert h200["full_iteration"][1] == 126 and h200["full_iteration"][0] >= 80
+    assert h200["fwd_bwd"][1] == 120 and h200["fwd_bwd"][0] >= 107
     default = by_scope((unseen.H200_DEFAULT,))
     assert default["full_iteration"] == [8, 10] and default["fwd_bwd"] == [9, 10]
     never = by_scope((unseen.H200_NEVER,))
@@ -141,6 +146,8 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert more["full_iteration"] == [15, 22] and more["fwd_bwd"] == [15, 15]
     one_pair = by_scope((f"{unseen.ONE_PAIR}/third",))
     assert one_pair["full_iteration"] == [10, 20] and one_pair["fwd_bwd"] == [15, 20]
+    single = by_scope((unseen.SINGLE,))
+    assert single["full_iteration"] == [5, 19] and single["fwd_bwd"] == [15, 19]
 
 
 def test_the_short_loops_of_the_last_set_were_timed_in_one_pair(unseen):
@@ -166,18 +173,23 @@ def test_the_short_loops_of_the_last_set_were_timed_in_one_pair(unseen):
 def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unseen):
     """By what the profile saw, over the sets timed as tune times now (both GPUs): a graphed
     step predicted at 0.1 ms or more with a baseline timed over 1 s or more is within 20 % for
-    100 of 118 tunes; a tinier step or a shorter baseline for 22 of 41 (31 of 58 with the short
-    scripts' tunes in windows of 10 steps, which read a graph slow; the short scripts timed in
-    one pair since). Every full_iteration tune of those sets is in one or the other."""
+    100 of 118 tunes; a tinier step or a shorter baseline for 27 of 60 (22 of 41 before the
+    nineteen loops tuned on a lone H200; 31 of 58 with the short scripts' tunes in windows of 10
+    steps, which read a graph slow; the short scripts timed in one pair since). Every
+    full_iteration tune of those sets is in one or the other. A miss is mostly a measurement
+    above the prediction: 14 above and 4 below, 29 above and 4 below (the report's caveat on a
+    tiny step, advisor.predict.TINY_STEP_NOTE)."""
     from advisor import predict as pr
 
     regimes = unseen.by_regime(pr.load_model())
-    (steady, counted), (rest, others) = regimes["steady"], regimes["tiny or short"]
+    (steady, counted, above, below), (rest, others, tiny_above, tiny_below) = regimes["steady"], regimes["tiny or short"]
     sets = [s for s in unseen.evaluate(pr.load_model())
             if s["scope"] == "full_iteration" and s["rows"].startswith(unseen.NOW + unseen.NOW_H200)]
-    assert counted + others == sum(s["measurements"] for s in sets) == 159
+    assert counted + others == sum(s["measurements"] for s in sets) == 178
     assert steady + rest == sum(s["hits"] for s in sets)
-    assert (counted, others) == (118, 41) and steady >= 98 and steady / counted > 0.8 > 0.6 > rest / others
+    assert steady + above + below == counted and rest + tiny_above + tiny_below == others
+    assert (counted, others) == (118, 60) and steady >= 98 and steady / counted > 0.8 > 0.6 > rest / others
+    assert tiny_above > 5 * tiny_below and above > 2 * below
 
 
 def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(unseen):
@@ -188,7 +200,8 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     the sixteen of the next machine start, full_iteration alone: 18 of 26 and 19 of 20, 12 of 19
     without the sixteen; 26 of 32 and 29 of 31 before the twelve loops never profiled before, 9 of
     10 and 12 of 12). With the short scripts' tunes in windows of 10 steps left out and twenty
-    loops of 200 steps timed in one pair: H100 30 of 32 and 31 of 31, H200 48 of 62 and 56 of 62.
+    loops of 200 steps timed in one pair: H100 30 of 32 and 31 of 31, H200 48 of 62 and 56 of 62;
+    with nineteen of those loops profiled then tuned again on a lone H200, H200 45 of 62 and 56.
     Recounted here from each loop's tune files read as plain JSON (the paired
     speedup over graphing's slowdown of the eager windows, tuner.search.GRAPHED_EAGER_SLOWDOWN)."""
     import json
@@ -202,7 +215,7 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
              for gpu, prefixes in (("H100", unseen.NOW), ("H200", unseen.NOW_H200)) for scope in unseen.GRAPH_PAIR}
     assert [n for _, n in found.values()] == [32, 31, 62, 62]
     assert found["H100", "full_iteration"][0] >= 29 and found["H100", "fwd_bwd"][0] >= 30
-    assert found["H200", "full_iteration"][0] >= 47 and found["H200", "fwd_bwd"][0] >= 55
+    assert found["H200", "full_iteration"][0] >= 44 and found["H200", "fwd_bwd"][0] >= 55
     assert unseen.per_workload(sets, (unseen.H200_NEVER,), "full_iteration") == (9, 10)
     assert unseen.per_workload(sets, (unseen.H200_MORE,), "full_iteration") == (12, 16)
     assert unseen.per_workload(sets, (unseen.H200_MORE,), "fwd_bwd") == (10, 10)
