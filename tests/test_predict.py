@@ -1193,3 +1193,14 @@ def test_a_tiny_graphed_step_carries_its_caveat_in_the_report(shipped, rows):
     _render_predictions(p, Console(file=out, width=400, color_system=None))
     line = next(line for line in out.getvalue().splitlines() if line.lstrip("│ ").startswith("full_iteration"))
     assert "microseconds of host work decide it" in line
+
+
+def test_the_tiny_step_caveat_s_bounds():
+    """Under TINY_STEP_MS alone, for the graph scopes alone; a refused scope (no ms) has none."""
+    just_under = math.nextafter(pr.TINY_STEP_MS, 0.0)
+    assert pr.tiny_step_caveat({"ms": just_under}, "full_iteration") == pr.TINY_STEP_NOTE
+    assert pr.tiny_step_caveat({"ms": just_under}, "fwd_bwd") == pr.TINY_STEP_NOTE
+    assert pr.tiny_step_caveat({"ms": pr.TINY_STEP_MS}, "full_iteration") is None
+    assert pr.tiny_step_caveat({"ms": 0.01}, "compile") is None
+    assert pr.tiny_step_caveat({"refused": "a closure"}, "full_iteration") is None
+    assert pr.TINY_STEP_NOTE.startswith("graphed step predicted under 0.1 ms")
