@@ -430,7 +430,9 @@ def _predictions_section(predictions: dict, tune: Optional[dict]) -> str:
                     legend + _predictions_chart(predictions, tune)
                     + f'<p class="note">Eager iteration {predictions["eager_ms"]:.3f} ms ({esc(source)}); bound for '
                     f'any graph {predictions["bound"]:.2f}x.{esc(against)}</p>'
-                    f'<p class="advice">advice: {esc(predictions.get("advice", ""))}</p>')
+                    + "".join(f'<p class="note">{esc(scope)}: {esc(p["caveat"])}</p>' for scope, p in predictions.items()
+                              if isinstance(p, dict) and p.get("caveat"))
+                    + f'<p class="advice">advice: {esc(predictions.get("advice", ""))}</p>')
 
 
 def _tune_section(tune: dict, diff: Optional[str], alone: bool) -> str:

@@ -1193,6 +1193,11 @@ def test_a_tiny_graphed_step_carries_its_caveat_in_the_report(shipped, rows):
     _render_predictions(p, Console(file=out, width=400, color_system=None))
     line = next(line for line in out.getvalue().splitlines() if line.lstrip("│ ").startswith("full_iteration"))
     assert "microseconds of host work decide it" in line
+    # and in the HTML report's predictions section, in words beside the chart, not in a tooltip alone
+    from advisor.html_report import _predictions_section
+    page = _predictions_section(p, None)
+    assert page.count("microseconds of host work decide it") == 2   # the dot's tooltip and the note under the chart
+    assert '<p class="note">full_iteration: graphed step predicted under 0.1 ms' in page
 
 
 def test_the_tiny_step_caveat_s_bounds():
