@@ -345,8 +345,9 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
         predicted = pr.predict(model, row).get(scope, {})
         if "speedup" not in predicted:
             continue
-        steady = predicted["ms"] >= pr.TINY_STEP_MS and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
-        regimes = ["steady" if steady else "tiny or short"] + (["tiny step"] if predicted["ms"] < pr.TINY_STEP_MS else [])
+        tiny = "caveat" in predicted   # the report's own test of a tiny step (advisor.predict.tiny_step_caveat)
+        steady = not tiny and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
+        regimes = ["steady" if steady else "tiny or short"] + (["tiny step"] if tiny else [])
         for speedup in paired_speedups(measured, scope):
             hit = close(predicted["speedup"], speedup, tolerance)
             for counts in (out[regime] for regime in regimes):
