@@ -52,9 +52,15 @@ from .step_cycle import StepCycle
 
 class NvtxSink:
     """Emits ranges through the ``nvtx`` package (attributes built once per name, strings
-    registered), else through ``torch.cuda.nvtx``."""
+    registered), else through ``torch.cuda.nvtx``. With ``in_window_only`` (the injector sets
+    ``active`` while its window records) a range is emitted only while recording, as the torch
+    backend's sink does, so that the untraced baseline does not pay for ranges no one records;
+    a range opened before the window closes as a no-op."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_window_only: bool = False) -> None:
+        self.in_window_only = in_window_only
+        self.active = not in_window_only
+        self._emitted = []   # in_window_only: whether each open push was emitted
         self._attributes = {}
         try:
             import nvtx  # type: ignore
@@ -66,6 +72,9 @@ class NvtxSink:
             self._domain = None
             self.push, self.pop = tnvtx.range_push, tnvtx.range_pop
             self.start, self.end = tnvtx.range_start, tnvtx.range_end
+        if in_window_only:   # the gate wraps whichever emitter was chosen
+            self._emit_push, self._emit_pop, self._emit_start, self._emit_end = self.push, self.pop, self.start, self.end
+            self.push, self.pop, self.start, self.end = self._gated_push, self._gated_pop, self._gated_start, self._gated_end
 
     def _attrs(self, name: str):
         attrs = self._attributes.get(name)
@@ -84,6 +93,22 @@ class NvtxSink:
 
     def end(self, handle) -> None:
         self._domain.end_range(handle)
+
+    def _gated_push(self, name: str) -> None:
+        self._emitted.append(self.active)
+        if self.active:
+            self._emit_push(name)
+
+    def _gated_pop(self) -> None:
+        if self._emitted and self._emitted.pop():
+            self._emit_pop()
+
+    def _gated_start(self, name: str):
+        return (self._emit_start(name),) if self.active else None
+
+    def _gated_end(self, handle) -> None:
+        if handle is not None:
+            self._emit_end(handle[0])
 
 
 class RecordFunctionSink:
@@ -724,8 +749,7 @@ class Injector:
                 self._opened_at = done
                 self._begin_window()
         elif self.recording and done == self._opened_at + window.iterations:
-            self.recording = False
-            window.on_stop()
+            self._end_window()
             self._after_left = warmup - timed_from(warmup) if self._untraced_chunks else 0
             if self._after_left > 0:   # as many iterations again, untraced, after the window
                 self._mark()
@@ -813,7 +837,15 @@ class Injector:
 
     def _begin_window(self) -> None:
         self.recording = True
+        if getattr(self.sink, "in_window_only", False):
+            self.sink.active = True
         self.window.on_start()
+
+    def _end_window(self) -> None:
+        self.recording = False
+        self.window.on_stop()
+        if getattr(self.sink, "in_window_only", False):
+            self.sink.active = False
 
     def summary(self) -> dict:
         if self._after_left > 0 and len(self._marks) > 1:   # the script ended inside the second chunk
@@ -1007,7 +1039,9 @@ def injector_from_env(environ=os.environ) -> "Injector":
     torch backend always records a bounded window (the whole run when none is given)."""
     trace = environ.get("CG_ADVISE_KINETO_TRACE")
     if not trace:
-        return Injector(NvtxSink(), window_from_env(environ))
+        window = window_from_env(environ)
+        # CG_ADVISE_RANGES=window: no range outside a bounded window (bench/gpu_baselines.py's gated mode)
+        return Injector(NvtxSink(in_window_only=window.bounded and environ.get("CG_ADVISE_RANGES") == "window"), window)
     sink = RecordFunctionSink()
     window = window_from_env(environ, KinetoRecorder(trace, sink))
     if not window.bounded:  # no window: record from the first iteration to the end of the run

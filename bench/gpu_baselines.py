@@ -7,14 +7,17 @@ one per mode and round:
 - ``torch``: the same under the torch backend (no profiler runs until the window opens);
 - ``nsys``: the same under ``nsys profile`` with cg-advise's own options (a cudaProfilerApi
   capture range: nsys attached from the start, collecting only in the window);
+- ``gated``: the ``nsys`` mode with ``CG_ADVISE_RANGES=window``: the bootstrap emits its NVTX
+  ranges only inside the recording window, so the untraced stretches pay no range;
 - ``tune``: tune's harness timing the script eagerly (10 warm-up steps, 40 timed in 3
   windows, as bench/collect_dataset.py tunes): the measurement speedups divide by.
 
     python bench/gpu_baselines.py OUT.json [--rounds 3] [--modes none,torch,nsys]
         [--order rotate|fixed] [--only NAME ...]   (nsys on PATH for the nsys mode)
 
-NAME: a workload of bench/gpu_backends.sh (below) or of the zoo (bench/zoo.py), the latter
-run as ``zoo_plain.py NAME --steps 200``. ``--order rotate`` (the default) starts each round
+NAME: a workload of bench/gpu_backends.sh (below), of the zoo (bench/zoo.py), run as
+``zoo_plain.py NAME --steps 200``, or a corpus loop (``tests/corpus/NAME.py``, its length
+from ``CG_STEPS`` where it reads it). ``--order rotate`` (the default) starts each round
 with another mode; ``fixed`` keeps the order given. Prints per workload each mode's
 processes, the medians' ratios to ``none`` and to ``tune`` where those ran, and each mode's
 spread between processes (max/min, standard deviation of the log); OUT.json keeps them all,
@@ -54,8 +57,9 @@ WORKLOADS = {   # as bench/gpu_backends.sh runs them
     "cnn_amp": [f"{Z}/zoo_amp.py", "cnn_c16_k4_b32_s32", "--steps", "100"],
     "gpt_small": [f"{Z}/zoo_plain.py", "gpt_d128_l2_b8_t64", "--steps", "100"],
 }
-MODES = ("none", "torch", "nsys", "tune")
+MODES = ("none", "torch", "nsys", "gated", "tune")
 WARMUP, ITERATIONS = 50, 20   # profile's default window
+PHASES = []   # each bootstrap run's untraced ms/iteration, whole and per phase (OUT.json's "phases")
 
 
 def arguments(name: str) -> list:
@@ -63,6 +67,8 @@ def arguments(name: str) -> list:
         return WORKLOADS[name]
     if name in ZOO:
         return [f"{Z}/zoo_plain.py", name, "--steps", "200"]
+    if (ROOT / "tests" / "corpus" / f"{name}.py").exists():
+        return [f"tests/corpus/{name}.py"]
     raise SystemExit(f"gpu_baselines: {name}: neither a workload of gpu_backends.sh nor of the zoo")
 
 
@@ -74,15 +80,19 @@ def bootstrap_baseline(mode: str, args: list, folder: Path, nsys) -> float | Non
     target = Target(sys.executable, [], list(args))
     summary = folder / "summary.json"
     summary.unlink(missing_ok=True)
-    command = nsys_command(nsys, options, target) if mode == "nsys" else bootstrap_command(target)
+    command = nsys_command(nsys, options, target) if mode in ("nsys", "gated") else bootstrap_command(target)
+    env = child_env(options, summary, os.environ)
+    if mode == "gated":
+        env["CG_ADVISE_RANGES"] = "window"
     try:
-        result = subprocess.run(command, env=child_env(options, summary, os.environ), cwd=ROOT, capture_output=True,
+        result = subprocess.run(command, env=env, cwd=ROOT, capture_output=True,
                                 text=True, timeout=600)
     except subprocess.TimeoutExpired:
         print(f"{mode} {args}: over 600 s", file=sys.stderr)
         return None
     untraced = (json.loads(summary.read_text()).get("untraced") or {}) if summary.exists() else {}
     ms = untraced.get("gpu_ms_per_iteration") or untraced.get("host_ms_per_iteration")
+    PHASES.append({"mode": mode, "args": args, **{k: v for k, v in untraced.items() if k.endswith("_per_iteration")}})
     if result.returncode or not ms:
         print(f"{mode} {args}: no baseline (exit {result.returncode}): {result.stderr[-300:]}", file=sys.stderr)
         return None
@@ -127,7 +137,7 @@ def main():
     if not modes or set(modes) - set(MODES):
         parser.error(f"--modes: choose among {', '.join(MODES)}")
     try:   # a missing nsys stops the bench before any run, in one line
-        nsys = find_nsys() if "nsys" in modes else None
+        nsys = find_nsys() if {"nsys", "gated"} & set(modes) else None
     except NsysError as error:
         raise SystemExit(f"gpu_baselines: {error}") from None
     runs = {name: {mode: [] for mode in modes} for name in args.only}
@@ -142,7 +152,7 @@ def main():
                         runs[name][mode].append(value)
                     print(f"round {round_} {name} {mode}: {value}", file=sys.stderr, flush=True)
                 results = {n: summarise(r) for n, r in runs.items()}
-                args.output.write_text(json.dumps(results, indent=1) + "\n")
+                args.output.write_text(json.dumps({**results, "phases": PHASES}, indent=1) + "\n")
     for name, result in results.items():
         print(f"{name}: " + ", ".join(f"{mode} {[round(v, 3) for v in values]}" for mode, values in result["ms"].items())
               + "; " + ", ".join(f"{pair} {ratio:.3f}" for pair, ratio in result["ratios"].items())

@@ -785,6 +785,23 @@ def test_window_run_to_end_lets_the_script_finish(capsys):
     assert capsys.readouterr().out.splitlines()[-1] == "done"
 
 
+def test_a_sink_gated_to_the_window_emits_the_windows_ranges_alone_and_balanced():
+    """CG_ADVISE_RANGES=window (a bench option): no range outside the recording window, and a
+    range opened before it (none here: the window opens and closes at iteration ends) could
+    never be closed inside it."""
+    from advisor.inject import NvtxSink
+
+    sink, recorded = NvtxSink(in_window_only=True), RecordingSink()
+    sink._emit_push, sink._emit_pop, sink._emit_start, sink._emit_end = (recorded.push, recorded.pop,
+                                                                         recorded.start, recorded.end)
+    window = Window(warmup=2, iterations=3, run_to_end=True)
+    _, injector = run_file(SCRIPT, "--steps", "8", window=window, injector=Injector(sink, window))
+    assert injector.iterations_done == 8
+    assert recorded.count("start", ranges.ITERATION) == 3   # of 8 iterations, the window's 3
+    assert recorded.depth == 0 and not recorded.open_ranges and not sink.active
+    assert recorded.count("push", ranges.FORWARD) == 3
+
+
 def test_bootstrap_process_passes_argv_and_writes_summary(tmp_path):
     summary = tmp_path / "summary.json"
     env = {**os.environ, "CG_ADVISE_SUMMARY": str(summary), "PYTHONPATH": str(ROOT)}
