@@ -45,8 +45,9 @@ H200_NEVER = "paired_timing/h200_never_measured_2026-11-28"
 H200_MORE = "paired_timing/h200_more_loops_2026-11-28"
 ONE_PAIR = "paired_timing/h200_one_pair_2026-11-28"
 SINGLE = "paired_timing/h200_single_gpu_2026-11-28"   # a machine of one H200: one loop at a time, nothing beside it
+NEW_LOOPS = "paired_timing/h200_new_loops_2026-11-29"   # ten public-shaped loops written after the model, lone H200
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -259,6 +260,14 @@ SETS = (
     *each_scope("H200 alone, 7 loops of 200 steps", f"{SINGLE}/first", GRAPH_PAIR, f"{SINGLE}/first"),
     *each_scope("H200 alone, 7 more loops of 200 steps", f"{SINGLE}/second", GRAPH_PAIR, f"{SINGLE}/second"),
     *each_scope("H200 alone, 5 more loops of 200 steps", f"{SINGLE}/third", GRAPH_PAIR, f"{SINGLE}/third"),
+    # ten training loops of public examples' shapes written for this check (2026-11-29,
+    # bench/workloads/unseen_2026-11-29/), 600 steps, profiled then tuned on a lone H200, the
+    # model unchanged: as written (four pick their batch inside the step, which full_iteration
+    # refuses; the two RNNs' graphs differ from eager: tune refuses them), then those four
+    # with the batch bound before the step, as the refusal says
+    *each_scope("H200 alone, new loops as written", f"{NEW_LOOPS}/as_written", GRAPH_PAIR, f"{NEW_LOOPS}/as_written"),
+    *each_scope("H200 alone, new loops, batch bound", f"{NEW_LOOPS}/batch_bound", GRAPH_PAIR,
+                f"{NEW_LOOPS}/batch_bound"),
 )
 
 

@@ -173,6 +173,52 @@ def test_a_python_number_the_loop_changes_and_the_step_reads_refuses_full_iterat
     assert make_patch(script, "fwd_bwd").diff()   # the graphed model does not read it
 
 
+INDEXED_LOOP = """
+import torch
+from torch import nn
+
+model = nn.Linear(8, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+features = torch.randn(100, 16, 8).cuda()
+targets = torch.randn(100, 16, 1).cuda()
+for step in range(100):
+{pick}
+    loss = (model({x}) - {y}).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 10 == 0:
+        print(step, loss.item())
+"""
+
+
+def test_a_batch_picked_by_the_counter_inside_the_step_is_refused_saying_where_to_bind_it(tmp_path):
+    """`model(features[step])` (a public loop's usual shape) reads the counter only to pick the
+    batch: the refusal names the pick and says to bind it before the step, and the loop so
+    written is patched (the picked batch an input copied into the graph)."""
+    script = tmp_path / "indexed.py"
+    script.write_text(INDEXED_LOOP.format(pick="    pass", x="features[step]", y="targets[step]"))
+    with pytest.raises(PatchRefused, match=re.escape("line 11: the step picks its batch with the loop's counter "
+                                                     "(features[step])")):
+        make_patch(script, "full_iteration")
+    script.write_text(INDEXED_LOOP.format(pick="    x, y = features[step], targets[step]", x="x", y="y"))
+    assert "_cg_step_graph(x, y)" in make_patch(script, "full_iteration").diff()
+
+
+def test_a_counter_read_beside_a_pick_is_refused_as_a_number():
+    """Where the step also reads the counter as a number, the pick is not the whole story."""
+    from tuner.dataflow import indexed_by
+
+    import libcst as cst
+
+    both = cst.parse_module("loss = model(features[step]) * step\n").body
+    assert indexed_by(both, "step") is None
+    alone = cst.parse_module("loss = model(features[step % 4])\n").body
+    assert cst.Module([]).code_for_node(indexed_by(alone, "step")) == "features[step % 4]"
+    bound = cst.parse_module("features = load()\nloss = model(features[step])\n").body
+    assert indexed_by(bound, "step") is None   # a container the step binds is no batch picked from outside
+
+
 COPY_LOOP = """
 import torch
 from torch import nn

@@ -83,18 +83,18 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
     than a loop that replays throughout), each step of that history in docs/prediction-evidence.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
-    much narrower than now (673 of 811 at least) nor vacuous (over 95 %)."""
+    much narrower than now (685 of 823 at least) nor vacuous (over 95 %)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 811
-    assert hits >= 646
+    assert total == 823
+    assert hits >= 656
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 673 and inside / counted <= 0.95
+    assert inside >= 685 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -134,10 +134,12 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # scripts' tunes in windows of 10 steps left out and twenty loops of 200 steps timed in one
     # pair read in stretches (tune as it is now): 77 of 107 and 94 of 101; with nineteen loops
     # of 200 steps profiled then tuned on a machine of one H200, one at a time: 82 of 126 and
-    # 109 of 120
+    # 109 of 120; with ten loops of public examples' shapes written after the model, profiled
+    # then tuned on a lone H200 (four of them again with the batch bound before the step, as
+    # full_iteration's refusal says): 86 of 132 and 115 of 126
     h200 = by_scope(unseen.NOW_H200)
-    assert h200["full_iteration"][1] == 126 and h200["full_iteration"][0] >= 80
-    assert h200["fwd_bwd"][1] == 120 and h200["fwd_bwd"][0] >= 107
+    assert h200["full_iteration"][1] == 132 and h200["full_iteration"][0] >= 84
+    assert h200["fwd_bwd"][1] == 126 and h200["fwd_bwd"][0] >= 113
     default = by_scope((unseen.H200_DEFAULT,))
     assert default["full_iteration"] == [8, 10] and default["fwd_bwd"] == [9, 10]
     never = by_scope((unseen.H200_NEVER,))
@@ -148,6 +150,10 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert one_pair["full_iteration"] == [10, 20] and one_pair["fwd_bwd"] == [15, 20]
     single = by_scope((unseen.SINGLE,))
     assert single["full_iteration"] == [5, 19] and single["fwd_bwd"] == [15, 19]
+    written = by_scope((f"{unseen.NEW_LOOPS}/as_written",))
+    assert written["full_iteration"] == [1, 3] and written["fwd_bwd"] == [2, 2]
+    bound = by_scope((f"{unseen.NEW_LOOPS}/batch_bound",))
+    assert bound["full_iteration"] == [3, 3] and bound["fwd_bwd"] == [4, 4]
 
 
 def test_the_short_loops_of_the_last_set_were_timed_in_one_pair(unseen):
@@ -173,7 +179,7 @@ def test_the_short_loops_of_the_last_set_were_timed_in_one_pair(unseen):
 def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unseen):
     """By what the profile saw, over the sets timed as tune times now (both GPUs): a graphed
     step predicted at 0.1 ms or more with a baseline timed over 1 s or more is within 20 % for
-    100 of 118 tunes; a tinier step or a shorter baseline for 27 of 60 (22 of 41 before the
+    104 of 124 tunes (100 of 118 before the ten loops written after the model); a tinier step or a shorter baseline for 27 of 60 (22 of 41 before the
     nineteen loops tuned on a lone H200; 31 of 58 with the short scripts' tunes in windows of 10
     steps, which read a graph slow; the short scripts timed in one pair since). Every
     full_iteration tune of those sets is in one or the other. A miss is mostly a measurement
@@ -186,10 +192,10 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     (steady, counted, above, below), (rest, others, tiny_above, tiny_below) = regimes["steady"], regimes["tiny or short"]
     sets = [s for s in unseen.evaluate(pr.load_model())
             if s["scope"] == "full_iteration" and s["rows"].startswith(unseen.NOW + unseen.NOW_H200)]
-    assert counted + others == sum(s["measurements"] for s in sets) == 178
+    assert counted + others == sum(s["measurements"] for s in sets) == 184
     assert steady + rest == sum(s["hits"] for s in sets)
     assert steady + above + below == counted and rest + tiny_above + tiny_below == others
-    assert (counted, others) == (118, 60) and steady >= 98 and steady / counted > 0.8 > 0.6 > rest / others
+    assert (counted, others) == (124, 60) and steady >= 102 and steady / counted > 0.8 > 0.6 > rest / others
     assert tiny_above > 5 * tiny_below and above > 2 * below
     hits, tiny, step_above, step_below = regimes["tiny step"]
     assert (hits, tiny) == (18, 43) and step_above > 4 * step_below   # what the caveat says
@@ -205,7 +211,8 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     without the sixteen; 26 of 32 and 29 of 31 before the twelve loops never profiled before, 9 of
     10 and 12 of 12). With the short scripts' tunes in windows of 10 steps left out and twenty
     loops of 200 steps timed in one pair: H100 30 of 32 and 31 of 31, H200 48 of 62 and 56 of 62;
-    with nineteen of those loops profiled then tuned again on a lone H200, H200 45 of 62 and 56.
+    with nineteen of those loops profiled then tuned again on a lone H200, H200 45 of 62 and 56;
+    with the ten loops written after the model (a lone H200), 49 of 68 and 62 of 68.
     Recounted here from each loop's tune files read as plain JSON (the paired
     speedup over graphing's slowdown of the eager windows, tuner.search.GRAPHED_EAGER_SLOWDOWN)."""
     import json
@@ -217,9 +224,9 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     sets = unseen.evaluate(pr.load_model())
     found = {(gpu, scope): unseen.per_workload(sets, prefixes, scope)
              for gpu, prefixes in (("H100", unseen.NOW), ("H200", unseen.NOW_H200)) for scope in unseen.GRAPH_PAIR}
-    assert [n for _, n in found.values()] == [32, 31, 62, 62]
+    assert [n for _, n in found.values()] == [32, 31, 68, 68]
     assert found["H100", "full_iteration"][0] >= 29 and found["H100", "fwd_bwd"][0] >= 30
-    assert found["H200", "full_iteration"][0] >= 44 and found["H200", "fwd_bwd"][0] >= 55
+    assert found["H200", "full_iteration"][0] >= 48 and found["H200", "fwd_bwd"][0] >= 61
     assert unseen.per_workload(sets, (unseen.H200_NEVER,), "full_iteration") == (9, 10)
     assert unseen.per_workload(sets, (unseen.H200_MORE,), "full_iteration") == (12, 16)
     assert unseen.per_workload(sets, (unseen.H200_MORE,), "fwd_bwd") == (10, 10)

@@ -552,6 +552,53 @@ def varying_numbers(node, skip=(), module=None) -> dict:
     return numbers
 
 
+def indexed_by(statements, name: str):
+    """The first subscript of the statements that reads ``name`` as an index of a container no
+    statement binds (``features[step]``, ``noise_bank[i]``), where every read of ``name`` in
+    them is such an index; else None. The step then reads the loop's counter only to pick its
+    batch: bound before the step (``x = features[step]``), the batch is the graph's input."""
+    subscripts, inside, total = [], [0], [0]
+    assigned = set().union(*map(names_assigned, statements)) if statements else set()
+
+    class Counter(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            total[0] += node.value == name
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)   # `opt.step`: an attribute, not a read
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)   # `f(step=x)`: a keyword, not a read
+            return False
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value not in assigned:
+                reads = sum(name in names_read(element) for element in node.slice)
+                if reads:
+                    inside[0] += sum(_count_reads(element, name) for element in node.slice)
+                    subscripts.append(node)
+
+    for statement in statements:
+        statement.visit(Counter())
+    return subscripts[0] if subscripts and inside[0] == total[0] else None
+
+
+def _count_reads(node, name: str) -> int:
+    count = [0]
+
+    class Counter(cst.CSTVisitor):
+        def visit_Name(self, found: cst.Name) -> None:
+            count[0] += found.value == name
+
+        def visit_Attribute(self, found: cst.Attribute) -> bool:
+            found.value.visit(self)
+            return False
+
+    node.visit(Counter())
+    return count[0]
+
+
 def number_constants(module) -> set:
     """Names every assignment of ``module`` binds to a number (a literal, ``int(...)``,
     arithmetic on those and on attributes): ``warmup_steps = 100``."""

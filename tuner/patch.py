@@ -33,7 +33,8 @@ from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
-                       host_value_binding, is_bookkeeping, is_host_method_call, is_loading, is_method, is_prefetch,
+                       host_value_binding, indexed_by, is_bookkeeping, is_host_method_call, is_loading, is_method,
+                       is_prefetch,
                        keeps_output, keeps_reference, leaves_iteration, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
@@ -800,6 +801,13 @@ class _Rewriter:
         if found:
             name = found[0]
             line = positions[numbers[name]].start.line
+            index = indexed_by(core, name)
+            if index is not None:   # the counter picks the batch: bound before the step, the batch is an input
+                code = cst.Module([]).code_for_node(index)
+                raise self.refuse(f"line {positions[index].start.line}: the step picks its batch with the loop's "
+                                  f"counter ({code}); a graph captures one index, so every step after it would run "
+                                  f"eagerly (bind each such pick before the step, `batch = {code}` where the loop "
+                                  "begins, and use `batch` in the step)")
             raise self.refuse(f"line {line}: {name!r} is a Python number the loop changes and the step reads; a graph "
                               "captures one value, so every step after it changes would run eagerly (keep it in a "
                               f"tensor updated in place, e.g. {name}_t.fill_({name}), and use that in the step)")
