@@ -192,17 +192,32 @@ for step in range(100):
 """
 
 
-def test_a_batch_picked_by_the_counter_inside_the_step_is_refused_saying_where_to_bind_it(tmp_path):
+def test_a_batch_picked_by_the_counter_inside_the_step_is_picked_before_the_replay(tmp_path):
     """`model(features[step])` (a public loop's usual shape) reads the counter only to pick the
-    batch: the refusal names the pick and says to bind it before the step, and the loop so
-    written is patched (the picked batch an input copied into the graph)."""
+    batch: the pick moves before the replay (`_cg_features = features[step]`), an input copied
+    into the graph, as a loop that binds it before the step is patched; the captured step reads
+    the picked names alone."""
     script = tmp_path / "indexed.py"
     script.write_text(INDEXED_LOOP.format(pick="    pass", x="features[step]", y="targets[step]"))
+    patched = make_patch(script, "full_iteration").patched
+    assert ("    _cg_features = features[step]\n    _cg_targets = targets[step]\n"
+            "    loss = _cg_step_graph(_cg_features, _cg_targets)") in patched
+    step = patched[patched.index("def _cg_step("):patched.index("_cg_step_graph = ")]
+    assert "loss = (model(_cg_features) - _cg_targets).pow(2).mean()" in step
+    assert not re.search(r"(?<![.\w])step\b", step.split(":", 1)[1])   # the counter stays out of the graph
+    script.write_text(INDEXED_LOOP.format(pick="    x, y = features[step], targets[step]", x="x", y="y"))
+    assert "_cg_step_graph(x, y)" in make_patch(script, "full_iteration").diff()
+
+
+def test_a_pick_the_step_may_not_run_stays_in_it_and_is_refused_saying_where_to_bind_it(tmp_path):
+    """A pick under a conditional expression may not run at every step: it is not moved, and the
+    refusal names it."""
+    script = tmp_path / "indexed.py"
+    script.write_text(INDEXED_LOOP.format(pick="    pass", x="(features[step] if torch.cuda.is_available() else features[0])",
+                                          y="targets[0]"))
     with pytest.raises(PatchRefused, match=re.escape("line 11: the step picks its batch with the loop's counter "
                                                      "(features[step])")):
         make_patch(script, "full_iteration")
-    script.write_text(INDEXED_LOOP.format(pick="    x, y = features[step], targets[step]", x="x", y="y"))
-    assert "_cg_step_graph(x, y)" in make_patch(script, "full_iteration").diff()
 
 
 def test_a_counter_read_beside_a_pick_is_refused_as_a_number():
@@ -1438,7 +1453,8 @@ def _printed_numbers(text: str) -> list:
 
 @pytest.mark.parametrize("name,scope", [("loss_after_loop", "full_iteration"), ("hf_outputs", "full_iteration"),
                                         ("eval_in_epoch", "fwd_bwd"),
-                                        ("return_loss", "full_iteration"), ("ema_update", "submodule")])
+                                        ("return_loss", "full_iteration"), ("ema_update", "submodule"),
+                                        ("batch_picked_in_step", "full_iteration")])
 def test_a_patched_script_runs_on_the_cpu_as_the_original_did(tmp_path, name, scope):
     """A script with a CPU fallback still runs where it ran: the helpers run the step eagerly
     when its tensors are not on a GPU, and print what the original prints."""

@@ -552,6 +552,80 @@ def varying_numbers(node, skip=(), module=None) -> dict:
     return numbers
 
 
+class _PickHoister(cst.CSTTransformer):
+    """Replaces each load ``container[index]`` whose index reads a loop counter and nothing the
+    step binds, of a container the step does not bind, with a name (the same name for the same
+    code); not inside a lambda, a comprehension, a conditional expression or ``and``/``or``,
+    where the pick may not run. Records each rebuilt node beside its original (``originals``, by id)."""
+
+    DEFERRED = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.IfExp,
+                cst.BooleanOperation)
+
+    def __init__(self, counters: set, assigned: set, picks: dict, originals: dict) -> None:
+        super().__init__()
+        self.counters, self.assigned, self.picks, self.originals = counters, assigned, picks, originals
+        self.deferred = 0
+        self.replaced = 0   # picks replaced so far: a value without any is kept as it was
+
+    def on_visit(self, node) -> bool:
+        self.deferred += isinstance(node, self.DEFERRED)
+        return super().on_visit(node)
+
+    def on_leave(self, original, updated):
+        self.deferred -= isinstance(original, self.DEFERRED)
+        result = super().on_leave(original, updated)
+        if result is not original:   # the node kept beside its original: an id is never reused while kept
+            self.originals[id(result)] = (result, original)
+        return result
+
+    def leave_Subscript(self, original: cst.Subscript, updated):
+        if self.deferred or not isinstance(original.value, cst.Name) or original.value.value in self.assigned:
+            return updated
+        reads = set().union(*(names_read(element) for element in original.slice))
+        if not reads & self.counters or reads & self.assigned:
+            return updated
+        code = cst.Module([]).code_for_node(original)
+        if code not in self.picks:
+            base = f"_cg_{original.value.value}"
+            taken = set(self.picks.values())
+            self.picks[code] = next(n for n in (base, *(f"{base}_{k}" for k in range(1, 1000))) if n not in taken)
+        self.replaced += 1
+        return cst.Name(self.picks[code])
+
+
+def hoist_picks(statements, counters: set, assigned: set) -> tuple:
+    """The step's statements with each batch picked by a loop counter (``model(features[step])``)
+    read through a name instead, the picks (``{"features[step]": "_cg_features"}``, in the
+    order first met) and, by id, each node rebuilt beside its original. Only the values of simple
+    statements (assignments, expressions) are read; a pick under a block inside the step is
+    left alone. Bound before the replay (``_cg_features = features[step]``), the batch is an
+    input copied into the graph, and the step no longer reads the counter: public loops
+    index their data so (``noise_bank[i]`` in the DCGAN tutorial's shape)."""
+    picks, originals, out = {}, {}, []
+    hoister = _PickHoister(counters, assigned, picks, originals)
+    for statement in statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            out.append(statement)
+            continue
+        small = []
+        for part in statement.body:
+            value = getattr(part, "value", None) if isinstance(part, (cst.Assign, cst.AugAssign, cst.AnnAssign,
+                                                                       cst.Expr)) else None
+            before = hoister.replaced
+            new_value = value.visit(hoister) if value is not None else None
+            if hoister.replaced > before:   # libcst rebuilds what it visits: kept as it was without a pick
+                rebuilt = part.with_changes(value=new_value)
+                originals[id(rebuilt)] = (rebuilt, part)
+                part = rebuilt
+            small.append(part)
+        if any(a is not b for a, b in zip(small, statement.body)):
+            rebuilt = statement.with_changes(body=small)
+            originals[id(rebuilt)] = (rebuilt, statement)
+            statement = rebuilt
+        out.append(statement)
+    return out, picks, originals
+
+
 def indexed_by(statements, name: str):
     """The first subscript of the statements that reads ``name`` as an index of a container no
     statement binds (``features[step]``, ``noise_bank[i]``), where every read of ``name`` in

@@ -33,7 +33,7 @@ from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
-                       host_value_binding, indexed_by, is_bookkeeping, is_host_method_call, is_loading, is_method,
+                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_host_method_call, is_loading, is_method,
                        is_prefetch,
                        keeps_output, keeps_reference, leaves_iteration, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
@@ -693,6 +693,13 @@ class _Rewriter:
                 moved.append(statement)  # logging, running totals: run after the replay instead
                 continue
             core.append(statement)
+        # a batch the step picks with the loop's counter (`model(features[step])`) is picked
+        # before the replay, as `noise = noise_bank[i]` is, and goes in as an input
+        counters = set(varying_numbers(outer, skip=window, module=self.module))
+        core, picks, rebuilt = hoist_picks(core, counters, set().union(*map(names_assigned, window)))
+        if picks:
+            hoisted += cst.parse_module("".join(f"{name} = {code}\n" for code, name in picks.items())).body
+            positions = _Positions(positions, rebuilt)
         self.prepared_share = self._prepared_share(core, body[:start] + hoisted)
         jump = next((j for j in map(leaves_iteration, core + moved) if j is not None), None)
         if jump is not None:
@@ -728,7 +735,7 @@ class _Rewriter:
         # of the body, for the next iteration) is an input too, never a value the capture bakes in
         rebound = names_rebound(outer, skip=core)
         variant = list(dict.fromkeys([*spec.batch, *plain_target_names(loop.target)] if isinstance(loop, cst.For) else
-                                     spec.batch)) + sorted(rebound)
+                                     spec.batch)) + sorted(rebound) + list(picks.values())
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         self._refuse_varying_numbers(inputs, outer, core, positions)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
@@ -890,6 +897,18 @@ class _Rewriter:
         statements = list(function.body.body)
         docstring, tail = statements[0], statements[2:]
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
+
+
+class _Positions:
+    """The parsed source's positions, read through a rewrite of the step: a node the rewrite
+    rebuilt (``tuner.dataflow.hoist_picks``) answers with the position of the one it replaced."""
+
+    def __init__(self, positions, originals: dict) -> None:
+        self._positions, self._originals = positions, originals
+
+    def __getitem__(self, node):
+        rebuilt, original = self._originals.get(id(node), (None, None))
+        return self._positions[original if rebuilt is node else node]
 
 
 def _renamed_reads(statement, renames: dict):
