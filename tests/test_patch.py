@@ -220,6 +220,27 @@ def test_a_pick_the_step_may_not_run_stays_in_it_and_is_refused_saying_where_to_
         make_patch(script, "full_iteration")
 
 
+@pytest.mark.parametrize("before, pick, x, why", [
+    ("preds = torch.zeros(100, 16, 8).cuda()", "    preds[step] = features[step] * 2", "preds[step]",
+     "the loop writes into it"),                                     # a store: read before, it would miss it
+    ("memory = torch.randn(100, 16, 8).cuda()", "    memory.mul_(0.5)", "memory[step] + features[0]",
+     "the loop writes into it"),                                     # written in place in the loop
+    ("codes = torch.randn(100, 16, 8, device='cuda', requires_grad=True)", "    pass", "codes[step]",
+     "it trains"),                                                   # latent codes: the copy would not train
+    ("weights = [0.1 * k for k in range(100)]", "    pass", "features[0] * weights[step]",
+     "it is not bound here to a tensor on the GPU"),                 # a float: every step eager
+    ("scales = torch.linspace(0, 1, 100)", "    pass", "features[0] * scales[step]",
+     "it is not bound here to a tensor on the GPU"),                 # a CPU scalar: read at capture
+])
+def test_a_pick_that_cannot_be_read_before_the_replay_is_refused_saying_why(before, pick, x, why, tmp_path):
+    """A pick moves before the replay only where that computes what the loop computed."""
+    script = tmp_path / "picked.py"
+    source = INDEXED_LOOP.replace("for step in range(100):\n", f"{before}\nfor step in range(100):\n")
+    script.write_text(source.format(pick=pick, x=x, y="targets[0]"))
+    with pytest.raises(PatchRefused, match=re.escape(why)):
+        make_patch(script, "full_iteration")
+
+
 def test_a_counter_read_beside_a_pick_is_refused_as_a_number():
     """Where the step also reads the counter as a number, the pick is not the whole story."""
     from tuner.dataflow import indexed_by

@@ -554,16 +554,19 @@ def varying_numbers(node, skip=(), module=None) -> dict:
 
 class _PickHoister(cst.CSTTransformer):
     """Replaces each load ``container[index]`` whose index reads a loop counter and nothing the
-    step binds, of a container the step does not bind, with a name (the same name for the same
-    code); not inside a lambda, a comprehension, a conditional expression or ``and``/``or``,
-    where the pick may not run. Records each rebuilt node beside its original (``originals``, by id)."""
+    step binds, of a container in ``containers`` (``safe_pick_containers``), with a name (the
+    same name for the same code, none a name ``taken``); not inside a lambda, a comprehension, a
+    conditional expression or ``and``/``or``, where the pick may not run. Records each rebuilt
+    node beside its original (``originals``, by id)."""
 
     DEFERRED = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.IfExp,
                 cst.BooleanOperation)
 
-    def __init__(self, counters: set, assigned: set, picks: dict, originals: dict) -> None:
+    def __init__(self, counters: set, assigned: set, containers: set, taken: set, picks: dict,
+                 originals: dict) -> None:
         super().__init__()
-        self.counters, self.assigned, self.picks, self.originals = counters, assigned, picks, originals
+        self.counters, self.assigned, self.containers, self.taken = counters, assigned, containers, taken
+        self.picks, self.originals = picks, originals
         self.deferred = 0
         self.replaced = 0   # picks replaced so far: a value without any is kept as it was
 
@@ -579,30 +582,197 @@ class _PickHoister(cst.CSTTransformer):
         return result
 
     def leave_Subscript(self, original: cst.Subscript, updated):
-        if self.deferred or not isinstance(original.value, cst.Name) or original.value.value in self.assigned:
-            return updated
-        reads = set().union(*(names_read(element) for element in original.slice))
-        if not reads & self.counters or reads & self.assigned:
+        if self.deferred or not is_pick(original, self.counters, self.assigned) \
+                or original.value.value not in self.containers:
             return updated
         code = cst.Module([]).code_for_node(original)
         if code not in self.picks:
             base = f"_cg_{original.value.value}"
-            taken = set(self.picks.values())
+            taken = self.taken | set(self.picks.values())
             self.picks[code] = next(n for n in (base, *(f"{base}_{k}" for k in range(1, 1000))) if n not in taken)
         self.replaced += 1
         return cst.Name(self.picks[code])
 
 
-def hoist_picks(statements, counters: set, assigned: set) -> tuple:
+def is_pick(node, counters: set, assigned: set) -> bool:
+    """``container[index]``: a plain name indexed by an expression that reads a loop counter
+    and nothing the step binds, of a container the step does not bind."""
+    if not isinstance(node, cst.Subscript) or not isinstance(node.value, cst.Name) or node.value.value in assigned:
+        return False
+    reads = set().union(*(names_read(element) for element in node.slice))
+    return bool(reads & counters) and not reads & assigned
+
+
+def _simple_values(statements):
+    """The values of the simple statements' assignments and expressions: where a pick is read."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for part in statement.body:
+                if isinstance(part, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr)) and part.value is not None:
+                    yield part.value
+
+
+def safe_pick_containers(statements, counters: set, scope, optimizers=(), loop=None) -> tuple:
+    """The containers whose picks by a counter can be read before the replay without changing
+    what the step computes: bound in ``scope`` (outside the step) only to a tensor on a device
+    (``gpu_tensor_value``: a pick of a list of floats or of modules would run every step
+    eagerly, one of a CPU tensor would be read at capture), none with ``requires_grad`` or
+    handed to an optimizer (the copy into the graph's buffers detaches it: latent codes trained
+    by the loop would stop training); and the step reads the container only through such picks,
+    none of them written in place (``memory.mul_(0.5)``, ``ema[step].mul_(0.9)``, ``out=``,
+    ``preds[step] = pred``: read before the replay, the pick would miss the write, or the write
+    would go to the copy), anywhere in ``loop`` (the loops around the step; the step alone
+    without one), which binds none of them either. With, for every container picked, why it is
+    not one ('' where it is)."""
+    assigned = set().union(*map(names_assigned, statements)) if statements else set()
+    around = [loop] if loop is not None else list(statements)
+    rebound = set().union(*map(names_assigned, around)) - counters
+    found, written, seen = {}, set(), {}
+    # names the step binds to a pick (`x = features[step]`): a write through them is one through the pick
+    aliases = {}
+    for statement in around:
+        for assign in nodes(statement, (cst.Assign,)):
+            picked = {n.value.value for n in nodes(assign.value, (cst.Subscript,)) if is_pick(n, counters, assigned)}
+            for target in assign.targets:
+                for name in plain_target_names(target.target):
+                    aliases.setdefault(name, set()).update(picked)
+
+    def through(node) -> set:
+        """The containers a receiver reaches: its names, its picks' and its aliases'."""
+        read = names_read(node)
+        return read | set().union(*(aliases.get(name, set()) for name in read))
+
+    class Reads(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            seen[node.value] = seen.get(node.value, 0) + 1
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            if node.attr.value.endswith("_") and not node.attr.value.startswith("__") or \
+                    node.attr.value in ("data", "grad"):
+                written.update(through(node.value))   # an in-place method of a pick or an alias, or its .data
+            node.value.visit(self)
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            if node.keyword is not None and node.keyword.value == "out":
+                written.update(through(node.value) | names_read(node.value))
+            node.value.visit(self)
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            stores = [node.target]
+            while stores:   # `preds[step] = pred`, `x[0] = ...`: a store through it; `out, h = ...` binds names
+                target = stores.pop()
+                if isinstance(target, (cst.Tuple, cst.List)):
+                    stores.extend(element.value for element in target.elements)
+                elif isinstance(target, cst.StarredElement):
+                    stores.append(target.value)
+                elif not isinstance(target, cst.Name):
+                    written.update(through(target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            written.update(through(node.target))   # `acc[step] += loss`, `x += 1` on an alias
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if is_pick(node, counters, assigned):
+                found[node.value.value] = found.get(node.value.value, 0) + 1
+
+    for statement in around:
+        statement.visit(Reads())
+    # every mention of the container in the loop is one of its picks (no other read, no
+    # store through it: `acc[step] += loss` is a store, its target read here as a mention)
+    why = {}
+    for name, count in found.items():
+        why[name] = ("the loop writes into it" if name in written else
+                     "the loop binds it again" if name in rebound else
+                     "the loop reads it otherwise too" if seen.get(name, 0) != count else
+                     _not_device_tensors(scope, name, statements, optimizers))
+    return {name for name, reason in why.items() if not reason}, why
+
+
+def _not_device_tensors(scope, name: str, step, optimizers=()) -> str:
+    """Why a binding of ``name`` in ``scope`` outside ``step`` is not a tensor on a device, or
+    something there makes it train (``requires_grad``, ``nn.Parameter``, an optimizer given it);
+    '' where neither."""
+    bindings, trains = [], [False]
+
+    class Finder(SkippingVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(name in plain_target_names(t.target) for t in node.targets):
+                bindings.append(node)
+            targets = [t.target for t in node.targets]
+            if any(isinstance(t, cst.Attribute) and dotted(t) == f"{name}.requires_grad" for t in targets) or \
+                    any(set(plain_target_names(t)) & set(optimizers) for t in targets) and name in names_read(node.value):
+                trains[0] = True   # `latents.requires_grad = True`, or an optimizer built over it
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = dotted(node.func)
+            if any(a.keyword is not None and a.keyword.value == "requires_grad" for a in node.args) and \
+                    any(name in names_read(a.value) for a in node.args) or \
+                    func.split(".")[-1] == "requires_grad_" and name in names_read(node.func) or \
+                    (func.startswith(("torch.optim.", "optim.")) or func in optimizers) and \
+                    any(name in names_read(a.value) for a in node.args):
+                trains[0] = True
+
+    scope.visit(Finder(step))
+    if trains[0] or any(_requires_grad_kwarg(b.value) for b in bindings):
+        return "it trains (requires_grad, or an optimizer's), and its copy in the graph would not"
+    if not bindings or not all(len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name)
+                               and gpu_tensor_value(b.value) for b in bindings):
+        return "it is not bound here to a tensor on the GPU"
+    return ""
+
+
+def _requires_grad_kwarg(node) -> bool:
+    return any(a.keyword is not None and a.keyword.value == "requires_grad"
+               for call in nodes(node, (cst.Call,)) for a in call.args)
+
+
+# tensor methods whose result stays on the tensor's device
+SAME_DEVICE_METHODS = ("float", "half", "double", "long", "int", "bool", "bfloat16", "contiguous", "clone", "detach",
+                       "view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "chunk", "split",
+                       "unbind", "expand", "repeat", "abs", "sign", "normal_", "uniform_")
+
+
+def gpu_tensor_value(node) -> bool:
+    """An expression that makes a tensor on a device, or a list or tuple of them: a call of a
+    ``torch`` function given ``device=``, ``.to(...)``/``.cuda()`` on anything, arithmetic on
+    such, ``torch.stack``/``torch.cat`` of such, a comprehension or literal of such."""
+    if isinstance(node, cst.Call):
+        func = dotted(node.func)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
+            return True
+        if func.startswith("torch.") and any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+            return True
+        if func in ("torch.stack", "torch.cat", "list", "tuple") and node.args:
+            return gpu_tensor_value(node.args[0].value)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in SAME_DEVICE_METHODS:
+            return gpu_tensor_value(node.func.value)   # `.float()`, `.view(...)` of such a tensor
+        return False
+    if isinstance(node, cst.BinaryOperation):
+        return gpu_tensor_value(node.left) or gpu_tensor_value(node.right)
+    if isinstance(node, cst.Comparison):   # `(torch.rand(..., device=d) < rate)`: a bool tensor there
+        return gpu_tensor_value(node.left) or any(gpu_tensor_value(c.comparator) for c in node.comparisons)
+    if isinstance(node, cst.UnaryOperation):
+        return gpu_tensor_value(node.expression)
+    if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+        return gpu_tensor_value(node.elt)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return bool(node.elements) and all(gpu_tensor_value(e.value) for e in node.elements)
+    return False
+
+
+def hoist_picks(statements, counters: set, assigned: set, containers: set = frozenset(), taken=frozenset()) -> tuple:
     """The step's statements with each batch picked by a loop counter (``model(features[step])``)
-    read through a name instead, the picks (``{"features[step]": "_cg_features"}``, in the
-    order first met) and, by id, each node rebuilt beside its original. Only the values of simple
-    statements (assignments, expressions) are read; a pick under a block inside the step is
-    left alone. Bound before the replay (``_cg_features = features[step]``), the batch is an
-    input copied into the graph, and the step no longer reads the counter: public loops
-    index their data so (``noise_bank[i]`` in the DCGAN tutorial's shape)."""
+    of ``containers`` read through a name instead (none of ``taken``), the picks
+    (``{"features[step]": "_cg_features"}``, in the order first met) and, by id, each node
+    rebuilt beside its original. Only the values of simple statements (assignments,
+    expressions) are read; a pick under a block inside the step is left alone. Bound before the
+    replay (``_cg_features = features[step]``), the batch is an input copied into the graph,
+    and the step no longer reads the counter: public loops index their data so (``noise_bank[i]``
+    in the DCGAN tutorial's shape)."""
     picks, originals, out = {}, {}, []
-    hoister = _PickHoister(counters, assigned, picks, originals)
+    hoister = _PickHoister(counters, assigned, set(containers), set(taken), picks, originals)
     for statement in statements:
         if not isinstance(statement, cst.SimpleStatementLine):
             out.append(statement)
@@ -655,7 +825,8 @@ def indexed_by(statements, name: str):
 
     for statement in statements:
         statement.visit(Counter())
-    return subscripts[0] if subscripts and inside[0] == total[0] else None
+    loads = {id(n) for value in _simple_values(statements) for n in nodes(value, (cst.Subscript,))}
+    return subscripts[0] if subscripts and inside[0] == total[0] and id(subscripts[0]) in loads else None
 
 
 def _count_reads(node, name: str) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -33,7 +34,7 @@ from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
-                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_host_method_call, is_loading, is_method,
+                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_prefetch,
                        keeps_output, keeps_reference, leaves_iteration, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
@@ -696,7 +697,10 @@ class _Rewriter:
         # a batch the step picks with the loop's counter (`model(features[step])`) is picked
         # before the replay, as `noise = noise_bank[i]` is, and goes in as an input
         counters = set(varying_numbers(outer, skip=window, module=self.module))
-        core, picks, rebuilt = hoist_picks(core, counters, set().union(*map(names_assigned, window)))
+        bound_in_step = set().union(*map(names_assigned, window))
+        containers, self._pick_refused = safe_pick_containers(window, counters, scope, optimizers, loop=outer)
+        steps = core   # the statements as the source holds them: what every analysis skips as the step
+        core, picks, rebuilt = hoist_picks(core, counters, bound_in_step, containers, RESERVED | names_read(self.module))
         if picks:
             hoisted += cst.parse_module("".join(f"{name} = {code}\n" for code, name in picks.items())).body
             positions = _Positions(positions, rebuilt)
@@ -733,11 +737,11 @@ class _Rewriter:
         # any name bound anywhere in the loops around the step, outside it, may differ from one
         # iteration to the next: the batch fetched after the step (`X, Y = get_batch()` at the end
         # of the body, for the next iteration) is an input too, never a value the capture bakes in
-        rebound = names_rebound(outer, skip=core)
+        rebound = names_rebound(outer, skip=steps)
         variant = list(dict.fromkeys([*spec.batch, *plain_target_names(loop.target)] if isinstance(loop, cst.For) else
                                      spec.batch)) + sorted(rebound) + list(picks.values())
         inputs = list(dict.fromkeys(name for name in variant if name in read))
-        self._refuse_varying_numbers(inputs, outer, core, positions)
+        self._refuse_varying_numbers(inputs, outer, core, positions, steps)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
@@ -750,7 +754,7 @@ class _Rewriter:
         # path that never binds it (the word-language-model example's Transformer has no `hidden`)
         self.declared = (scope, unbound)
         inputs += carried
-        returns = self._live_outs(core, inputs, scope, positions, aliases)
+        returns = self._live_outs(core, inputs, scope, positions, aliases, steps)
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
         returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
@@ -763,7 +767,7 @@ class _Rewriter:
         models = spec.models or ([spec.model] if spec.model else [])
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
-        clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=core) else ""
+        clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=steps) else ""
         clone += ", accumulate=True" if accumulate else ""
         if self.optimizer_outside or accumulate:   # its step runs eagerly after each replay
             clone += ", optimizers_in_graph=False"
@@ -798,12 +802,12 @@ class _Rewriter:
         left = sum(1 for s in outside[copied[-1] + 1 if copied else 0:] if nodes(s, TENSOR_WORK))
         return inside / (inside + left) if inside else 0.0
 
-    def _refuse_varying_numbers(self, inputs, outer, core, positions) -> None:
+    def _refuse_varying_numbers(self, inputs, outer, core, positions, steps=None) -> None:
         """A plain Python number that changes every iteration (a loop counter, a loss weight
         ramped from it) read by the step: the graph holds its first value, so the helper runs
         every step with another value eagerly, a rewrite that replays nothing (tune measured
         `ran-eagerly`, the profile a gain). Refused, saying how to keep it in a graph."""
-        numbers = varying_numbers(outer, skip=core, module=self.module)
+        numbers = varying_numbers(outer, skip=core if steps is None else steps, module=self.module)
         found = [name for name in inputs if name in numbers]
         if found:
             name = found[0]
@@ -811,10 +815,11 @@ class _Rewriter:
             index = indexed_by(core, name)
             if index is not None:   # the counter picks the batch: bound before the step, the batch is an input
                 code = cst.Module([]).code_for_node(index)
+                why = getattr(self, "_pick_refused", {}).get(index.value.value) or "it may not run at every step"
                 raise self.refuse(f"line {positions[index].start.line}: the step picks its batch with the loop's "
-                                  f"counter ({code}); a graph captures one index, so every step after it would run "
-                                  f"eagerly (bind each such pick before the step, `batch = {code}` where the loop "
-                                  "begins, and use `batch` in the step)")
+                                  f"counter ({code}), which a graph would capture as one index (every step after it "
+                                  f"would run eagerly), and the pick cannot be read before the replay: {why} "
+                                  "(fwd_bwd leaves it eager)")
             raise self.refuse(f"line {line}: {name!r} is a Python number the loop changes and the step reads; a graph "
                               "captures one value, so every step after it changes would run eagerly (keep it in a "
                               f"tensor updated in place, e.g. {name}_t.fill_({name}), and use that in the step)")
@@ -837,7 +842,7 @@ class _Rewriter:
             node = block
         return names
 
-    def _live_outs(self, core, inputs, scope, positions, aliases=()) -> list:
+    def _live_outs(self, core, inputs, scope, positions, aliases=(), steps=None) -> list:
         """Names the step binds that anything else in the enclosing function (or module) reads:
         code further down the loop body, the next iteration (the body before the step, a
         `while` condition), code after the loop (`return loss`, `print(f"{loss}")`,
@@ -846,7 +851,7 @@ class _Rewriter:
         a read anywhere outside the step counts, even one after a re-binding. State the step
         carries to its next run (an RNN's hidden state) is an input and comes back too."""
         assigned = set().union(*map(names_assigned, core))
-        returns = sorted(assigned & (names_read(scope, skip=core) | set(aliases) | set(inputs)))
+        returns = sorted(assigned & (names_read(scope, skip=core if steps is None else steps) | set(aliases) | set(inputs)))
         for name in returns:
             value = host_value_binding(core, name)
             if value is not None:
@@ -897,6 +902,11 @@ class _Rewriter:
         statements = list(function.body.body)
         docstring, tail = statements[0], statements[2:]
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
+
+
+# names the rewrite itself binds (the helper's, the step's, its aliases' prefix): a picked batch's
+# name is none of them, nor a name the script uses
+RESERVED = frozenset(re.findall(r"\b_cg_\w+", Path(__file__).read_text() + (Path(__file__).parent / "templates.py").read_text()))
 
 
 class _Positions:

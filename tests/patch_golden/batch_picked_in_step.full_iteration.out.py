@@ -312,14 +312,14 @@ def _cg_step(_cg_noise_bank, _cg_real):
     loss_g = criterion(critic(fake), ones)
     loss_g.backward()
     opt_g.step()
-    return fake, loss_c, loss_g
+    return loss_c, loss_g
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, [opt_c, opt_g], [critic, generator])
 
 for i in range(steps):
     _cg_noise_bank = noise_bank[i]
     _cg_real = real[i]
-    fake, loss_c, loss_g = _cg_step_graph(_cg_noise_bank, _cg_real)  # cg-advise: replays the captured step
+    loss_c, loss_g = _cg_step_graph(_cg_noise_bank, _cg_real)  # cg-advise: replays the captured step
     if i % 50 == 0:
         print(f"[{i}/{steps}] critic {loss_c.item():.4f} generator {loss_g.item():.4f}")
 
