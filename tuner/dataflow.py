@@ -603,12 +603,16 @@ def is_pick(node, counters: set, assigned: set) -> bool:
     return bool(reads & counters) and not reads & assigned
 
 
+# the simple statements whose value a pick is read in (and moved from)
+VALUE_STATEMENTS = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr)
+
+
 def _simple_values(statements):
     """The values of the simple statements' assignments and expressions: where a pick is read."""
     for statement in statements:
         if isinstance(statement, cst.SimpleStatementLine):
             for part in statement.body:
-                if isinstance(part, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr)) and part.value is not None:
+                if isinstance(part, VALUE_STATEMENTS) and part.value is not None:
                     yield part.value
 
 
@@ -779,8 +783,7 @@ def hoist_picks(statements, counters: set, assigned: set, containers: set = froz
             continue
         small = []
         for part in statement.body:
-            value = getattr(part, "value", None) if isinstance(part, (cst.Assign, cst.AugAssign, cst.AnnAssign,
-                                                                       cst.Expr)) else None
+            value = part.value if isinstance(part, VALUE_STATEMENTS) else None
             before = hoister.replaced
             new_value = value.visit(hoister) if value is not None else None
             if hoister.replaced > before:   # libcst rebuilds what it visits: kept as it was without a pick
@@ -799,37 +802,22 @@ def hoist_picks(statements, counters: set, assigned: set, containers: set = froz
 def indexed_by(statements, name: str):
     """The first subscript of the statements that reads ``name`` as an index of a container no
     statement binds (``features[step]``, ``noise_bank[i]``), where every read of ``name`` in
-    them is such an index; else None. The step then reads the loop's counter only to pick its
-    batch: bound before the step (``x = features[step]``), the batch is the graph's input."""
-    subscripts, inside, total = [], [0], [0]
+    them is such an index and that subscript is read in a simple statement's value; else None.
+    The step then reads the loop's counter only to pick its batch: bound before the step
+    (``x = features[step]``), the batch is the graph's input."""
     assigned = set().union(*map(names_assigned, statements)) if statements else set()
-
-    class Counter(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            total[0] += node.value == name
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)   # `opt.step`: an attribute, not a read
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)   # `f(step=x)`: a keyword, not a read
-            return False
-
-        def visit_Subscript(self, node: cst.Subscript) -> None:
-            if isinstance(node.value, cst.Name) and node.value.value not in assigned:
-                reads = sum(name in names_read(element) for element in node.slice)
-                if reads:
-                    inside[0] += sum(_count_reads(element, name) for element in node.slice)
-                    subscripts.append(node)
-
-    for statement in statements:
-        statement.visit(Counter())
+    subscripts = [node for statement in statements for node in nodes(statement, (cst.Subscript,))
+                  if isinstance(node.value, cst.Name) and node.value.value not in assigned
+                  and any(name in names_read(element) for element in node.slice)]
+    inside = sum(_count_reads(element, name) for node in subscripts for element in node.slice)
+    total = sum(_count_reads(statement, name) for statement in statements)
     loads = {id(n) for value in _simple_values(statements) for n in nodes(value, (cst.Subscript,))}
-    return subscripts[0] if subscripts and inside[0] == total[0] and id(subscripts[0]) in loads else None
+    return subscripts[0] if subscripts and inside == total and id(subscripts[0]) in loads else None
 
 
 def _count_reads(node, name: str) -> int:
+    """How often ``node`` reads ``name`` (an attribute, ``opt.step``, or a keyword, ``f(step=x)``,
+    is no read)."""
     count = [0]
 
     class Counter(cst.CSTVisitor):
@@ -837,6 +825,10 @@ def _count_reads(node, name: str) -> int:
             count[0] += found.value == name
 
         def visit_Attribute(self, found: cst.Attribute) -> bool:
+            found.value.visit(self)
+            return False
+
+        def visit_Arg(self, found: cst.Arg) -> bool:
             found.value.visit(self)
             return False
 

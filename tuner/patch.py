@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -698,9 +699,10 @@ class _Rewriter:
         # before the replay, as `noise = noise_bank[i]` is, and goes in as an input
         counters = set(varying_numbers(outer, skip=window, module=self.module))
         bound_in_step = set().union(*map(names_assigned, window))
-        containers, self._pick_refused = safe_pick_containers(window, counters, scope, optimizers, loop=outer)
+        containers, unmovable = safe_pick_containers(window, counters, scope, optimizers, loop=outer)
         steps = core   # the statements as the source holds them: what every analysis skips as the step
-        core, picks, rebuilt = hoist_picks(core, counters, bound_in_step, containers, RESERVED | names_read(self.module))
+        core, picks, rebuilt = hoist_picks(core, counters, bound_in_step, containers,
+                                           reserved_names() | names_read(self.module))
         if picks:
             hoisted += cst.parse_module("".join(f"{name} = {code}\n" for code, name in picks.items())).body
             positions = _Positions(positions, rebuilt)
@@ -741,7 +743,7 @@ class _Rewriter:
         variant = list(dict.fromkeys([*spec.batch, *plain_target_names(loop.target)] if isinstance(loop, cst.For) else
                                      spec.batch)) + sorted(rebound) + list(picks.values())
         inputs = list(dict.fromkeys(name for name in variant if name in read))
-        self._refuse_varying_numbers(inputs, outer, core, positions, steps)
+        self._refuse_varying_numbers(inputs, outer, core, positions, steps, unmovable)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
@@ -802,12 +804,14 @@ class _Rewriter:
         left = sum(1 for s in outside[copied[-1] + 1 if copied else 0:] if nodes(s, TENSOR_WORK))
         return inside / (inside + left) if inside else 0.0
 
-    def _refuse_varying_numbers(self, inputs, outer, core, positions, steps=None) -> None:
+    def _refuse_varying_numbers(self, inputs, outer, core, positions, steps, unmovable) -> None:
         """A plain Python number that changes every iteration (a loop counter, a loss weight
         ramped from it) read by the step: the graph holds its first value, so the helper runs
         every step with another value eagerly, a rewrite that replays nothing (tune measured
-        `ran-eagerly`, the profile a gain). Refused, saying how to keep it in a graph."""
-        numbers = varying_numbers(outer, skip=core if steps is None else steps, module=self.module)
+        `ran-eagerly`, the profile a gain). Refused, saying how to keep it in a graph. ``steps``:
+        the step's statements as the source holds them; ``unmovable``: why each container picked
+        by a counter could not be picked before the replay (``safe_pick_containers``)."""
+        numbers = varying_numbers(outer, skip=steps, module=self.module)
         found = [name for name in inputs if name in numbers]
         if found:
             name = found[0]
@@ -815,7 +819,7 @@ class _Rewriter:
             index = indexed_by(core, name)
             if index is not None:   # the counter picks the batch: bound before the step, the batch is an input
                 code = cst.Module([]).code_for_node(index)
-                why = getattr(self, "_pick_refused", {}).get(index.value.value) or "it may not run at every step"
+                why = unmovable.get(index.value.value) or "it may not run at every step"
                 raise self.refuse(f"line {positions[index].start.line}: the step picks its batch with the loop's "
                                   f"counter ({code}), which a graph would capture as one index (every step after it "
                                   f"would run eagerly), and the pick cannot be read before the replay: {why} "
@@ -842,7 +846,7 @@ class _Rewriter:
             node = block
         return names
 
-    def _live_outs(self, core, inputs, scope, positions, aliases=(), steps=None) -> list:
+    def _live_outs(self, core, inputs, scope, positions, aliases, steps) -> list:
         """Names the step binds that anything else in the enclosing function (or module) reads:
         code further down the loop body, the next iteration (the body before the step, a
         `while` condition), code after the loop (`return loss`, `print(f"{loss}")`,
@@ -851,7 +855,7 @@ class _Rewriter:
         a read anywhere outside the step counts, even one after a re-binding. State the step
         carries to its next run (an RNN's hidden state) is an input and comes back too."""
         assigned = set().union(*map(names_assigned, core))
-        returns = sorted(assigned & (names_read(scope, skip=core if steps is None else steps) | set(aliases) | set(inputs)))
+        returns = sorted(assigned & (names_read(scope, skip=steps) | set(aliases) | set(inputs)))
         for name in returns:
             value = host_value_binding(core, name)
             if value is not None:
@@ -904,9 +908,13 @@ class _Rewriter:
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
 
 
-# names the rewrite itself binds (the helper's, the step's, its aliases' prefix): a picked batch's
-# name is none of them, nor a name the script uses
-RESERVED = frozenset(re.findall(r"\b_cg_\w+", Path(__file__).read_text() + (Path(__file__).parent / "templates.py").read_text()))
+@functools.cache
+def reserved_names() -> frozenset:
+    """The names the rewrite itself binds (the helper's, the step's, its aliases' prefix): a picked
+    batch's name is none of them, nor a name the script uses. Read once, at the first
+    full-iteration rewrite, not when the module is imported."""
+    here = Path(__file__)
+    return frozenset(re.findall(r"\b_cg_\w+", here.read_text() + (here.parent / "templates.py").read_text()))
 
 
 class _Positions:
