@@ -512,7 +512,7 @@ def capturable_ms(f: dict, model: dict) -> float:
     the eager trace never ran): a constant, per tensor and per million elements made
     capturable, fitted on the AdamW rows' full-iteration graphs (on the H100 rows they ran
     70-1000 us over what SGD's node cost predicts; the optimizers of the other families with
-    the flag, RMSprop, Rprop, Adadelta, ASGD, Adagrad, are charged alike, unfitted): the
+    the flag, RMSprop, Rprop, Adadelta, ASGD, are charged alike, unfitted): the
     fallback where the profile's calibration did not measure it (``capturable_step_ms``). 0
     where the row or the model has no count."""
     params = _value(f, "capturable_params", 0.0)

@@ -8,7 +8,10 @@ implementation the rewrite uses. Printed numbers are compared with a relative to
 fused kernels round differently from eager); text must be equal.
 
     python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--scopes S,...] [--jobs 4] [--tolerance 1e-3]
-        [--eager-twice]
+        [--eager-twice] [--corpus DIR]
+
+--corpus takes the scripts from DIR instead of tests/corpus (the loops of
+bench/workloads/unseen_2026-11-29, written after the rewrites).
 
 --eager-twice runs each eager reference a second time: a script whose eager run does not
 repeat itself (atomics in a backward, a chaotic loss) differs from its rewrite by as much, and
@@ -107,6 +110,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--tolerance", type=float, default=1e-3)
     parser.add_argument("--eager-twice", action="store_true", help="run each eager reference twice: its own spread")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the folder of scripts (default: tests/corpus)")
     args = parser.parse_args()
     scopes = [scope for scope in PATCH_SCOPES if scope in args.scopes.split(",")]
     unknown = set(args.scopes.split(",")) - set(PATCH_SCOPES)
@@ -117,7 +121,7 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     only = set(filter(None, args.only.split(",")))
     jobs, refused = [], {}
-    for source in sorted(CORPUS.glob("*.py")):
+    for source in sorted(args.corpus.glob("*.py")):
         if only and source.stem not in only:
             continue
         original = work / source.name

@@ -73,6 +73,95 @@ def test_full_iteration_moves_logging_out_and_makes_adam_capturable():
     assert "loss = _cg_step_graph(images, targets)" in out
 
 
+def test_capturable_is_passed_only_to_the_optimizers_that_take_it(tmp_path):
+    """Every class the rewrite builds with ``capturable`` takes it in this torch; Adagrad does
+    not (its rewrite failed at its first line on the H200), so its step stays eager after the
+    replay and its constructor is left as written."""
+    import inspect
+
+    from tuner.patch import CAPTURABLE_OPTIMIZERS
+
+    assert all("capturable" in inspect.signature(getattr(torch.optim, name)).parameters
+               for name in CAPTURABLE_OPTIMIZERS)
+    script = tmp_path / "adagrad.py"
+    script.write_text(INDEXED_LOOP.format(pick="    x, y = features[step], targets[step]", x="x", y="y")
+                      .replace("torch.optim.SGD(", "torch.optim.Adagrad("))
+    patch = make_patch(script, "full_iteration")
+    assert "opt = torch.optim.Adagrad(model.parameters(), lr=0.1)\n" in patch.patched and "capturable=" not in patch.patched
+    assert not patch.steps_optimizer_in_graph and "opt.step()" in patch.patched.split("_cg_step_graph(x, y)")[1]
+
+
+POLICY_LOOP = """
+import torch
+{imports}
+from torch import nn
+
+policy = nn.Linear(8, 4).cuda()
+opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+states = torch.randn(16, 8).cuda()
+for step in range(100):
+    dist = {build}
+    actions = dist.sample()
+    loss = -(dist.log_prob(actions) * actions.float()).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("imports, build, built", [
+    ("from torch.distributions import Categorical", "Categorical(logits=policy(states))",
+     "Categorical(logits=policy(states), validate_args=False)"),
+    ("import torch.distributions as D", "D.Categorical(logits=policy(states))",
+     "D.Categorical(logits=policy(states), validate_args=False)"),
+    ("", "torch.distributions.Normal(policy(states), 1.0)",
+     "torch.distributions.Normal(policy(states), 1.0, validate_args=False)"),
+    ("from torch.distributions.normal import Normal as N", "N(policy(states), 1.0)",
+     "N(policy(states), 1.0, validate_args=False)"),
+    ("from torch import distributions as dists", "dists.Independent(dists.Normal(policy(states), 1.0), 1)",
+     "dists.Independent(dists.Normal(policy(states), 1.0, validate_args=False), 1, validate_args=False)"),
+    ("from torch.distributions import Categorical", "Categorical(logits=policy(states), validate_args=False)",
+     "Categorical(logits=policy(states), validate_args=False)"),
+])
+def test_a_distribution_built_in_the_captured_step_skips_its_host_checks(imports, build, built, tmp_path):
+    """A torch.distributions object checks its arguments on the host when built, and
+    log_prob its value: a sync, which broke a REINFORCE step's capture on the H200. Built in
+    the captured step, it gets ``validate_args=False``, however the script imports it; fwd_bwd
+    leaves the loss, and the distribution with it, eager."""
+    script = tmp_path / "policy.py"
+    script.write_text(POLICY_LOOP.format(imports=imports, build=build))
+    step = make_patch(script, "full_iteration").patched.split("def _cg_step(")[1].split("_cg_step_graph = ")[0]
+    assert f"    dist = {built}\n" in step
+    assert f"    dist = {build}\n" in make_patch(script, "fwd_bwd").patched
+
+
+def test_the_distributions_named_are_every_one_torch_has():
+    """DISTRIBUTIONS is torch.distributions' classes (less its abstract bases): a class a newer
+    torch adds fails here until it is named."""
+    import inspect
+
+    import torch.distributions as D
+
+    from tuner.patch import DISTRIBUTIONS
+
+    own = {n for n in D.__all__ if inspect.isclass(getattr(D, n)) and issubclass(getattr(D, n), D.Distribution)}
+    assert set(DISTRIBUTIONS) == own - {"Distribution", "ExponentialFamily"}
+
+
+def test_a_distribution_that_asks_for_its_host_checks_refuses_full_iteration(tmp_path):
+    script = tmp_path / "policy.py"
+    script.write_text(POLICY_LOOP.format(imports="", build="torch.distributions.Categorical(logits=policy(states), "
+                                                           "validate_args=True)"))
+    with pytest.raises(PatchRefused, match=r"line 10: torch.distributions.Categorical\(\.\.\., validate_args=True\) "
+                                           r"checks its arguments on the host"):
+        make_patch(script, "full_iteration")
+    script.write_text(POLICY_LOOP.format(imports="", build="torch.distributions.kl_divergence(torch.distributions."
+                                                           "Categorical(logits=policy(states)), prior)")
+                      .replace("states = ", "prior = None\nstates = "))
+    step = make_patch(script, "full_iteration").patched.split("def _cg_step(")[1]
+    assert "kl_divergence(torch.distributions.Categorical(logits=policy(states), validate_args=False), prior)" in step
+
+
 def run(*args):
     result = CliRunner().invoke(cli, ["patch", *map(str, args)])
     return result.exit_code, result.stdout, result.stderr
@@ -1475,7 +1564,7 @@ def _printed_numbers(text: str) -> list:
 @pytest.mark.parametrize("name,scope", [("loss_after_loop", "full_iteration"), ("hf_outputs", "full_iteration"),
                                         ("eval_in_epoch", "fwd_bwd"),
                                         ("return_loss", "full_iteration"), ("ema_update", "submodule"),
-                                        ("batch_picked_in_step", "full_iteration")])
+                                        ("batch_picked_in_step", "full_iteration"), ("policy_gradient", "full_iteration")])
 def test_a_patched_script_runs_on_the_cpu_as_the_original_did(tmp_path, name, scope):
     """A script with a CPU fallback still runs where it ran: the helpers run the step eagerly
     when its tensors are not on a GPU, and print what the original prints."""

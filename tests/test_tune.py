@@ -279,6 +279,38 @@ def test_active_dropout_flags_a_difference_instead_of_failing_it():
     assert flagged.usable and not failed.usable
 
 
+RNN_LOOP = """import sys
+import warnings
+import torch
+from torch import nn
+
+warnings.simplefilter("ignore")          # one layer with dropout: PyTorch warns that it does nothing
+torch.manual_seed(0)
+layers, dropout = int(sys.argv[1]), float(sys.argv[2])
+rnn = (nn.LSTM if sys.argv[3] == "lstm" else nn.GRU)(8, 8, num_layers=layers, dropout=dropout)
+head = nn.Linear(8, 1)
+optimizer = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.01)
+for step in range(10):
+    optimizer.zero_grad()
+    out, _ = rnn(torch.randn(5, 2, 8))
+    head(out).pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("args, stochastic", [
+    (["2", "0.3", "lstm"], True), (["2", "0.3", "gru"], True),
+    (["2", "0.0", "lstm"], False), (["1", "0.3", "lstm"], False)])
+def test_an_rnn_with_dropout_between_its_layers_is_stochastic(tmp_path, args, stochastic):
+    """cuDNN draws an RNN's dropout masks from a state of its own, which the replays' generator
+    check cannot see: the module says so before the first step. Dropout applies between
+    layers only: one layer, or p = 0, draws nothing."""
+    script = tmp_path / "rnn.py"
+    script.write_text(RNN_LOOP)
+    eager, _ = run_candidate(script, args, "eager", SMALL, new_workdir(), 120)
+    assert (eager.status, eager.stochastic) == ("ok", stochastic)
+
+
 def test_a_difference_within_eagers_own_spread_is_flagged_not_failed():
     """Over the tolerance, eager is asked how far it differs from itself (a second run, only
     then): a scope within EAGER_SPREAD_FACTOR times that is flagged; against an eager that

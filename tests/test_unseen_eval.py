@@ -83,18 +83,18 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
     than a loop that replays throughout), each step of that history in docs/prediction-evidence.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
-    much narrower than now (685 of 823 at least) nor vacuous (over 95 %)."""
+    much narrower than now (690 of 831 at least) nor vacuous (over 95 %)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 823
-    assert hits >= 656
+    assert total == 831
+    assert hits >= 660
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 685 and inside / counted <= 0.95
+    assert inside >= 690 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -136,10 +136,12 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # of 200 steps profiled then tuned on a machine of one H200, one at a time: 82 of 126 and
     # 109 of 120; with ten loops of public examples' shapes written after the model, profiled
     # then tuned on a lone H200 (four of them again with the batch bound before the step, as
-    # full_iteration's refusal says): 86 of 132 and 115 of 126
+    # full_iteration's refusal says): 86 of 132 and 115 of 126; with four of those
+    # loops again after the fixes that let tune and patch take them (an RNN's dropout, Adagrad, a
+    # distribution's argument check): 88 of 136 and 118 of 130
     h200 = by_scope(unseen.NOW_H200)
-    assert h200["full_iteration"][1] == 132 and h200["full_iteration"][0] >= 84
-    assert h200["fwd_bwd"][1] == 126 and h200["fwd_bwd"][0] >= 113
+    assert h200["full_iteration"][1] == 136 and h200["full_iteration"][0] >= 86
+    assert h200["fwd_bwd"][1] == 130 and h200["fwd_bwd"][0] >= 116
     default = by_scope((unseen.H200_DEFAULT,))
     assert default["full_iteration"] == [8, 10] and default["fwd_bwd"] == [9, 10]
     never = by_scope((unseen.H200_NEVER,))
@@ -154,6 +156,8 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert written["full_iteration"] == [1, 3] and written["fwd_bwd"] == [2, 2]
     bound = by_scope((f"{unseen.NEW_LOOPS}/batch_bound",))
     assert bound["full_iteration"] == [3, 3] and bound["fwd_bwd"] == [4, 4]
+    fixed = by_scope((f"{unseen.NEW_LOOPS}/after_fixes",))
+    assert fixed["full_iteration"] == [2, 4] and fixed["fwd_bwd"] == [3, 4]
 
 
 def test_the_short_loops_of_the_last_set_were_timed_in_one_pair(unseen):
@@ -179,11 +183,11 @@ def test_the_short_loops_of_the_last_set_were_timed_in_one_pair(unseen):
 def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unseen):
     """By what the profile saw, over the sets timed as tune times now (both GPUs): a graphed
     step predicted at 0.1 ms or more with a baseline timed over 1 s or more is within 20 % for
-    104 of 124 tunes (100 of 118 before the ten loops written after the model); a tinier step or a shorter baseline for 27 of 60 (22 of 41 before the
+    106 of 128 tunes (104 of 124 before four of the loops written after the model were tuned after this stop's fixes, 100 of 118 before those ten loops); a tinier step or a shorter baseline for 27 of 60 (22 of 41 before the
     nineteen loops tuned on a lone H200; 31 of 58 with the short scripts' tunes in windows of 10
     steps, which read a graph slow; the short scripts timed in one pair since). Every
     full_iteration tune of those sets is in one or the other. A miss is mostly a measurement
-    above the prediction: 14 above and 4 below, 29 above and 4 below; of the tunes whose graphed
+    above the prediction: 17 above and 5 below, 29 above and 4 below; of the tunes whose graphed
     step is predicted under 0.1 ms, those the report's caveat is printed beside
     (advisor.predict.TINY_STEP_NOTE), 18 of 43 within 20 %, 21 above and 4 below."""
     from advisor import predict as pr
@@ -192,10 +196,10 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     (steady, counted, above, below), (rest, others, tiny_above, tiny_below) = regimes["steady"], regimes["tiny or short"]
     sets = [s for s in unseen.evaluate(pr.load_model())
             if s["scope"] == "full_iteration" and s["rows"].startswith(unseen.NOW + unseen.NOW_H200)]
-    assert counted + others == sum(s["measurements"] for s in sets) == 184
+    assert counted + others == sum(s["measurements"] for s in sets) == 188
     assert steady + rest == sum(s["hits"] for s in sets)
     assert steady + above + below == counted and rest + tiny_above + tiny_below == others
-    assert (counted, others) == (124, 60) and steady >= 102 and steady / counted > 0.8 > 0.6 > rest / others
+    assert (counted, others) == (128, 60) and steady >= 104 and steady / counted > 0.8 > 0.6 > rest / others
     assert tiny_above > 5 * tiny_below and above > 2 * below
     hits, tiny, step_above, step_below = regimes["tiny step"]
     assert (hits, tiny) == (18, 43) and step_above > 4 * step_below   # what the caveat says
@@ -212,7 +216,8 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     10 and 12 of 12). With the short scripts' tunes in windows of 10 steps left out and twenty
     loops of 200 steps timed in one pair: H100 30 of 32 and 31 of 31, H200 48 of 62 and 56 of 62;
     with nineteen of those loops profiled then tuned again on a lone H200, H200 45 of 62 and 56;
-    with the ten loops written after the model (a lone H200), 49 of 68 and 62 of 68.
+    with the ten loops written after the model (a lone H200), 49 of 68 and 62 of 68; with four of
+    them tuned after this stop's fixes, 51 of 72 and 64 of 71.
     Recounted here from each loop's tune files read as plain JSON (the paired
     speedup over graphing's slowdown of the eager windows, tuner.search.GRAPHED_EAGER_SLOWDOWN)."""
     import json
@@ -224,9 +229,9 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     sets = unseen.evaluate(pr.load_model())
     found = {(gpu, scope): unseen.per_workload(sets, prefixes, scope)
              for gpu, prefixes in (("H100", unseen.NOW), ("H200", unseen.NOW_H200)) for scope in unseen.GRAPH_PAIR}
-    assert [n for _, n in found.values()] == [32, 31, 68, 68]
+    assert [n for _, n in found.values()] == [32, 31, 72, 71]
     assert found["H100", "full_iteration"][0] >= 29 and found["H100", "fwd_bwd"][0] >= 30
-    assert found["H200", "full_iteration"][0] >= 48 and found["H200", "fwd_bwd"][0] >= 61
+    assert found["H200", "full_iteration"][0] >= 50 and found["H200", "fwd_bwd"][0] >= 63
     assert unseen.per_workload(sets, (unseen.H200_NEVER,), "full_iteration") == (9, 10)
     assert unseen.per_workload(sets, (unseen.H200_MORE,), "full_iteration") == (12, 16)
     assert unseen.per_workload(sets, (unseen.H200_MORE,), "fwd_bwd") == (10, 10)

@@ -56,7 +56,26 @@ DDP_FAILED_ON_GPU = {
 DDP_GRAPH_SCOPES = (ALLREDUCE_OUTSIDE, "fwd_bwd", "submodule")
 # what in a statement may launch GPU work: a call, or an operator on tensors (`(x - mean) / std`)
 TENSOR_WORK = (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)
-CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Adagrad", "Rprop", "RMSprop", "Adadelta")
+# the torch.optim classes whose constructor takes ``capturable`` (each torch >= 2.1): their step
+# goes inside a full-iteration graph, built capturable. Not Adagrad, which has no such argument:
+# a rewrite that passed it failed at its first line on the H200 (TypeError), and its step, whose
+# count stays on the host, runs eagerly after the replay like any class not named here
+CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Rprop", "RMSprop", "Adadelta")
+
+
+# torch.distributions' classes: built with their argument checks on (PyTorch's default), each
+# reads its parameters on the host (``constraint.check(value).all()``) when built and its value
+# in ``log_prob``: a sync, which broke the capture of a REINFORCE step on the H200. A rewrite
+# that captures one builds it with ``validate_args=False``; a distribution that was valid
+# computes the same values without the check
+DISTRIBUTIONS = ("Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
+                 "Exponential", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy",
+                 "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal",
+                 "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial",
+                 "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
+                 "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "RelaxedBernoulli",
+                 "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
+                 "Wishart")
 
 
 class PatchRefused(CgAdviseError):
@@ -760,6 +779,7 @@ class _Rewriter:
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
         returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
+        core = self._without_argument_checks(core, positions)
         step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
         self.helper_inputs = len(inputs)
@@ -865,6 +885,38 @@ class _Rewriter:
                                   "cannot update; compute it after the step")
         return returns
 
+    def _without_argument_checks(self, core, positions) -> list:
+        """The step's statements with every torch.distributions object built without its host
+        checks (``validate_args=False``, see DISTRIBUTIONS); one built with them asked for
+        (``validate_args=True``, or a value the rewrite cannot read) is refused."""
+        paths = import_paths(self.module)
+        refuse = self.refuse
+
+        class Unchecked(cst.CSTTransformer):
+            def leave_Call(self, original, updated):
+                name = dotted(updated.func)
+                root, _, rest = name.partition(".")
+                full = ".".join(filter(None, (paths.get(root, root), rest)))
+                if not (full.startswith("torch.distributions.") and full.rsplit(".", 1)[1] in DISTRIBUTIONS):
+                    return updated
+                given = [a for a in updated.args if a.keyword is not None and a.keyword.value == "validate_args"]
+                if not given:
+                    return updated.with_changes(args=[*updated.args, cst.Arg(
+                        keyword=cst.Name("validate_args"), value=cst.Name("False"),
+                        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                              whitespace_after=cst.SimpleWhitespace("")))])
+                if not (isinstance(given[0].value, cst.Name) and given[0].value.value == "False"):
+                    try:
+                        where = f"line {positions[original].start.line}: "
+                    except KeyError:   # a call inside a statement the rewrite rebuilt
+                        where = ""
+                    value = cst.Module([]).code_for_node(given[0].value)
+                    raise refuse(f"{where}{name}(..., validate_args={value}) checks its arguments on the host, a sync "
+                                 "a captured step cannot hold; build it with validate_args=False")
+                return updated
+
+        return [statement.visit(Unchecked()) for statement in core]
+
     def _optimizer_steps_in_graphs(self) -> bool:
         """Is the optimizer one whose step can be captured? SGD and the capturable families can;
         an optimizer built elsewhere (a function's parameter) is assumed to be one of those (the
@@ -906,6 +958,28 @@ class _Rewriter:
         statements = list(function.body.body)
         docstring, tail = statements[0], statements[2:]
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
+
+
+def import_paths(module: cst.Module) -> dict:
+    """What each name the file's imports bind stands for, as a dotted path: ``D`` for
+    ``torch.distributions`` (``import torch.distributions as D``), ``Normal`` for
+    ``torch.distributions.normal.Normal``; a plain ``import torch`` binds ``torch`` to itself."""
+    paths = {}
+
+    class Imports(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            for alias in node.names:
+                if alias.asname:
+                    paths[alias.evaluated_alias] = dotted(alias.name)
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if isinstance(node.names, cst.ImportStar) or node.relative or node.module is None:
+                return
+            for alias in node.names:
+                paths[alias.evaluated_alias or dotted(alias.name)] = f"{dotted(node.module)}.{dotted(alias.name)}"
+
+    module.visit(Imports())
+    return paths
 
 
 @functools.cache

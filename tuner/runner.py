@@ -310,7 +310,7 @@ def check_against_eager(candidate: Candidate, eager_snapshot, snapshot, toleranc
         return
     if stochastic:
         _unchecked(candidate, "unchecked-stochastic",
-                   f"the step draws random numbers (dropout, sampled noise): a graph draws others than eager's, so "
+                   f"the step draws random numbers (dropout, an RNN's dropout, sampled noise): a graph draws others than eager's, so "
                    f"the parameters differ too ({difference:.2e}); not compared. Check the loss curve, or tune with "
                    f"dropout off to compare")
         return
