@@ -135,6 +135,77 @@ def test_a_distribution_built_in_the_captured_step_skips_its_host_checks(imports
     assert f"    dist = {build}\n" in make_patch(script, "fwd_bwd").patched
 
 
+AGENT_LOOP = """
+import torch
+from torch import nn
+{imports}
+
+
+class Agent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.actor = nn.Linear(8, 4)
+
+    def get_action(self, x):
+        dist = {build}
+        action = dist.sample()
+        return action, dist.log_prob(action)
+
+
+agent = Agent().cuda()
+opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+states = torch.randn(16, 8).cuda()
+prior = {prior}
+for step in range(100):
+    action, logprob = agent.get_action(states)
+    loss = -(logprob * action.float()).mean() - prior.log_prob(action.float()).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("imports, build, prior", [
+    ("from torch.distributions import Categorical, Normal", "Categorical(logits=self.actor(x))", "Normal(0.0, 1.0)"),
+    ("from torch.distributions import *", "Categorical(logits=self.actor(x))", "Normal(0.0, 1.0)"),
+])
+def test_a_distribution_the_step_reads_but_builds_elsewhere_skips_its_host_checks(imports, build, prior, tmp_path):
+    """CleanRL's PPO builds its Categorical in the agent's method, and a prior is built before
+    the loop: full_iteration builds every distribution of the file without its host checks (a
+    star import of torch.distributions too); submodule, whose graphs hold the agent's layers
+    alone, leaves them be."""
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT_LOOP.format(imports=imports, build=build, prior=prior))
+    patched = make_patch(script, "full_iteration").patched
+    assert "        dist = Categorical(logits=self.actor(x), validate_args=False)\n" in patched
+    assert "prior = Normal(0.0, 1.0, validate_args=False)\n" in patched
+    assert "validate_args" not in make_patch(script, "submodule").patched
+
+
+@pytest.mark.parametrize("bases, forward, refused", [
+    ("nn.Module", "", True),
+    ("nn.Module", "    def forward(self, x):\n        return self.actor(x)\n", False),
+    ("Base", "", False),                   # Base (below) defines forward
+    ("nn.Sequential", "", False),          # a class from elsewhere may define it
+])
+def test_fwd_bwd_of_a_model_whose_forward_the_loop_never_runs_is_refused(bases, forward, refused, tmp_path):
+    """A graphed forward replaces the model's forward; a loop that only calls another method
+    of a class without one (CleanRL's agent.get_action_and_value) would run eagerly as before."""
+    source = AGENT_LOOP.format(imports="from torch.distributions import Categorical, Normal",
+                               build="Categorical(logits=self.actor(x))", prior="Normal(0.0, 1.0)")
+    source = source.replace("class Agent(nn.Module):", "class Base(nn.Module):\n    def forward(self, x):\n"
+                            "        return x\n\n\nclass Agent(%s):" % bases)
+    source = source.replace("    def get_action(self, x):", forward + "\n    def get_action(self, x):")
+    script = tmp_path / "agent.py"
+    script.write_text(source)
+    if refused:
+        with pytest.raises(PatchRefused, match="agent's class, Agent, defines no forward: the loop calls its other "
+                                               "methods"):
+            make_patch(script, "fwd_bwd")
+    else:
+        assert "_cg_graph_forward(agent)" in make_patch(script, "fwd_bwd").patched
+
+
 def test_the_distributions_named_are_every_one_torch_has():
     """DISTRIBUTIONS is torch.distributions' classes (less its abstract bases): a class a newer
     torch adds fails here until it is named."""
@@ -1564,7 +1635,8 @@ def _printed_numbers(text: str) -> list:
 @pytest.mark.parametrize("name,scope", [("loss_after_loop", "full_iteration"), ("hf_outputs", "full_iteration"),
                                         ("eval_in_epoch", "fwd_bwd"),
                                         ("return_loss", "full_iteration"), ("ema_update", "submodule"),
-                                        ("batch_picked_in_step", "full_iteration"), ("policy_gradient", "full_iteration")])
+                                        ("batch_picked_in_step", "full_iteration"), ("policy_gradient", "full_iteration"),
+                                        ("ppo_agent_method", "full_iteration")])
 def test_a_patched_script_runs_on_the_cpu_as_the_original_did(tmp_path, name, scope):
     """A script with a CPU fallback still runs where it ran: the helpers run the step eagerly
     when its tensors are not on a GPU, and print what the original prints."""

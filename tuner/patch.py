@@ -251,6 +251,10 @@ class _Rewriter:
             raise self.refuse("could not place the setup code before the loop")
         if self.scope.startswith("full_iteration") and not (self.optimizer_outside or self.per_micro_step):
             module = self._capturable_optimizer(module)   # only an optimizer that steps inside the graph
+        if self.scope.startswith("full_iteration"):
+            # a distribution the step reads may be built outside it: by the model (a policy's
+            # method returning Categorical(logits=...), CleanRL's PPO) or before the loop (a prior)
+            module = module.visit(_WithoutArgumentChecks(self.module))
         if self.scope != "compile":
             # autocast must not cache casts inside a captured region, wherever it is built: in the
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
@@ -421,7 +425,13 @@ class _Rewriter:
             given = (host_value_argument(list(loop.body.body), {model}, self.module,
                                          self._enclosing_scope(self.parents, loop))
                      if self.scope in ("fwd_bwd", "forward") else None)
-            if self.scope == "forward" and calls_in(loop.body, lambda c, m=model: dotted(c.func) == m
+            bare = self._class_without_forward(model) if self.scope in ("fwd_bwd", "forward") else None
+            if bare:
+                # the loop calls another method of it (CleanRL's agent.get_action_and_value): a graphed
+                # forward would never run, and the rewrite would change nothing
+                why.append(f"{model}'s class, {bare}, defines no forward: the loop calls its other methods, which "
+                           "a graphed forward does not replace (try --scope full_iteration or submodule)")
+            elif self.scope == "forward" and calls_in(loop.body, lambda c, m=model: dotted(c.func) == m
                                                     and any(a.keyword or a.star for a in c.args)):
                 # the inference helper's buckets cut positional batches (fwd_bwd's helper takes keywords)
                 why.append(f"{model} is called with keyword or ** arguments; a graphed inference forward takes "
@@ -437,6 +447,36 @@ class _Rewriter:
         if not usable:
             raise self.refuse(why[0])
         return usable
+
+    def _class_without_forward(self, model: str) -> Optional[str]:
+        """The class ``model`` is built from, where the script defines it and neither it nor the
+        script's classes it derives from define ``forward``, and it derives from nothing else
+        but ``nn.Module``; None otherwise (a class from elsewhere may well have one)."""
+        built = [n.value for n in nodes(self.module, cst.Assign)
+                 if any(dotted(t.target) == model for t in n.targets) and isinstance(n.value, cst.Call)]
+        if not built:
+            return None
+        value = built[-1]
+        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+            value = value.func.value   # Agent().to(device), Agent().cuda()
+        classes = {c.name.value: c for c in self.module.body if isinstance(c, cst.ClassDef)}
+        name = dotted(value.func).split(".")[-1]
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            found = classes.get(current)
+            if found is None:
+                return None
+            if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in found.body.body):
+                return None
+            for base in found.bases:
+                base_name = dotted(base.value)
+                if base_name.split(".")[-1] != "Module":
+                    todo.append(base_name)
+        return name
 
     def _module_scope(self, loop) -> tuple:
         """(setup before the loop, the loop) for compile, forward, fwd_bwd and submodule."""
@@ -889,33 +929,18 @@ class _Rewriter:
         """The step's statements with every torch.distributions object built without its host
         checks (``validate_args=False``, see DISTRIBUTIONS); one built with them asked for
         (``validate_args=True``, or a value the rewrite cannot read) is refused."""
-        paths = import_paths(self.module)
         refuse = self.refuse
 
-        class Unchecked(cst.CSTTransformer):
-            def leave_Call(self, original, updated):
-                name = dotted(updated.func)
-                root, _, rest = name.partition(".")
-                full = ".".join(filter(None, (paths.get(root, root), rest)))
-                if not (full.startswith("torch.distributions.") and full.rsplit(".", 1)[1] in DISTRIBUTIONS):
-                    return updated
-                given = [a for a in updated.args if a.keyword is not None and a.keyword.value == "validate_args"]
-                if not given:
-                    return updated.with_changes(args=[*updated.args, cst.Arg(
-                        keyword=cst.Name("validate_args"), value=cst.Name("False"),
-                        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                              whitespace_after=cst.SimpleWhitespace("")))])
-                if not (isinstance(given[0].value, cst.Name) and given[0].value.value == "False"):
-                    try:
-                        where = f"line {positions[original].start.line}: "
-                    except KeyError:   # a call inside a statement the rewrite rebuilt
-                        where = ""
-                    value = cst.Module([]).code_for_node(given[0].value)
-                    raise refuse(f"{where}{name}(..., validate_args={value}) checks its arguments on the host, a sync "
-                                 "a captured step cannot hold; build it with validate_args=False")
-                return updated
+        def explicit(original, name, value):
+            try:
+                where = f"line {positions[original].start.line}: "
+            except KeyError:   # a call inside a statement the rewrite rebuilt
+                where = ""
+            raise refuse(f"{where}{name}(..., validate_args={value}) checks its arguments on the host, a sync "
+                         "a captured step cannot hold; build it with validate_args=False")
 
-        return [statement.visit(Unchecked()) for statement in core]
+        unchecked = _WithoutArgumentChecks(self.module, explicit)
+        return [statement.visit(unchecked) for statement in core]
 
     def _optimizer_steps_in_graphs(self) -> bool:
         """Is the optimizer one whose step can be captured? SGD and the capturable families can;
@@ -960,10 +985,40 @@ class _Rewriter:
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
 
 
+class _WithoutArgumentChecks(cst.CSTTransformer):
+    """Every call that builds a torch.distributions object (however ``module``, the script,
+    imports it) gets ``validate_args=False`` where it passes none; one that passes another
+    value goes to ``explicit(original call, its name, the value's code)``, or is left as it is."""
+
+    def __init__(self, module: cst.Module, explicit=None) -> None:
+        super().__init__()
+        self.paths, self.explicit = import_paths(module), explicit
+        self.star = self.paths.pop("*", None) == "torch.distributions"   # from torch.distributions import *
+
+    def leave_Call(self, original, updated):
+        name = dotted(updated.func)
+        root, _, rest = name.partition(".")
+        full = ".".join(filter(None, (self.paths.get(root, root), rest)))
+        if self.star and name in DISTRIBUTIONS and name not in self.paths:
+            full = f"torch.distributions.{name}"
+        if not (full.startswith("torch.distributions.") and full.rsplit(".", 1)[1] in DISTRIBUTIONS):
+            return updated
+        given = [a for a in updated.args if a.keyword is not None and a.keyword.value == "validate_args"]
+        if not given:
+            return updated.with_changes(args=[*updated.args, cst.Arg(
+                keyword=cst.Name("validate_args"), value=cst.Name("False"),
+                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                      whitespace_after=cst.SimpleWhitespace("")))])
+        if self.explicit and not (isinstance(given[0].value, cst.Name) and given[0].value.value == "False"):
+            self.explicit(original, name, cst.Module([]).code_for_node(given[0].value))
+        return updated
+
+
 def import_paths(module: cst.Module) -> dict:
     """What each name the file's imports bind stands for, as a dotted path: ``D`` for
     ``torch.distributions`` (``import torch.distributions as D``), ``Normal`` for
-    ``torch.distributions.normal.Normal``; a plain ``import torch`` binds ``torch`` to itself."""
+    ``torch.distributions.normal.Normal``; a plain ``import torch`` binds ``torch`` to itself;
+    ``"*"``: the module of the last ``from ... import *``."""
     paths = {}
 
     class Imports(cst.CSTVisitor):
@@ -973,7 +1028,10 @@ def import_paths(module: cst.Module) -> dict:
                     paths[alias.evaluated_alias] = dotted(alias.name)
 
         def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            if isinstance(node.names, cst.ImportStar) or node.relative or node.module is None:
+            if node.relative or node.module is None:
+                return
+            if isinstance(node.names, cst.ImportStar):   # what it binds is not written: the module, under "*"
+                paths["*"] = dotted(node.module)
                 return
             for alias in node.names:
                 paths[alias.evaluated_alias or dotted(alias.name)] = f"{dotted(node.module)}.{dotted(alias.name)}"
