@@ -20,7 +20,7 @@ from advisor.cli import cli
 from advisor.patching import file_digest, tune_result_path
 from conftest import ROOT, requires_cuda
 from tuner.discover import DiscoveryError, discover
-from tuner.patch import PATCH_SCOPES, PatchRefused, check, make_patch
+from tuner.patch import NO_ARGUMENT_CHECKS, PATCH_SCOPES, PatchRefused, check, make_patch
 
 CORPUS = ROOT / "tests" / "corpus"
 GOLDEN = ROOT / "tests" / "patch_golden"
@@ -109,30 +109,30 @@ for step in range(100):
 """
 
 
-@pytest.mark.parametrize("imports, build, built", [
-    ("from torch.distributions import Categorical", "Categorical(logits=policy(states))",
-     "Categorical(logits=policy(states), validate_args=False)"),
-    ("import torch.distributions as D", "D.Categorical(logits=policy(states))",
-     "D.Categorical(logits=policy(states), validate_args=False)"),
-    ("", "torch.distributions.Normal(policy(states), 1.0)",
-     "torch.distributions.Normal(policy(states), 1.0, validate_args=False)"),
-    ("from torch.distributions.normal import Normal as N", "N(policy(states), 1.0)",
-     "N(policy(states), 1.0, validate_args=False)"),
-    ("from torch import distributions as dists", "dists.Independent(dists.Normal(policy(states), 1.0), 1)",
-     "dists.Independent(dists.Normal(policy(states), 1.0, validate_args=False), 1, validate_args=False)"),
-    ("from torch.distributions import Categorical", "Categorical(logits=policy(states), validate_args=False)",
-     "Categorical(logits=policy(states), validate_args=False)"),
+@pytest.mark.parametrize("imports, build", [
+    ("from torch.distributions import Categorical", "Categorical(logits=policy(states))"),
+    ("import torch.distributions as D", "D.Categorical(logits=policy(states))"),
+    ("", "torch.distributions.Normal(policy(states), 1.0, False)"),
+    ("from torch.distributions.normal import Normal as N", "N(policy(states), 1.0)"),
+    ("from torch import distributions as dists", "dists.Independent(dists.Normal(policy(states), 1.0), 1)"),
+    ("from torch.distributions import *", "Categorical(logits=policy(states), validate_args=False)"),
 ])
-def test_a_distribution_built_in_the_captured_step_skips_its_host_checks(imports, build, built, tmp_path):
+def test_a_step_that_builds_distributions_runs_without_their_host_checks(imports, build, tmp_path):
     """A torch.distributions object checks its arguments on the host when built, and
-    log_prob its value: a sync, which broke a REINFORCE step's capture on the H200. Built in
-    the captured step, it gets ``validate_args=False``, however the script imports it; fwd_bwd
-    leaves the loss, and the distribution with it, eager."""
+    log_prob its value: a sync, which broke a REINFORCE step's capture on the H200. However the
+    script reaches torch.distributions, full_iteration turns the checks' default off before the
+    loop, one line, and leaves the calls as written (a value given positionally or through
+    **kwargs stays valid); fwd_bwd leaves the loss, and the distribution with it, eager; a loop
+    without distributions gets no such line."""
     script = tmp_path / "policy.py"
     script.write_text(POLICY_LOOP.format(imports=imports, build=build))
-    step = make_patch(script, "full_iteration").patched.split("def _cg_step(")[1].split("_cg_step_graph = ")[0]
-    assert f"    dist = {built}\n" in step
-    assert f"    dist = {build}\n" in make_patch(script, "fwd_bwd").patched
+    patched = make_patch(script, "full_iteration").patched
+    setup = patched.split("def _cg_step(")[1].split("for step in range(100):")[0]
+    assert f"    dist = {build}\n" in setup
+    assert f"\n{NO_ARGUMENT_CHECKS}\n_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [policy" in setup
+    assert "validate_args(False)" not in make_patch(script, "fwd_bwd").patched
+    script.write_text(INDEXED_LOOP.format(pick="    x, y = features[step], targets[step]", x="x", y="y"))
+    assert "validate_args" not in make_patch(script, "full_iteration").patched
 
 
 AGENT_LOOP = """
@@ -165,21 +165,21 @@ for step in range(100):
 """
 
 
-@pytest.mark.parametrize("imports, build, prior", [
-    ("from torch.distributions import Categorical, Normal", "Categorical(logits=self.actor(x))", "Normal(0.0, 1.0)"),
-    ("from torch.distributions import *", "Categorical(logits=self.actor(x))", "Normal(0.0, 1.0)"),
-])
-def test_a_distribution_the_step_reads_but_builds_elsewhere_skips_its_host_checks(imports, build, prior, tmp_path):
+def test_distributions_built_outside_the_step_run_without_their_host_checks_too(tmp_path):
     """CleanRL's PPO builds its Categorical in the agent's method, and a prior is built before
-    the loop: full_iteration builds every distribution of the file without its host checks (a
-    star import of torch.distributions too); submodule, whose graphs hold the agent's layers
-    alone, leaves them be."""
+    the loop: the default is read at each check, so the line before the loop reaches both;
+    submodule, whose graphs hold the agent's layers alone, needs no such line."""
     script = tmp_path / "agent.py"
-    script.write_text(AGENT_LOOP.format(imports=imports, build=build, prior=prior))
+    script.write_text(AGENT_LOOP.format(imports="from torch.distributions import Categorical, Normal",
+                                        build="Categorical(logits=self.actor(x))", prior="Normal(0.0, 1.0)"))
     patched = make_patch(script, "full_iteration").patched
-    assert "        dist = Categorical(logits=self.actor(x), validate_args=False)\n" in patched
-    assert "prior = Normal(0.0, 1.0, validate_args=False)\n" in patched
+    assert "        dist = Categorical(logits=self.actor(x))\n" in patched and "prior = Normal(0.0, 1.0)\n" in patched
+    assert patched.index("prior = Normal(") < patched.index(NO_ARGUMENT_CHECKS) < patched.index("for step in range(100)")
     assert "validate_args" not in make_patch(script, "submodule").patched
+    code = ("import torch\nprior = torch.distributions.Normal(0.0, 1.0)\n" + NO_ARGUMENT_CHECKS
+            + "print(prior._validate_args, torch.distributions.Normal(0.0, 1.0, validate_args=True)._validate_args)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]   # an object built before the line follows it; an explicit True does not
 
 
 @pytest.mark.parametrize("bases, forward, refused", [
@@ -187,6 +187,8 @@ def test_a_distribution_the_step_reads_but_builds_elsewhere_skips_its_host_check
     ("nn.Module", "    def forward(self, x):\n        return self.actor(x)\n", False),
     ("Base", "", False),                   # Base (below) defines forward
     ("nn.Sequential", "", False),          # a class from elsewhere may define it
+    ("nn.Module", "    if True:\n        def forward(self, x):\n            return self.actor(x)\n", False),
+    ("nn.Module", "    forward = nn.Module.__call__\n", False),   # bound some other way than a def
 ])
 def test_fwd_bwd_of_a_model_whose_forward_the_loop_never_runs_is_refused(bases, forward, refused, tmp_path):
     """A graphed forward replaces the model's forward; a loop that only calls another method
@@ -206,19 +208,6 @@ def test_fwd_bwd_of_a_model_whose_forward_the_loop_never_runs_is_refused(bases, 
         assert "_cg_graph_forward(agent)" in make_patch(script, "fwd_bwd").patched
 
 
-def test_the_distributions_named_are_every_one_torch_has():
-    """DISTRIBUTIONS is torch.distributions' classes (less its abstract bases): a class a newer
-    torch adds fails here until it is named."""
-    import inspect
-
-    import torch.distributions as D
-
-    from tuner.patch import DISTRIBUTIONS
-
-    own = {n for n in D.__all__ if inspect.isclass(getattr(D, n)) and issubclass(getattr(D, n), D.Distribution)}
-    assert set(DISTRIBUTIONS) == own - {"Distribution", "ExponentialFamily"}
-
-
 def test_a_distribution_that_asks_for_its_host_checks_refuses_full_iteration(tmp_path):
     script = tmp_path / "policy.py"
     script.write_text(POLICY_LOOP.format(imports="", build="torch.distributions.Categorical(logits=policy(states), "
@@ -226,11 +215,6 @@ def test_a_distribution_that_asks_for_its_host_checks_refuses_full_iteration(tmp
     with pytest.raises(PatchRefused, match=r"line 10: torch.distributions.Categorical\(\.\.\., validate_args=True\) "
                                            r"checks its arguments on the host"):
         make_patch(script, "full_iteration")
-    script.write_text(POLICY_LOOP.format(imports="", build="torch.distributions.kl_divergence(torch.distributions."
-                                                           "Categorical(logits=policy(states)), prior)")
-                      .replace("states = ", "prior = None\nstates = "))
-    step = make_patch(script, "full_iteration").patched.split("def _cg_step(")[1]
-    assert "kl_divergence(torch.distributions.Categorical(logits=policy(states), validate_args=False), prior)" in step
 
 
 def run(*args):

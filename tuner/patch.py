@@ -63,19 +63,13 @@ TENSOR_WORK = (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison
 CAPTURABLE_OPTIMIZERS = ("Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Rprop", "RMSprop", "Adadelta")
 
 
-# torch.distributions' classes: built with their argument checks on (PyTorch's default), each
-# reads its parameters on the host (``constraint.check(value).all()``) when built and its value
-# in ``log_prob``: a sync, which broke the capture of a REINFORCE step on the H200. A rewrite
-# that captures one builds it with ``validate_args=False``; a distribution that was valid
-# computes the same values without the check
-DISTRIBUTIONS = ("Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
-                 "Exponential", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy",
-                 "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal",
-                 "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial",
-                 "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
-                 "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "RelaxedBernoulli",
-                 "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
-                 "Wishart")
+# a full-iteration graph of a step that builds torch.distributions objects: their argument checks
+# read the GPU on the host (``constraint.check(value)`` when built, the value in ``log_prob``), a
+# sync, which broke a REINFORCE step's capture on the H200; the rewrite turns the default off
+# before the loop, for every object the script builds (in its model's methods, before the loop,
+# a subclass of its own), those built before that line too, whose default is read at each check
+NO_ARGUMENT_CHECKS = ("torch.distributions.Distribution.set_default_validate_args(False)  "
+                      "# cg-advise: checks sync the host\n")
 
 
 class PatchRefused(CgAdviseError):
@@ -251,10 +245,6 @@ class _Rewriter:
             raise self.refuse("could not place the setup code before the loop")
         if self.scope.startswith("full_iteration") and not (self.optimizer_outside or self.per_micro_step):
             module = self._capturable_optimizer(module)   # only an optimizer that steps inside the graph
-        if self.scope.startswith("full_iteration"):
-            # a distribution the step reads may be built outside it: by the model (a policy's
-            # method returning Categorical(logits=...), CleanRL's PPO) or before the loop (a prior)
-            module = module.visit(_WithoutArgumentChecks(self.module))
         if self.scope != "compile":
             # autocast must not cache casts inside a captured region, wherever it is built: in the
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
@@ -425,7 +415,8 @@ class _Rewriter:
             given = (host_value_argument(list(loop.body.body), {model}, self.module,
                                          self._enclosing_scope(self.parents, loop))
                      if self.scope in ("fwd_bwd", "forward") else None)
-            bare = self._class_without_forward(model) if self.scope in ("fwd_bwd", "forward") else None
+            direct = calls_in(loop.body, lambda c, m=model: dotted(c.func) == m)
+            bare = self._class_without_forward(model) if self.scope in ("fwd_bwd", "forward") and not direct else None
             if bare:
                 # the loop calls another method of it (CleanRL's agent.get_action_and_value): a graphed
                 # forward would never run, and the rewrite would change nothing
@@ -449,34 +440,41 @@ class _Rewriter:
         return usable
 
     def _class_without_forward(self, model: str) -> Optional[str]:
-        """The class ``model`` is built from, where the script defines it and neither it nor the
-        script's classes it derives from define ``forward``, and it derives from nothing else
-        but ``nn.Module``; None otherwise (a class from elsewhere may well have one)."""
+        """The class ``model`` is built from (its only binding in the file, a call of a class the
+        script defines at its top level) where nothing binds ``forward`` on it: not its body at
+        any depth (a ``def``, ``forward = predict``, under an ``if``), nor its bases of the file,
+        nor an assignment ``Class.forward = ...``, and it derives from nothing else but
+        ``nn.Module``; None otherwise (a class from elsewhere may well have one)."""
         built = [n.value for n in nodes(self.module, cst.Assign)
-                 if any(dotted(t.target) == model for t in n.targets) and isinstance(n.value, cst.Call)]
-        if not built:
+                 if any(dotted(t.target) == model for t in n.targets)]
+        if len(built) != 1 or not isinstance(built[0], cst.Call):
             return None
-        value = built[-1]
+        value = built[0]
         while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
             value = value.func.value   # Agent().to(device), Agent().cuda()
+        if not isinstance(value.func, cst.Name):
+            return None
         classes = {c.name.value: c for c in self.module.body if isinstance(c, cst.ClassDef)}
-        name = dotted(value.func).split(".")[-1]
-        seen, todo = set(), [name]
+        set_later = {dotted(t.target).split(".")[0] for n in nodes(self.module, cst.Assign) for t in n.targets
+                     if dotted(t.target).endswith(".forward")}
+        seen, todo = set(), [value.func.value]
         while todo:
             current = todo.pop()
             if current in seen:
                 continue
             seen.add(current)
             found = classes.get(current)
-            if found is None:
+            if found is None or current in set_later:
                 return None
-            if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in found.body.body):
+            bound = [n for n in nodes(found.body, (cst.FunctionDef, cst.Name)) if getattr(n, "value", None) == "forward"
+                     or isinstance(n, cst.FunctionDef) and n.name.value == "forward"]
+            if bound:
                 return None
             for base in found.bases:
                 base_name = dotted(base.value)
                 if base_name.split(".")[-1] != "Module":
                     todo.append(base_name)
-        return name
+        return value.func.value
 
     def _module_scope(self, loop) -> tuple:
         """(setup before the loop, the loop) for compile, forward, fwd_bwd and submodule."""
@@ -819,7 +817,7 @@ class _Rewriter:
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
         returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
-        core = self._without_argument_checks(core, positions)
+        self._refuse_argument_checks(core, positions)
         step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
         self.helper_inputs = len(inputs)
@@ -836,8 +834,9 @@ class _Rewriter:
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
             clone += f", allreduce=_cg_if_ddp({self.ddp.name})"
+        unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup = [step_def] + list(cst.parse_module(
-            f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
+            unchecked + f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
@@ -925,22 +924,21 @@ class _Rewriter:
                                   "cannot update; compute it after the step")
         return returns
 
-    def _without_argument_checks(self, core, positions) -> list:
-        """The step's statements with every torch.distributions object built without its host
-        checks (``validate_args=False``, see DISTRIBUTIONS); one built with them asked for
-        (``validate_args=True``, or a value the rewrite cannot read) is refused."""
-        refuse = self.refuse
-
-        def explicit(original, name, value):
-            try:
-                where = f"line {positions[original].start.line}: "
-            except KeyError:   # a call inside a statement the rewrite rebuilt
-                where = ""
-            raise refuse(f"{where}{name}(..., validate_args={value}) checks its arguments on the host, a sync "
-                         "a captured step cannot hold; build it with validate_args=False")
-
-        unchecked = _WithoutArgumentChecks(self.module, explicit)
-        return [statement.visit(unchecked) for statement in core]
+    def _refuse_argument_checks(self, core, positions) -> None:
+        """A call in the step that asks for its argument checks by name (``Normal(mu, sigma,
+        validate_args=True)``): a host sync the default turned off (NO_ARGUMENT_CHECKS) does not
+        take out."""
+        for statement in core:
+            for call in nodes(statement, cst.Call):
+                given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "validate_args"]
+                if given and not (isinstance(given[0], cst.Name) and given[0].value == "False"):
+                    try:
+                        where = f"line {positions[call].start.line}: "
+                    except KeyError:   # a call inside a statement the rewrite rebuilt
+                        where = ""
+                    raise self.refuse(f"{where}{dotted(call.func) or 'a call'}(..., validate_args="
+                                      f"{cst.Module([]).code_for_node(given[0])}) checks its arguments on the host, "
+                                      "a sync a captured step cannot hold; build it with validate_args=False")
 
     def _optimizer_steps_in_graphs(self) -> bool:
         """Is the optimizer one whose step can be captured? SGD and the capturable families can;
@@ -985,59 +983,22 @@ class _Rewriter:
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
 
 
-class _WithoutArgumentChecks(cst.CSTTransformer):
-    """Every call that builds a torch.distributions object (however ``module``, the script,
-    imports it) gets ``validate_args=False`` where it passes none; one that passes another
-    value goes to ``explicit(original call, its name, the value's code)``, or is left as it is."""
-
-    def __init__(self, module: cst.Module, explicit=None) -> None:
-        super().__init__()
-        self.paths, self.explicit = import_paths(module), explicit
-        self.star = self.paths.pop("*", None) == "torch.distributions"   # from torch.distributions import *
-
-    def leave_Call(self, original, updated):
-        name = dotted(updated.func)
-        root, _, rest = name.partition(".")
-        full = ".".join(filter(None, (self.paths.get(root, root), rest)))
-        if self.star and name in DISTRIBUTIONS and name not in self.paths:
-            full = f"torch.distributions.{name}"
-        if not (full.startswith("torch.distributions.") and full.rsplit(".", 1)[1] in DISTRIBUTIONS):
-            return updated
-        given = [a for a in updated.args if a.keyword is not None and a.keyword.value == "validate_args"]
-        if not given:
-            return updated.with_changes(args=[*updated.args, cst.Arg(
-                keyword=cst.Name("validate_args"), value=cst.Name("False"),
-                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                      whitespace_after=cst.SimpleWhitespace("")))])
-        if self.explicit and not (isinstance(given[0].value, cst.Name) and given[0].value.value == "False"):
-            self.explicit(original, name, cst.Module([]).code_for_node(given[0].value))
-        return updated
-
-
-def import_paths(module: cst.Module) -> dict:
-    """What each name the file's imports bind stands for, as a dotted path: ``D`` for
-    ``torch.distributions`` (``import torch.distributions as D``), ``Normal`` for
-    ``torch.distributions.normal.Normal``; a plain ``import torch`` binds ``torch`` to itself;
-    ``"*"``: the module of the last ``from ... import *``."""
-    paths = {}
-
-    class Imports(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> None:
-            for alias in node.names:
-                if alias.asname:
-                    paths[alias.evaluated_alias] = dotted(alias.name)
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            if node.relative or node.module is None:
-                return
-            if isinstance(node.names, cst.ImportStar):   # what it binds is not written: the module, under "*"
-                paths["*"] = dotted(node.module)
-                return
-            for alias in node.names:
-                paths[alias.evaluated_alias or dotted(alias.name)] = f"{dotted(node.module)}.{dotted(alias.name)}"
-
-    module.visit(Imports())
-    return paths
+def uses_distributions(module: cst.Module) -> bool:
+    """Whether the script reaches torch.distributions: imports from it (``from
+    torch.distributions import Categorical``, ``import torch.distributions as D``, ``from torch
+    import distributions``) or names it through torch (``torch.distributions.Normal``, ``th.distributions``)."""
+    for node in nodes(module, (cst.Import, cst.ImportFrom, cst.Attribute)):
+        if isinstance(node, cst.Import):
+            if any(dotted(alias.name).startswith("torch.distributions") for alias in node.names):
+                return True
+        elif isinstance(node, cst.ImportFrom):
+            path = dotted(node.module) if node.module is not None else ""
+            if path.startswith("torch.distributions") or (path == "torch" and not isinstance(node.names, cst.ImportStar)
+                                                          and any(dotted(a.name) == "distributions" for a in node.names)):
+                return True
+        elif node.attr.value == "distributions" and dotted(node.value):
+            return True
+    return False
 
 
 @functools.cache

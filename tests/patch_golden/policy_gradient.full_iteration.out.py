@@ -302,7 +302,7 @@ optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3, capturable=torch.cuda
 
 def _cg_step():
     """One training iteration, captured whole by cg-advise (scope full_iteration)."""
-    dist = Categorical(logits=policy(states), validate_args=False)
+    dist = Categorical(logits=policy(states))
     actions = dist.sample()
     returns = reward_table.gather(1, actions.unsqueeze(1)).squeeze(1)
     advantages = (returns - returns.mean()) / (returns.std() + 1e-8)
@@ -310,6 +310,8 @@ def _cg_step():
     loss.backward()
     optimizer.step()
     return loss, returns
+
+torch.distributions.Distribution.set_default_validate_args(False)  # cg-advise: checks sync the host
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [policy])
 

@@ -309,7 +309,7 @@ class Agent(nn.Module):
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)
-        probs = Categorical(logits=logits, validate_args=False)
+        probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(x)
@@ -336,6 +336,8 @@ def _cg_step(mb_advantages, mb_inds):
     nn.utils.clip_grad_norm_(agent.parameters(), max_grad_norm)
     optimizer.step()
     return _, loss, mb_advantages, v_loss
+
+torch.distributions.Distribution.set_default_validate_args(False)  # cg-advise: checks sync the host
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [agent])
 
