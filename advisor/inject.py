@@ -974,8 +974,8 @@ MAX_DESCRIBED = 8   # optimizers described in the run record; a script that buil
 
 def capturable_parameters(optimizer) -> list:
     """The parameters in the groups a full-iteration graph makes capturable: ``capturable``
-    False (the optimizers that have the flag: Adam's family, RMSprop, Rprop, Adadelta, ASGD,
-    Adagrad), not fused (tuner's helper turns the flag on; patch writes it into an
+    False (the optimizers that have the flag: Adam's family, RMSprop, Rprop, Adadelta, ASGD;
+    not Adagrad, whose groups have no such key), not fused (tuner's helper turns the flag on; patch writes it into an
     Adam-family constructor)."""
     return [p for group in getattr(optimizer, "param_groups", None) or ()
             if group.get("capturable") is False and not group.get("fused") for p in group.get("params", ())]
