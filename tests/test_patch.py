@@ -208,6 +208,21 @@ def test_fwd_bwd_of_a_model_whose_forward_the_loop_never_runs_is_refused(bases, 
         assert "_cg_graph_forward(agent)" in make_patch(script, "fwd_bwd").patched
 
 
+@pytest.mark.parametrize("imports", ["from torch.distributions import *", "from torch.distributions import Categorical"])
+def test_what_a_star_import_binds_is_no_model(imports, tmp_path):
+    """A class or function the loop calls that only ``import *`` can have bound
+    (``Categorical(logits=...)``, a helper of ``from utils import *``) is not a model the
+    script built: graphed or compiled as one, the rewrite replaced a class's forward."""
+    script = tmp_path / "policy.py"
+    script.write_text(POLICY_LOOP.format(imports=imports, build="Categorical(logits=policy(states))")
+                      .replace("    actions = dist.sample()\n", "    actions = mix(dist.sample())\n")
+                      .replace("from torch import nn\n", "from torch import nn\nfrom helpers import *\n"))
+    assert discover(script).models == ["policy"]
+    assert "_cg_graph_forward(policy)  #" in make_patch(script, "fwd_bwd").patched
+    assert "_cg_compiled_policy = torch.compile(policy" in make_patch(script, "compile").patched
+    assert "[opt], [policy])" in make_patch(script, "full_iteration").patched
+
+
 def test_a_distribution_that_asks_for_its_host_checks_refuses_full_iteration(tmp_path):
     script = tmp_path / "policy.py"
     script.write_text(POLICY_LOOP.format(imports="", build="torch.distributions.Categorical(logits=policy(states), "

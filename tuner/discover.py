@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import read_source
@@ -147,6 +147,18 @@ class _Definitions(cst.CSTVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.names.add(node.name.value)
+
+
+def _star_imported_calls(wrapper) -> set:
+    """Where the script imports with ``*`` (``from torch.distributions import *``, ``from utils
+    import *``): the names it calls but never binds itself, which only such an import can bind,
+    so classes and functions (``Categorical(logits=...)``, ``mixup_data(x, y)``), no model the
+    script built. Graphed as models, a rewrite replaced a class's forward or compiled it."""
+    if not any(isinstance(n.names, cst.ImportStar) for n in nodes(wrapper.module, cst.ImportFrom)):
+        return set()
+    scopes = wrapper.resolve(ScopeProvider)
+    bound = {a.name for scope in set(scopes.values()) if scope is not None for a in scope.assignments}
+    return {c.func.value for c in nodes(wrapper.module, cst.Call) if isinstance(c.func, cst.Name)} - bound
 
 
 LOSS_HINTS = ("loss", "criterion")
@@ -580,6 +592,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     scheduler = next((r for r, _ in body.step if r not in optimizers and _is_scheduler(r, assignments)), None)
     definitions = _Definitions()
     wrapper.module.visit(definitions)
+    definitions.names |= _star_imported_calls(wrapper)
     lr_calls = _lr_set_through_functions(body, assignments, functions)
     # a name bound to a function the script's own function returns (a schedule's closure) is no model
     closures = {n for n, callee in assignments.constructed.items()
