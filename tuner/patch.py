@@ -403,8 +403,10 @@ class _Rewriter:
         if not models:
             raise self.refuse("no model found: no module is called with grad in the loop, and the optimizer is "
                               "not built from <model>.parameters()")
+        # the loop's own calls of each model (not those of a function it calls, nor of another method)
+        direct = {m: calls_in(loop.body, lambda c, m=m: dotted(c.func) == m) for m in models}
         if self.scope == "compile":
-            called = [m for m in models if calls_in(loop.body, lambda c, m=m: dotted(c.func) == m)]
+            called = [m for m in models if direct[m]]
             if not called:
                 raise self.refuse(f"{models[0]} is not called in the loop itself (a function the loop calls runs "
                                   "it); compile replaces the loop's calls of the model")
@@ -415,15 +417,14 @@ class _Rewriter:
             given = (host_value_argument(list(loop.body.body), {model}, self.module,
                                          self._enclosing_scope(self.parents, loop))
                      if self.scope in ("fwd_bwd", "forward") else None)
-            direct = calls_in(loop.body, lambda c, m=model: dotted(c.func) == m)
-            bare = self._class_without_forward(model) if self.scope in ("fwd_bwd", "forward") and not direct else None
+            bare = (self._class_without_forward(model) if self.scope in ("fwd_bwd", "forward") and not direct[model]
+                    else None)
             if bare:
                 # the loop calls another method of it (CleanRL's agent.get_action_and_value): a graphed
                 # forward would never run, and the rewrite would change nothing
                 why.append(f"{model}'s class, {bare}, defines no forward: the loop calls its other methods, which "
                            "a graphed forward does not replace (try --scope full_iteration or submodule)")
-            elif self.scope == "forward" and calls_in(loop.body, lambda c, m=model: dotted(c.func) == m
-                                                    and any(a.keyword or a.star for a in c.args)):
+            elif self.scope == "forward" and any(a.keyword or a.star for c in direct[model] for a in c.args):
                 # the inference helper's buckets cut positional batches (fwd_bwd's helper takes keywords)
                 why.append(f"{model} is called with keyword or ** arguments; a graphed inference forward takes "
                            "positional tensors (try --scope compile)")
@@ -466,9 +467,7 @@ class _Rewriter:
             found = classes.get(current)
             if found is None or current in set_later:
                 return None
-            bound = [n for n in nodes(found.body, (cst.FunctionDef, cst.Name)) if getattr(n, "value", None) == "forward"
-                     or isinstance(n, cst.FunctionDef) and n.name.value == "forward"]
-            if bound:
+            if any(n.value == "forward" for n in nodes(found.body, cst.Name)):   # a def's name is a Name too
                 return None
             for base in found.bases:
                 base_name = dotted(base.value)
