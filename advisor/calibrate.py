@@ -18,6 +18,10 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
   the eager step, for the optimizers the profiled run made capturable (``--capturable``): their
   class, tensor and element counts, each stepped on throwaway tensors of those sizes, once
   eagerly and once replayed as a graph with ``capturable=True``;
+- ``step_edges_us``: host time between a plain loop's iterations, less its zero_grad calls,
+  under the profile's own hooks (``step_edges``): the Python edges of the eager calls
+  (the optimizer step's return, zero_grad's, the model call's dispatch) that the trace counts
+  between iterations and a full-iteration graph does not run;
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
 The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
@@ -116,6 +120,10 @@ def calibrate(torch) -> dict:
         helper["helper_overhead_us"] = max(helper["helper_overhead_us"], 0.0)   # a difference of two timings
     except Exception as error:  # noqa: BLE001 - the launch costs above stand without it
         helper = {"helper_overhead_error": f"{type(error).__name__}: {error}"[:300]}
+    try:
+        edges = kept("step_edges_us", step_edges(torch, device))
+    except Exception as error:  # noqa: BLE001 - the figures above stand without it
+        edges = {"step_edges_error": f"{type(error).__name__}: {error}"[:300]}
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
@@ -129,6 +137,7 @@ def calibrate(torch) -> dict:
         **kept("graph_launch_us", launch_rounds),
         "ops_per_sample": OPS,
         **helper,
+        **edges,
     }
 
 
@@ -185,6 +194,50 @@ def helper_overhead(torch, device, inputs: int = HELPER_INPUTS) -> list:
             time.sleep(PAUSE_S)
         rounds.append([per_call(lambda: helper(*tensors)) - per_call(helper.graph.replay) for _ in range(REPEATS)])
     return rounds
+
+
+EDGE_WARMUP = 40   # the plain loop's warm-up under the hooks: its second half, and as many iterations after, timed
+
+
+def step_edges(torch, device) -> list:
+    """Rounds of the host time from one iteration's end to the next one's start, less the
+    zero_grad calls there, of a plain loop (zero_grad, a linear layer's forward and loss,
+    backward, an SGD step) run under the profile's own hooks, untraced, as the bootstrap times
+    a script's (``advisor.inject``). A loop with nothing of its own between its steps: what is
+    left is the edges of the eager calls themselves (the optimizer step's return, zero_grad's
+    call, the model call's dispatch to the first hook) and the hooks' own work, which the
+    profile counts between iterations and a full-iteration graph does not run: 28-45 us on the
+    lent H200 (bench/results/bootstrap_nvtx_h200_2026-11-29/), by which a small step's graph
+    was predicted host-bound where it measured GPU-bound. Runs on a CPU too (the tests)."""
+    from .inject import Injector, NvtxSink, Window
+
+    model = torch.nn.Linear(8, 8).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)
+    steps = EDGE_WARMUP + 1 + EDGE_WARMUP // 2   # the warm-up, a window of one, the timed stretch after it
+    rounds = []
+    for round_ in range(ROUNDS):
+        if round_:
+            time.sleep(PAUSE_S)
+        window = Window(warmup=EDGE_WARMUP, iterations=1, on_start=_nothing, on_stop=_nothing, on_exit=_nothing)
+        injector = Injector(NvtxSink(), window).install()
+        try:
+            for _ in range(steps):
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+        finally:
+            injector.remove()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        rounds.append([(phases.get("between", 0.0) - phases.get("zero_grad_between", 0.0)) * 1e6
+                       for phases in injector.timed_phases() if "between" in phases])
+    return rounds
+
+
+def _nothing() -> None:
+    pass
 
 
 SLEEP_CYCLES = 20_000_000   # torch.cuda._sleep's spin: ~10 ms on a 2 GHz GPU, longer than any step's launches

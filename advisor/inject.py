@@ -835,6 +835,11 @@ class Injector:
                 pass
         return chunk
 
+    def timed_phases(self) -> list:
+        """Each timed untraced iteration's phases so far, {phase: host seconds}, in the order
+        they ran (the calibration reads the edges of a plain loop's step from them)."""
+        return [seconds for chunk in self._untraced_chunks for seconds in chunk["phases"]]
+
     def _begin_window(self) -> None:
         self.recording = True
         if getattr(self.sink, "in_window_only", False):

@@ -82,7 +82,7 @@ FEATURE_COLUMNS = ("busy_ms", "period_ms", "ops", "kernels", "utilization", "sma
                    "submodule_share", "submodule_calls", "compile_share", "compile_calls", "syncs_between",
                    "before_sync_ms", "same_layout_share", "forward_ops", "loss_ops", "compile_eager",
                    "submodules_repeated_ms", "prepared_ms", "prepared_share", "capturable_step_ms",
-                   "helper_inputs")
+                   "helper_inputs", "step_edges_us")
 REQUIRED_COLUMNS = ("workload", "family", "busy_ms", "period_ms", "ops", "eager_ms")
 
 
@@ -137,6 +137,8 @@ def features_of(summary, record: dict | None = None) -> dict:
         "eager_launch_us": calibration.get("eager_launch_us", math.nan),
         # the full-iteration helper's host cost per call beyond its replay (nan: a record from before)
         "helper_overhead_us": calibration.get("helper_overhead_us", math.nan),
+        # a plain loop's host time between iterations under the profile's hooks (nan: a record from before)
+        "step_edges_us": calibration.get("step_edges_us", math.nan),
         # as patch applies full_iteration (the run record); without one, a GradScaler seen in
         # the kernels keeps the step eager as patch would
         "optimizer_eager": 1.0 if full.get("optimizer_eager") or (not full and get("grad_scaler") is True) else 0.0,
@@ -292,11 +294,11 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     if scope == "full_iteration":
         # ...but the zero_grad call there where patch takes the loop's zero_grad statement out
         # (the graph's backward writes the gradients afresh): the host time of the trace's
-        # zero_grad calls between iterations. Only where the run record says patch does (not
+        # zero_grad calls between iterations, and the eager calls' own edges (step_edges_ms). Only where the run record says patch does (not
         # for micro-steps, whose gradients the loop still zeroes, nor a call patch does not
         # recognise, nor a trace without a record)
         if _value(f, "zero_grad_in_graph", 0.0) > 0:
-            floor = max(between - _value(f, "zero_grad_ms", 0.0), 0.0)
+            floor = max(between - _value(f, "zero_grad_ms", 0.0) - step_edges_ms(f) / max(scale, 1e-9), 0.0)
         # and the share of the batch's preparation on the GPU (augmentation, noise) that patch's
         # graph begins with: FixMatch's augmentation, 1.79 ms graphed predicted without, 1.28 measured
         share = min(max(_value(f, "prepared_share", 0.0), 0.0), 1.0)
@@ -461,6 +463,19 @@ def sync_share_key(f: dict, scope: str) -> str:
     if scope == "full_iteration" and _value(f, "syncs_after_backward", 0.0) >= 1:
         return "sync_serial_share_after_backward"
     return "sync_serial_share"
+
+
+def step_edges_ms(f: dict) -> float:
+    """The untraced host time between iterations that is the eager calls' own edges and the
+    profile's hooks, not the loop's work, as the calibration measured it on this host for a
+    loop with nothing between its steps (``advisor.calibrate.step_edges``): a full-iteration
+    graph that takes in the loop's zero_grad runs none of it. 0 where the calibration did not
+    measure it (a record from before, the dataset's rows), as the model was fitted. On the lent
+    H200 a plain loop's between-iteration time, less its zero_grad, read 28-45 us, and small
+    steps' graphs measured GPU-bound where the prediction, counting it, said host-bound
+    (``main_guard``: 0.039-0.053 ms predicted, 0.017-0.019 measured)."""
+    edges = _value(f, "step_edges_us", 0.0)
+    return edges / 1e3 if edges > 0 else 0.0
 
 
 def helper_ms(f: dict) -> float:

@@ -128,7 +128,8 @@ def _render_predictions(predictions: dict, out: Console) -> None:
     if calibration:
         figures = ", ".join(f"{label} {calibration[key]:.2f} us" for key, label in (
             ("eager_launch_us", "eager launch"), ("graph_node_us", "graph node"), ("graph_launch_us", "graph launch"),
-            ("helper_overhead_us", "full-iteration helper"), ("capturable_step_us", "capturable optimizer step"))
+            ("helper_overhead_us", "full-iteration helper"), ("step_edges_us", "step edges"),
+            ("capturable_step_us", "capturable optimizer step"))
             if isinstance(calibration.get(key), (int, float)))
         out.print(f"calibrated on {calibration['gpu']} (driver {calibration.get('driver') or '?'}, torch "
                   f"{calibration.get('torch') or '?'}){': ' + figures if figures else ''}")

@@ -46,8 +46,9 @@ H200_MORE = "paired_timing/h200_more_loops_2026-11-28"
 ONE_PAIR = "paired_timing/h200_one_pair_2026-11-28"
 SINGLE = "paired_timing/h200_single_gpu_2026-11-28"   # a machine of one H200: one loop at a time, nothing beside it
 NEW_LOOPS = "paired_timing/h200_new_loops_2026-11-29"   # ten public-shaped loops written after the model, lone H200
+EDGES = "paired_timing/h200_step_edges_2026-11-29"   # small loops written after the model, the calibration's step edges measured
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -271,6 +272,10 @@ SETS = (
     # the four that tune refused or patch broke, after this stop's fixes (an RNN's dropout, Adagrad, a distribution)
     *each_scope("H200 alone, new loops after the fixes", f"{NEW_LOOPS}/after_fixes", GRAPH_PAIR,
                 f"{NEW_LOOPS}/after_fixes"),
+    # small launch-bound loops written for the check after the calibration measured the step's
+    # edges (bench/workloads/unseen_2026-11-29b/, 600 steps), profiled then tuned on a lone H200,
+    # the model unchanged
+    *each_scope("H200 alone, small loops, step edges measured", f"{EDGES}/first", GRAPH_PAIR, f"{EDGES}/first"),
 )
 
 

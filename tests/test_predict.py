@@ -506,6 +506,28 @@ def test_the_full_iteration_helpers_calibrated_call_cost_joins_its_host_side_onl
         pr.physical(host_bound, "full_iteration", shipped)["host_ms"], rel=1e-9)
 
 
+def test_the_calibrated_step_edges_leave_the_full_iteration_floor(rows, shipped):
+    """The calibration's step_edges_us (a plain loop's host time between its steps under the
+    profile's hooks, untraced) comes off what full_iteration leaves between iterations, where
+    patch takes the loop's zero_grad into the graph: on the untraced clock, never below
+    nothing. Without the figure (a record from before) or without the zero_grad taken in, and
+    for every other scope, the prediction is as before."""
+    row = {**rows[0], "syncs": "0", "phases_marked": "1", "zero_grad_in_graph": "1", "zero_grad_ms": "0.01",
+           "between_ms": "0.08", "busy_ms": "0.001", "graph_node_us": "0.001", "optimizer_eager": "0"}
+    edged = {**row, "step_edges_us": "30"}
+    before, after = pr.physical(row, "full_iteration", shipped), pr.physical(edged, "full_iteration", shipped)
+    assert before["host_ms"] - after["host_ms"] == pytest.approx(0.03, rel=1e-6)
+    assert after["ms"] == pytest.approx(after["host_ms"], rel=1e-9) and after["speedup"] > before["speedup"]
+    # more edges than the floor holds: the floor goes to nothing, the launch and helper remain
+    emptied = pr.physical({**row, "step_edges_us": "500"}, "full_iteration", shipped)
+    bare = pr.physical({**row, "between_ms": "0.01"}, "full_iteration", shipped)
+    assert emptied["host_ms"] == pytest.approx(bare["host_ms"], rel=1e-9)
+    assert pr.physical({**edged, "zero_grad_in_graph": "0"}, "full_iteration", shipped) == \
+        pr.physical({**row, "zero_grad_in_graph": "0"}, "full_iteration", shipped)
+    for scope in ("fwd_bwd", "submodule", "compile"):
+        assert pr.physical(edged, scope, shipped) == pr.physical(row, scope, shipped)
+
+
 def test_the_helper_cost_follows_the_names_it_is_handed(rows, shipped):
     """The calibration times the helper with two input tensors; a loop whose helper is handed
     none pays the line measured on the H100 without its copies (8.4 us of 23.3), one handed any

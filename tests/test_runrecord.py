@@ -131,6 +131,30 @@ def test_calibration_on_a_gpu():
     assert got["graph_launch_us"] == pytest.approx(sorted(got["graph_launch_us_rounds"])[2], rel=1e-3)
     # the full-iteration helper's own cost per call: Python and two copies, more than nothing
     assert 0 < got["helper_overhead_us"] < 1000 and len(got["helper_overhead_us_rounds"]) == 5
+    # a plain loop's host time between its steps under the profile's hooks: some, never a millisecond
+    assert 0 < got["step_edges_us"] < 1000 and len(got["step_edges_us_rounds"]) == 5
+
+
+def test_the_step_edges_are_timed_under_the_profiles_own_hooks():
+    """``step_edges`` runs a plain loop under advisor.inject's hooks (on the CPU here) and
+    reads, per timed iteration, the between-iteration time less zero_grad's: the rounds hold
+    the timed stretches (the warm-up's second half and as many after the window), each figure
+    positive and below the whole iteration's host time; the hooks are gone after."""
+    import time
+
+    import torch
+    from torch.nn.modules import module as nn_module
+
+    from advisor import calibrate
+
+    hooks = len(nn_module._global_forward_pre_hooks)
+    began = time.perf_counter()
+    rounds = calibrate.step_edges(torch, torch.device("cpu"))
+    per_iteration_us = (time.perf_counter() - began) * 1e6 / (calibrate.ROUNDS * (calibrate.EDGE_WARMUP * 3 // 2 + 1))
+    assert len(rounds) == calibrate.ROUNDS
+    assert all(len(r) == calibrate.EDGE_WARMUP for r in rounds)
+    assert all(0 < us < per_iteration_us for r in rounds for us in r)
+    assert len(nn_module._global_forward_pre_hooks) == hooks
 
 
 def test_a_disturbed_round_does_not_move_the_calibration():
