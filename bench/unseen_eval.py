@@ -276,6 +276,11 @@ SETS = (
     # edges (bench/workloads/unseen_2026-11-29b/, 600 steps), profiled then tuned on a lone H200,
     # the model unchanged
     *each_scope("H200 alone, small loops, step edges measured", f"{EDGES}/first", GRAPH_PAIR, f"{EDGES}/first"),
+    *each_scope("H200 alone, five more small loops, step edges", f"{EDGES}/second", GRAPH_PAIR, f"{EDGES}/second"),
+    # four corpus loops whose small steps the model had under-predicted on every H200 set before
+    # (0.52-0.64 of the graphed time predicted without the edges), profiled again with them
+    *each_scope("H200 alone, four small-step misses again, step edges", f"{EDGES}/third", GRAPH_PAIR,
+                f"{EDGES}/third"),
 )
 
 
