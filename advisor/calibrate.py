@@ -24,7 +24,7 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
   between iterations and a full-iteration graph does not run;
 - the GPU's name, driver and the torch and CUDA versions, so a report says what it ran on.
 
-The two host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
+The host costs are taken in ROUNDS rounds a little apart, each the median of its batches,
 and the median round is kept. Calibrations of a single round (seven batches) read 44.6 and
 16.2 us on an H100 host where the twelve others of that hour read 6.5-11.1, and the first
 turned a fwd_bwd prediction of 2.3x into 0.87x (bench/results/backends_h100.md, run 4). Not the lowest round,
@@ -209,19 +209,21 @@ def step_edges(torch, device) -> list:
     profile counts between iterations and a full-iteration graph does not run: 28-45 us on the
     lent H200 (bench/results/bootstrap_nvtx_h200_2026-11-29/), by which a small step's graph
     was predicted host-bound where it measured GPU-bound. Runs on a CPU too (the tests)."""
-    from .inject import Injector, NvtxSink, Window
+    from .inject import Injector, NvtxSink, Window, timed_from
 
     model = torch.nn.Linear(8, 8).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)
-    steps = EDGE_WARMUP + 1 + EDGE_WARMUP // 2   # the warm-up, a window of one, the timed stretch after it
+    # the warm-up (its second half timed), a window of one, and as many timed again after it
+    steps = EDGE_WARMUP + 1 + (EDGE_WARMUP - timed_from(EDGE_WARMUP))
     rounds = []
     for round_ in range(ROUNDS):
         if round_:
             time.sleep(PAUSE_S)
         window = Window(warmup=EDGE_WARMUP, iterations=1, on_start=_nothing, on_stop=_nothing, on_exit=_nothing)
-        injector = Injector(NvtxSink(), window).install()
+        injector = Injector(NvtxSink(), window)
         try:
+            injector.install()
             for _ in range(steps):
                 optimizer.zero_grad()
                 loss = torch.nn.functional.mse_loss(model(x), y)
@@ -231,8 +233,11 @@ def step_edges(torch, device) -> list:
             injector.remove()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        rounds.append([(phases.get("between", 0.0) - phases.get("zero_grad_between", 0.0)) * 1e6
-                       for phases in injector.timed_phases() if "between" in phases])
+        edges = [(phases.get("between", 0.0) - phases.get("zero_grad_between", 0.0)) * 1e6
+                 for phases in injector.timed_phases() if "between" in phases]
+        if not edges:
+            raise RuntimeError("the plain loop timed no iteration under the hooks")
+        rounds.append(edges)
     return rounds
 
 

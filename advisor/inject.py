@@ -288,13 +288,14 @@ class Injector:
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim
 
-        self._handles = [
-            nn_module.register_module_forward_pre_hook(self._before_forward),
-            _forward_hook_always_called(nn_module, self._after_forward),
-            optim.register_optimizer_step_pre_hook(self._before_step),
-            optim.register_optimizer_step_post_hook(self._after_step),
-        ]
         self._torch = torch
+        # each handle kept as it is made: remove() takes back what an install that failed half-way made
+        self._handles = []
+        for register in (lambda: nn_module.register_module_forward_pre_hook(self._before_forward),
+                         lambda: _forward_hook_always_called(nn_module, self._after_forward),
+                         lambda: optim.register_optimizer_step_pre_hook(self._before_step),
+                         lambda: optim.register_optimizer_step_post_hook(self._after_step)):
+            self._handles.append(register())
         self._wrap_graph_replay(getattr(torch.cuda, "CUDAGraph", None))
         self._wrap_backward(torch.autograd)
         self._wrap_zero_grad(optim.Optimizer)
@@ -836,8 +837,9 @@ class Injector:
         return chunk
 
     def timed_phases(self) -> list:
-        """Each timed untraced iteration's phases so far, {phase: host seconds}, in the order
-        they ran (the calibration reads the edges of a plain loop's step from them)."""
+        """Each timed untraced iteration's phases, {phase: host seconds}, of the stretches timed
+        and closed so far, in the order they ran (the calibration reads the edges of a plain
+        loop's step from them)."""
         return [seconds for chunk in self._untraced_chunks for seconds in chunk["phases"]]
 
     def _begin_window(self) -> None:

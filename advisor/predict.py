@@ -294,11 +294,13 @@ def physical(f: dict, scope: str, model: dict) -> dict:
     if scope == "full_iteration":
         # ...but the zero_grad call there where patch takes the loop's zero_grad statement out
         # (the graph's backward writes the gradients afresh): the host time of the trace's
-        # zero_grad calls between iterations, and the eager calls' own edges (step_edges_ms). Only where the run record says patch does (not
+        # zero_grad calls between iterations, and, where the graph captures the optimizer step
+        # too, the eager calls' own edges (step_edges_ms). Only where the run record says patch does (not
         # for micro-steps, whose gradients the loop still zeroes, nor a call patch does not
         # recognise, nor a trace without a record)
         if _value(f, "zero_grad_in_graph", 0.0) > 0:
-            floor = max(between - _value(f, "zero_grad_ms", 0.0) - step_edges_ms(f) / max(scale, 1e-9), 0.0)
+            edges = 0.0 if leaves_eager else step_edges_ms(f) / max(scale, 1e-9)   # untraced -> traced
+            floor = max(between - _value(f, "zero_grad_ms", 0.0) - edges, 0.0)
         # and the share of the batch's preparation on the GPU (augmentation, noise) that patch's
         # graph begins with: FixMatch's augmentation, 1.79 ms graphed predicted without, 1.28 measured
         share = min(max(_value(f, "prepared_share", 0.0), 0.0), 1.0)
@@ -469,8 +471,10 @@ def step_edges_ms(f: dict) -> float:
     """The untraced host time between iterations that is the eager calls' own edges and the
     profile's hooks, not the loop's work, as the calibration measured it on this host for a
     loop with nothing between its steps (``advisor.calibrate.step_edges``): a full-iteration
-    graph that takes in the loop's zero_grad runs none of it. 0 where the calibration did not
-    measure it (a record from before, the dataset's rows), as the model was fitted. On the lent
+    graph that takes in the loop's zero_grad and the optimizer step runs none of it (one that
+    leaves the step eager still returns from it: ``physical`` takes nothing off then, as no
+    such loop was measured). 0 where the calibration did not measure it (a record from before,
+    the dataset's rows), as the model was fitted. On the lent
     H200 a plain loop's between-iteration time, less its zero_grad, read 28-45 us, and small
     steps' graphs measured GPU-bound where the prediction, counting it, said host-bound
     (``main_guard``: 0.039-0.053 ms predicted, 0.017-0.019 measured)."""
@@ -1102,7 +1106,7 @@ def predictions_for(analysis, model: dict, record: dict | None = None) -> dict:
     if calibration.get("gpu"):
         predicted["calibration"] = {k: calibration.get(k) for k in ("gpu", "driver", "torch", "graph_node_us",
                                                                    "graph_launch_us", "eager_launch_us",
-                                                                   "helper_overhead_us")}
+                                                                   "helper_overhead_us", "step_edges_us")}
         if f["capturable_step_ms"] >= 0:   # taken in place of the fitted line: the report says so
             predicted["calibration"]["capturable_step_us"] = calibration.get("capturable_step_us")
     predicted["model"] = model.get("provenance", "")

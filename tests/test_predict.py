@@ -163,6 +163,24 @@ def test_a_profile_s_measured_baseline_is_the_eager_time():
     assert p["bound"] == pytest.approx(p["eager_ms"] / summary["gpu_busy_ms_per_iteration"], rel=1e-12)
 
 
+def test_the_report_names_the_calibrated_step_edges(tmp_path):
+    """A record whose calibration measured the step's edges: the report's calibration line
+    and the JSON's calibration say the figure the prediction took off; one from before names
+    none."""
+    import shutil
+
+    record = json.loads(RECORD.read_text())
+    record["calibration"]["step_edges_us"] = 31.5
+    shutil.copy(sample("zoo_mlp_profiled"), tmp_path / "zoo_mlp_profiled.sqlite")
+    (tmp_path / RECORD.name).write_text(json.dumps(record))
+    _, out, _ = run("analyze", tmp_path / "zoo_mlp_profiled.sqlite", "--json")
+    assert json.loads(out)["predictions"]["calibration"]["step_edges_us"] == 31.5
+    _, text, _ = run("analyze", tmp_path / "zoo_mlp_profiled.sqlite")
+    assert "step edges 31.50 us" in " ".join(text.split())
+    _, text, _ = run("analyze", sample("zoo_mlp_profiled"))
+    assert "calibrated on" in text and "step edges" not in text
+
+
 def test_the_report_says_how_long_the_baseline_was_timed_and_flags_a_short_span():
     """The span and count come from the run record's own per-iteration times; a profile of
     this sample's age timed 50 iterations, a fraction of a second: flagged, as a host's launch
@@ -509,8 +527,8 @@ def test_the_full_iteration_helpers_calibrated_call_cost_joins_its_host_side_onl
 def test_the_calibrated_step_edges_leave_the_full_iteration_floor(rows, shipped):
     """The calibration's step_edges_us (a plain loop's host time between its steps under the
     profile's hooks, untraced) comes off what full_iteration leaves between iterations, where
-    patch takes the loop's zero_grad into the graph: on the untraced clock, never below
-    nothing. Without the figure (a record from before) or without the zero_grad taken in, and
+    patch takes the loop's zero_grad and the optimizer step into the graph: on the untraced
+    clock, never below nothing. Without the figure (a record from before) or without the zero_grad taken in, and
     for every other scope, the prediction is as before."""
     row = {**rows[0], "syncs": "0", "phases_marked": "1", "zero_grad_in_graph": "1", "zero_grad_ms": "0.01",
            "between_ms": "0.08", "busy_ms": "0.001", "graph_node_us": "0.001", "optimizer_eager": "0"}
@@ -524,6 +542,9 @@ def test_the_calibrated_step_edges_leave_the_full_iteration_floor(rows, shipped)
     assert emptied["host_ms"] == pytest.approx(bare["host_ms"], rel=1e-9)
     assert pr.physical({**edged, "zero_grad_in_graph": "0"}, "full_iteration", shipped) == \
         pr.physical({**row, "zero_grad_in_graph": "0"}, "full_iteration", shipped)
+    # an optimizer step left eager still returns after the replay: nothing is taken off
+    assert pr.physical({**edged, "optimizer_eager": "1"}, "full_iteration", shipped) == \
+        pr.physical({**row, "optimizer_eager": "1"}, "full_iteration", shipped)
     for scope in ("fwd_bwd", "submodule", "compile"):
         assert pr.physical(edged, scope, shipped) == pr.physical(row, scope, shipped)
 
