@@ -1252,3 +1252,20 @@ def test_the_tiny_step_caveat_s_bounds():
     assert pr.tiny_step_caveat({"ms": 0.01}, "compile") is None
     assert pr.tiny_step_caveat({"refused": "a closure"}, "full_iteration") is None
     assert pr.TINY_STEP_NOTE.startswith("graphed step predicted under 0.1 ms")
+    assert pr.tiny_step_caveat({"ms": just_under}, "full_iteration", True) == pr.TINY_STEP_EDGES_NOTE
+    assert pr.tiny_step_caveat({"ms": pr.TINY_STEP_MS}, "full_iteration", True) is None
+
+
+def test_a_tiny_step_with_its_edges_measured_says_where_such_predictions_miss(shipped):
+    """A small step profiled once the calibration measured the step's edges (a loop of the
+    lone H200's step-edges set): its full_iteration caveat says the graphed side came close and
+    the eager time missed; the same row without the figure carries the note of before."""
+    edges = ROOT / "bench" / "results" / "paired_timing" / "h200_step_edges_2026-11-29" / "first" / "unseen_rows.csv"
+    row = next(r for r in pr.read_dataset(edges) if r["workload"] == "regression_sgd_momentum_zero_end")
+    assert float(row["step_edges_us"]) > 0
+    p = pr.predict(shipped, row)
+    assert p["full_iteration"]["caveat"] == pr.TINY_STEP_EDGES_NOTE
+    assert "profile more steps" in p["full_iteration"]["caveat"]
+    before = pr.predict(shipped, {**row, "step_edges_us": ""})
+    assert before["full_iteration"]["caveat"] == pr.TINY_STEP_NOTE
+    assert p["full_iteration"]["speedup"] > before["full_iteration"]["speedup"]
