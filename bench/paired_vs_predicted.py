@@ -6,7 +6,10 @@ eager process against every process of the scope (what tune measured before pair
 
     CORPUS="..." bash bench/gpu_paired_tune.sh OUT 540 3 fwd_bwd        (GPU)
     python bench/unseen_rows.py PROFILES -o rows.csv                    (profiles of the same scripts)
-    python bench/paired_vs_predicted.py rows.csv OUT [--scope fwd_bwd]
+    python bench/paired_vs_predicted.py rows.csv OUT [--scope fwd_bwd] [--without step_edges_us]
+
+--without COLUMN predicts as if the profiles had not recorded COLUMN: the same measurements
+with and without a figure the calibration added (the step's edges, 2026-11-29).
 """
 
 import argparse
@@ -104,8 +107,11 @@ def main() -> None:
     parser.add_argument("--scope", default="fwd_bwd")
     parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped one)")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE, help="a prediction this close counts")
+    parser.add_argument("--without", action="append", default=[], metavar="COLUMN",
+                        help="predict as if the profiles had not recorded COLUMN (e.g. step_edges_us; repeatable)")
     args = parser.parse_args()
-    found = compare(args.rows, args.results, args.scope, pr.load_model(args.model), args.tolerance)
+    rows = [{**row, **{column: "" for column in args.without}} for row in pr.read_dataset(args.rows)]
+    found = compare(rows, args.results, args.scope, pr.load_model(args.model), args.tolerance)
     print(f"{'script':22s} {'predicted':>9s}  {'paired, each process':28s} separate processes")
     for name, predicted, paired, separate in found["scripts"]:
         print(f"{name:22s} {predicted:8.2f}x  {' '.join(f'{v:.2f}x' for v in paired):28s} "
