@@ -9,6 +9,8 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
 - ``graph_node_us``: GPU time per node when a graph of such ops replays (the kernel and the
   gap between nodes), the cost a graph keeps;
 - ``graph_launch_us``: host time of one ``replay()`` of a graph of that many nodes;
+- ``graph_replay_batched_us``: host time of one ``replay()`` among a batch of them (recorded
+  beside the helper's cost, not yet used);
 - ``helper_overhead_us``: host time of one call of the helper a full_iteration patch adds
   (tuner/templates.py) beyond its graph's ``replay()``: reading the batch's structure, copying
   two input tensors into the graph's buffers, the Python around them. The trace of an eager
@@ -116,8 +118,10 @@ def calibrate(torch) -> dict:
         eager_rounds.append(eager)
         launch_rounds.append(launch)
     try:
-        helper = kept("helper_overhead_us", helper_overhead(torch, device))
+        replays = []   # the bare replays' host cost per call, in a batch: kept beside the cold launch above
+        helper = kept("helper_overhead_us", helper_overhead(torch, device, replays=replays))
         helper["helper_overhead_us"] = max(helper["helper_overhead_us"], 0.0)   # a difference of two timings
+        helper.update(kept("graph_replay_batched_us", replays))
     except Exception as error:  # noqa: BLE001 - the launch costs above stand without it
         helper = {"helper_overhead_error": f"{type(error).__name__}: {error}"[:300]}
     try:
@@ -150,14 +154,18 @@ def kept(key: str, rounds) -> dict:
 HELPER_INPUTS = 2   # input tensors the helper copies where its cost is timed (the model scales from these)
 
 
-def helper_overhead(torch, device, inputs: int = HELPER_INPUTS) -> list:
+def helper_overhead(torch, device, inputs: int = HELPER_INPUTS, replays: list | None = None) -> list:
     """Rounds of the full-iteration helper's host cost per call beyond its replay: the helper
     around a small training step (a linear layer, its loss, backward and an SGD step) with an
     input and a target, timed in batches of CALLS calls, each against as many bare replays of
     the graph it captured. Where it cannot run (a capture this torch refuses), the calibration
     records why and the prediction goes without the figure, as for a record from before.
     ``inputs`` above 2 adds tensors to the layer's output, each one more input the helper
-    copies (bench/host_read_probe.py: 23, 39 and 53 us for 2, 4 and 6 on the lent H100)."""
+    copies (bench/host_read_probe.py: 23, 39 and 53 us for 2, 4 and 6 on the lent H100).
+    ``replays``, where given, receives per round the bare replays' own host cost per call in
+    those batches: a replay among replays, where ``graph_launch_us`` times one right after a
+    sync (recorded for comparison, not yet used: a small step's graph measured on the lent H200
+    below the cold launch and the helper together, bench/results/paired_timing/h200_step_edges_2026-11-29/)."""
     from tuner.templates import FULL_ITERATION
 
     namespace = {"torch": torch}
@@ -192,7 +200,13 @@ def helper_overhead(torch, device, inputs: int = HELPER_INPUTS) -> list:
     for round_ in range(ROUNDS):
         if round_:
             time.sleep(PAUSE_S)
-        rounds.append([per_call(lambda: helper(*tensors)) - per_call(helper.graph.replay) for _ in range(REPEATS)])
+        helped, bare = [], []
+        for _ in range(REPEATS):
+            helped.append(per_call(lambda: helper(*tensors)))
+            bare.append(per_call(helper.graph.replay))
+        rounds.append([h - b for h, b in zip(helped, bare)])
+        if replays is not None:
+            replays.append(bare)
     return rounds
 
 

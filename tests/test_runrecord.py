@@ -131,6 +131,8 @@ def test_calibration_on_a_gpu():
     assert got["graph_launch_us"] == pytest.approx(sorted(got["graph_launch_us_rounds"])[2], rel=1e-3)
     # the full-iteration helper's own cost per call: Python and two copies, more than nothing
     assert 0 < got["helper_overhead_us"] < 1000 and len(got["helper_overhead_us_rounds"]) == 5
+    # a replay among replays, beside the one timed right after a sync
+    assert 0 < got["graph_replay_batched_us"] < 1000 and len(got["graph_replay_batched_us_rounds"]) == 5
     # a plain loop's host time between its steps under the profile's hooks: some, never a millisecond
     assert 0 < got["step_edges_us"] < 1000 and len(got["step_edges_us_rounds"]) == 5
 
