@@ -295,9 +295,9 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # ...but the zero_grad call there where patch takes the loop's zero_grad statement out
         # (the graph's backward writes the gradients afresh): the host time of the trace's
         # zero_grad calls between iterations, and, where the graph captures the optimizer step
-        # too, the eager calls' own edges (step_edges_ms). Only where the run record says patch does (not
-        # for micro-steps, whose gradients the loop still zeroes, nor a call patch does not
-        # recognise, nor a trace without a record)
+        # too, the eager calls' own edges (step_edges_ms). Only where the run record says patch
+        # does (not for micro-steps, whose gradients the loop still zeroes, nor a call patch does
+        # not recognise, nor a trace without a record)
         if _value(f, "zero_grad_in_graph", 0.0) > 0:
             edges = 0.0 if leaves_eager else step_edges_ms(f) / max(scale, 1e-9)   # untraced -> traced
             floor = max(between - _value(f, "zero_grad_ms", 0.0) - edges, 0.0)
@@ -474,10 +474,10 @@ def step_edges_ms(f: dict) -> float:
     graph that takes in the loop's zero_grad and the optimizer step runs none of it (one that
     leaves the step eager still returns from it: ``physical`` takes nothing off then, as no
     such loop was measured). 0 where the calibration did not measure it (a record from before,
-    the dataset's rows), as the model was fitted. On the lent
-    H200 a plain loop's between-iteration time, less its zero_grad, read 28-45 us, and small
-    steps' graphs measured GPU-bound where the prediction, counting it, said host-bound
-    (``main_guard``: 0.039-0.053 ms predicted, 0.017-0.019 measured)."""
+    the dataset's rows), as the model was fitted. On the lent H200 a plain loop's
+    between-iteration time, less its zero_grad, read 28-45 us, and small steps' graphs measured
+    GPU-bound where the prediction, counting it, said host-bound (``main_guard``: 0.039-0.053 ms
+    predicted, 0.017-0.019 measured)."""
     edges = _value(f, "step_edges_us", 0.0)
     return edges / 1e3 if edges > 0 else 0.0
 
@@ -941,7 +941,8 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
                                        "and the optimizer step eager")
         elif scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
-        edged = scope == "full_iteration" and not optimizer_left_out(f) and step_edges_ms(f) > 0
+        edged = (scope == "full_iteration" and _value(f, "zero_grad_in_graph", 0.0) > 0 and not optimizer_left_out(f)
+                 and step_edges_ms(f) > 0)   # as physical() takes the edges off
         caveat = tiny_step_caveat(out[scope], scope, edged)
         if caveat:
             out[scope]["caveat"] = caveat

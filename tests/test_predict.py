@@ -1268,4 +1268,7 @@ def test_a_tiny_step_with_its_edges_measured_says_where_such_predictions_miss(sh
     assert "profile more steps" in p["full_iteration"]["caveat"]
     before = pr.predict(shipped, {**row, "step_edges_us": ""})
     assert before["full_iteration"]["caveat"] == pr.TINY_STEP_NOTE
+    # a loop whose zero_grad the graph does not take in takes no edges off, and says nothing of them
+    kept_zero_grad = pr.predict(shipped, {**row, "zero_grad_in_graph": "0"})
+    assert kept_zero_grad["full_iteration"].get("caveat") in (None, pr.TINY_STEP_NOTE)
     assert p["full_iteration"]["speedup"] > before["full_iteration"]["speedup"]
