@@ -299,8 +299,7 @@ def physical(f: dict, scope: str, model: dict) -> dict:
         # does (not for micro-steps, whose gradients the loop still zeroes, nor a call patch does
         # not recognise, nor a trace without a record)
         if _value(f, "zero_grad_in_graph", 0.0) > 0:
-            edges = 0.0 if leaves_eager else step_edges_ms(f) / max(scale, 1e-9)   # untraced -> traced
-            floor = max(between - _value(f, "zero_grad_ms", 0.0) - edges, 0.0)
+            floor = max(between - _value(f, "zero_grad_ms", 0.0) - step_edges_ms(f) / max(scale, 1e-9), 0.0)
         # and the share of the batch's preparation on the GPU (augmentation, noise) that patch's
         # graph begins with: FixMatch's augmentation, 1.79 ms graphed predicted without, 1.28 measured
         share = min(max(_value(f, "prepared_share", 0.0), 0.0), 1.0)
@@ -468,18 +467,20 @@ def sync_share_key(f: dict, scope: str) -> str:
 
 
 def step_edges_ms(f: dict) -> float:
-    """The untraced host time between iterations that is the eager calls' own edges and the
-    profile's hooks, not the loop's work, as the calibration measured it on this host for a
-    loop with nothing between its steps (``advisor.calibrate.step_edges``): a full-iteration
-    graph that takes in the loop's zero_grad and the optimizer step runs none of it (one that
-    leaves the step eager still returns from it: ``physical`` takes nothing off then, as no
-    such loop was measured). 0 where the calibration did not measure it (a record from before,
-    the dataset's rows), as the model was fitted. On the lent H200 a plain loop's
-    between-iteration time, less its zero_grad, read 28-45 us, and small steps' graphs measured
-    GPU-bound where the prediction, counting it, said host-bound (``main_guard``: 0.039-0.053 ms
-    predicted, 0.017-0.019 measured)."""
+    """What a full-iteration graph takes off the host time between iterations beyond the
+    zero_grad calls: the eager calls' own edges and the profile's hooks, not the loop's work,
+    as the calibration measured them on this host for a loop with nothing between its steps
+    (``advisor.calibrate.step_edges``). Where the graph takes in the loop's zero_grad and the
+    optimizer step, it runs none of them; 0 where it does not (a step left eager still returns
+    after the replay, and no such loop was measured) and where the calibration did not measure
+    them (a record from before, the dataset's rows), as the model was fitted. The one rule
+    ``physical``, the tiny-step caveat and bench/untraced_host_check.py read. On the lent H200
+    a plain loop's between-iteration time, less its zero_grad, read 28-45 us, and small steps'
+    graphs measured GPU-bound where the prediction, counting it, said host-bound
+    (``main_guard``: 0.039-0.053 ms predicted, 0.017-0.019 measured)."""
     edges = _value(f, "step_edges_us", 0.0)
-    return edges / 1e3 if edges > 0 else 0.0
+    taken = _value(f, "zero_grad_in_graph", 0.0) > 0 and not optimizer_left_out(f)
+    return edges / 1e3 if edges > 0 and taken else 0.0
 
 
 def helper_ms(f: dict) -> float:
@@ -941,9 +942,7 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
                                        "and the optimizer step eager")
         elif scope == "full_iteration" and _value(f, "optimizer_eager", 0.0) > 0:
             out[scope]["as_applied"] = "optimizer step eager (GradScaler, scheduler or an optimizer that cannot be captured)"
-        edged = (scope == "full_iteration" and _value(f, "zero_grad_in_graph", 0.0) > 0 and not optimizer_left_out(f)
-                 and step_edges_ms(f) > 0)   # as physical() takes the edges off
-        caveat = tiny_step_caveat(out[scope], scope, edged)
+        caveat = tiny_step_caveat(out[scope], scope, scope == "full_iteration" and step_edges_ms(f) > 0)
         if caveat:
             out[scope]["caveat"] = caveat
         if scope == "full_iteration" and _value(f, "prepared_share", 0.0) * _value(f, "prepared_ms", 0.0) > 0:

@@ -68,8 +68,7 @@ def untraced_ms(f: dict, untraced: dict, model: dict, traced: dict) -> float:
         outside += untraced.get("after_backward_ms_per_iteration", 0.0)
     launch = pr._value(f, "graph_launch_us", model["calibration"]["graph_launch_us"]) / 1e3 + pr.helper_ms(f)
     # the eager calls' own edges, measured bare by the calibration, where the graph takes in the whole step
-    edges = pr.step_edges_ms(f) if pr._value(f, "zero_grad_in_graph", 0.0) > 0 and not leaves_eager else 0.0
-    host = max(outside * model.get("baseline_factor", 1.0) - edges, 0.0) + launch
+    host = max(outside * model.get("baseline_factor", 1.0) - pr.step_edges_ms(f), 0.0) + launch
     return pr.graphed_ms(f, traced["gpu_ms"], host, model, "full_iteration")
 
 
