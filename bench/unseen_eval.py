@@ -47,8 +47,9 @@ ONE_PAIR = "paired_timing/h200_one_pair_2026-11-28"
 SINGLE = "paired_timing/h200_single_gpu_2026-11-28"   # a machine of one H200: one loop at a time, nothing beside it
 NEW_LOOPS = "paired_timing/h200_new_loops_2026-11-29"   # ten public-shaped loops written after the model, lone H200
 EDGES = "paired_timing/h200_step_edges_2026-11-29"   # small loops written after the model, the calibration's step edges measured
+RECALIBRATED = "paired_timing/h200_recalibrated_2026-11-29"   # a seeded sample of earlier H200 loops, profiled with today's calibration
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -281,6 +282,12 @@ SETS = (
     # (0.52-0.64 of the graphed time predicted without the edges), profiled again with them
     *each_scope("H200 alone, four small-step misses again, step edges", f"{EDGES}/third", GRAPH_PAIR,
                 f"{EDGES}/third"),
+    # 18 corpus loops drawn at random (seeded) from those the earlier H200 sets had profiled
+    # without the calibration's step edges, hits and misses alike, profiled again at 600 steps
+    # with every figure today's profile records, then tuned, the model unchanged
+    *(s for part in ("first", "second", "third", "fourth")
+      for s in each_scope(f"H200 alone, earlier loops recalibrated, {part}", f"{RECALIBRATED}/{part}", GRAPH_PAIR,
+                          f"{RECALIBRATED}/{part}")),
 )
 
 
