@@ -9,8 +9,10 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
 - ``graph_node_us``: GPU time per node when a graph of such ops replays (the kernel and the
   gap between nodes), the cost a graph keeps;
 - ``graph_launch_us``: host time of one ``replay()`` of a graph of that many nodes;
-- ``graph_replay_batched_us``: host time of one ``replay()`` among a batch of them (recorded
-  beside the helper's cost, not yet used);
+- ``graph_replay_batched_us``: host time of one ``replay()`` among a batch of them, recorded
+  beside the helper's cost and not used: in place of ``graph_launch_us`` it brought 18 loops'
+  full-iteration predictions on the lent H200 no closer to tune's (10 of 18 within 20 %
+  against 11, bench/results/paired_timing/h200_recalibrated_2026-11-29/);
 - ``helper_overhead_us``: host time of one call of the helper a full_iteration patch adds
   (tuner/templates.py) beyond its graph's ``replay()``: reading the batch's structure, copying
   two input tensors into the graph's buffers, the Python around them. The trace of an eager

@@ -232,6 +232,33 @@ def test_a_distribution_that_asks_for_its_host_checks_refuses_full_iteration(tmp
         make_patch(script, "full_iteration")
 
 
+@pytest.mark.parametrize("imports, build, shown", [
+    ("", "torch.distributions.Normal(policy(states), 1.0, True)", r"torch.distributions.Normal\(\.\.\., validate_args=True\)"),
+    ("from torch.distributions import Categorical", "Categorical(None, policy(states), check)",
+     r"Categorical\(\.\.\., validate_args=check\)"),
+    ("import torch.distributions as D", "D.MultivariateNormal(policy(states), torch.eye(4, device='cuda'), None, None, True)",
+     r"D.MultivariateNormal\(\.\.\., validate_args=True\)"),
+])
+def test_a_distribution_that_asks_for_its_host_checks_by_position_refuses_full_iteration(tmp_path, imports, build, shown):
+    """validate_args given by position, where the class's own signature in the installed torch
+    puts it (the third of Normal and Categorical, the fifth of MultivariateNormal)."""
+    script = tmp_path / "policy.py"
+    script.write_text(POLICY_LOOP.format(imports=imports, build=build).replace("for step", "check = True\nfor step"))
+    with pytest.raises(PatchRefused, match=shown + " checks its arguments on the host"):
+        make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("imports, build", [
+    ("import torch.distributions as D", "D.MultivariateNormal(policy(states), torch.eye(4, device='cuda'), None, None)"),
+    ("", "Normal(policy(states), 1.0, True)"),   # a class of the script's own: no distributions in it
+])
+def test_positional_arguments_that_are_not_validate_args_are_left_alone(tmp_path, imports, build):
+    script = tmp_path / "policy.py"
+    own = "" if imports else "class Normal:\n    pass\n"
+    script.write_text(POLICY_LOOP.format(imports=imports, build=build).replace("for step", own + "for step"))
+    assert "_cg_step_graph" in make_patch(script, "full_iteration").patched
+
+
 def run(*args):
     result = CliRunner().invoke(cli, ["patch", *map(str, args)])
     return result.exit_code, result.stdout, result.stderr

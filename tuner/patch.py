@@ -924,12 +924,16 @@ class _Rewriter:
         return returns
 
     def _refuse_argument_checks(self, core, positions) -> None:
-        """A call in the step that asks for its argument checks by name (``Normal(mu, sigma,
-        validate_args=True)``): a host sync the default turned off (NO_ARGUMENT_CHECKS) does not
+        """A call in the step that asks for its argument checks (``Normal(mu, sigma,
+        validate_args=True)``, or ``Normal(mu, sigma, True)`` by position in a script that uses
+        torch.distributions): a host sync the default turned off (NO_ARGUMENT_CHECKS) does not
         take out."""
+        distributions = uses_distributions(self.module)
         for statement in core:
             for call in nodes(statement, cst.Call):
                 given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "validate_args"]
+                if not given and distributions:
+                    given = positional_validate_args(call)
                 if given and not (isinstance(given[0], cst.Name) and given[0].value == "False"):
                     try:
                         where = f"line {positions[call].start.line}: "
@@ -998,6 +1002,38 @@ def uses_distributions(module: cst.Module) -> bool:
         elif node.attr.value == "distributions" and dotted(node.value):
             return True
     return False
+
+
+def positional_validate_args(call: cst.Call) -> list:
+    """The value a call to a torch.distributions class passes as ``validate_args`` by
+    position ([] if none): its place differs by class (the third of ``Normal(loc, scale,
+    validate_args)``, the fifth of ``MultivariateNormal``), so it is read off the class's own
+    signature in the installed torch."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    name = dotted(call.func).split(".")[-1] if dotted(call.func) else ""
+    index = validate_args_index(name) if len(positional) > 1 and name[:1].isupper() else None
+    return [positional[index].value] if index is not None and index < len(positional) else []
+
+
+@functools.cache
+def validate_args_index(name: str):
+    """Where ``validate_args`` falls among the positional parameters of torch.distributions'
+    class ``name`` (None: no such class, or no torch to ask)."""
+    try:
+        import inspect
+
+        import torch.distributions as distributions
+    except ImportError:   # pragma: no cover - torch is a dependency; a broken install checks nothing
+        return None
+    cls = getattr(distributions, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, distributions.Distribution)):
+        return None
+    try:
+        parameters = [p.name for p in inspect.signature(cls).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+    return parameters.index("validate_args") if "validate_args" in parameters else None
 
 
 @functools.cache
