@@ -410,6 +410,28 @@ def median_hits(scripts, tolerance: float = 0.2) -> tuple:
     return hits, sum(1 for n in predicted if measured[n])
 
 
+def repeatability(sets: list, prefixes: tuple, scope: str) -> tuple:
+    """(hits, tunes, loops): how often one tune's speedup falls within the tolerance of the
+    median of the other tunes of its loop, over the loops tuned more than once (``sets``:
+    ``evaluate``'s, those whose rows start with ``prefixes``). The measurement's own
+    repeatability: a prediction that knew each loop's other measurements would hit no more
+    often, so the share of the issue's target that any prediction can reach from one tune."""
+    mine = [s for s in sets if s["scope"] == scope and s["rows"].startswith(prefixes)]
+    tolerance = mine[0]["tolerance"] if mine else 0.2
+    return tunes_agree([script for s in mine for script in s["scripts"]], tolerance)
+
+
+def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
+    """``repeatability`` of (loop, predicted, [paired speedups]) triples."""
+    measured = {}
+    for name, _, paired in scripts:
+        measured.setdefault(name, []).extend(paired)
+    repeated = [values for values in measured.values() if len(values) >= 2]
+    hits = sum(close(statistics.median(values[:i] + values[i + 1:]), value, tolerance)
+               for values in repeated for i, value in enumerate(values))
+    return hits, sum(map(len, repeated)), len(repeated)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped H100 model)")
@@ -445,6 +467,10 @@ def main() -> None:
         print(f"timed as tune times now, {gpu}, per workload (its median prediction against the median of its "
               "tunes): " + "; ".join(f"{scope} {'{} of {}'.format(*per_workload(sets, prefixes, scope))}"
                                      for scope in GRAPH_PAIR))
+    for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
+        print(f"timed as tune times now, {gpu}, the measurement's own repeatability (each tune of a loop tuned "
+              "more than once against the median of its other tunes): " + "; ".join(
+                  "{} {} of {} ({} loops)".format(scope, *repeatability(sets, prefixes, scope)) for scope in GRAPH_PAIR))
     for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
         mine = [s for s in sets if s["rows"].startswith(prefixes) and s["scope"] == "full_iteration"]
         graphed = statistics.median(r for s in mine for r in s["graphed_ratios"])
