@@ -415,7 +415,9 @@ def repeatability(sets: list, prefixes: tuple, scope: str) -> tuple:
     median of the other tunes of its loop, over the loops tuned more than once (``sets``:
     ``evaluate``'s, those whose rows start with ``prefixes``). The measurement's own
     repeatability: a prediction that knew each loop's other measurements would hit no more
-    often, so the share of the issue's target that any prediction can reach from one tune."""
+    often. The committed sets tuned a loop again only on another machine start or hour, so
+    this holds the host's drift between starts too, part of which a profile taken on the
+    tune's own start can follow (its calibration measures the host)."""
     mine = [s for s in sets if s["scope"] == scope and s["rows"].startswith(prefixes)]
     tolerance = mine[0]["tolerance"] if mine else 0.2
     return tunes_agree([script for s in mine for script in s["scripts"]], tolerance)

@@ -311,9 +311,10 @@ def test_tunes_agree_judges_each_tune_by_the_median_of_its_loop_s_other_tunes(un
 def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_full_iteration(unseen):
     """Each tune of a loop tuned more than once against the median of its other tunes, on the
     sets timed as tune times now: H100 full_iteration 30 of 37 (81 %, 17 loops), fwd_bwd 37 of
-    37; H200 108 of 132 (82 %, 46 loops), fwd_bwd 121 of 127 (95 %). A prediction that knew
-    each loop's other measurements would reach no more: one full_iteration tune of these small
-    launch-bound loops does not repeat within 20 % often enough for 90 % of predictions to."""
+    37; H200 108 of 132 (82 %, 46 loops), fwd_bwd 121 of 127 (95 %). The tunes of a loop ran on
+    different machine starts or hours; a prediction that knew only the loop's other tunes would
+    reach no more: one full_iteration tune of these small launch-bound loops does not repeat
+    another within 20 % as often as the issue's 90 %."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
