@@ -387,6 +387,26 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     return out
 
 
+def interval_by_regime(model: dict, scope: str) -> dict:
+    """{regime: [inside, measurements]}: how often tune's paired speedup fell inside the 80 %
+    interval printed beside ``scope``'s prediction, by ``by_regime``'s regimes, over the sets
+    timed as tune times now. The interval is made of the dataset's cross-validated errors,
+    taken on steady runs, so it is one width for every prediction."""
+    from paired_vs_predicted import paired_speedups
+
+    out = {"steady": [0, 0], "tiny or short": [0, 0]}
+    for row, record, measured, _ in tuned_rows(scope, NOW + NOW_H200):
+        predicted = pr.predict(model, row).get(scope, {})
+        if not (predicted.get("low") and predicted.get("high")):
+            continue
+        steady = "caveat" not in predicted and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
+        counts = out["steady" if steady else "tiny or short"]
+        for speedup in paired_speedups(measured, scope):
+            counts[0] += predicted["low"] <= speedup <= predicted["high"]
+            counts[1] += 1
+    return out
+
+
 def per_workload(sets: list, prefixes: tuple, scope: str) -> tuple:
     """(hits, loops) counted per workload, as the issue states its target: each loop's median
     prediction over its profiles against the median of every tune process's measurement of it
@@ -485,6 +505,10 @@ def main() -> None:
           "{} of {} ({} measured above, {} below); the others {} of {} ({} above, {} below); of those, a graphed "
           "step predicted under {} ms {} of {} ({} above, {} below)".format(
               *regimes["steady"], *regimes["tiny or short"], pr.TINY_STEP_MS, *regimes["tiny step"]))
+    for scope in GRAPH_PAIR:
+        regimes = interval_by_regime(model, scope)
+        print(f"timed as tune times now, both GPUs, {scope} inside the printed 80 % interval: steady "
+              "{} of {}; tiny step or short baseline {} of {}".format(*regimes["steady"], *regimes["tiny or short"]))
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "
