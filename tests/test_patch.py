@@ -234,29 +234,68 @@ def test_a_distribution_that_asks_for_its_host_checks_refuses_full_iteration(tmp
 
 @pytest.mark.parametrize("imports, build, shown", [
     ("", "torch.distributions.Normal(policy(states), 1.0, True)", r"torch.distributions.Normal\(\.\.\., validate_args=True\)"),
-    ("from torch.distributions import Categorical", "Categorical(None, policy(states), check)",
+    ("from torch.distributions import Categorical\ncheck = True", "Categorical(None, policy(states), check)",
      r"Categorical\(\.\.\., validate_args=check\)"),
     ("import torch.distributions as D", "D.MultivariateNormal(policy(states), torch.eye(4, device='cuda'), None, None, True)",
      r"D.MultivariateNormal\(\.\.\., validate_args=True\)"),
+    ("from torch.distributions import Normal as N", "N(policy(states), 1.0, True)", r"N\(\.\.\., validate_args=True\)"),
+    ("import torch.distributions as D", "D.Independent(D.Exponential(policy(states).exp(), True), 1)",
+     r"D.Exponential\(\.\.\., validate_args=True\)"),
 ])
 def test_a_distribution_that_asks_for_its_host_checks_by_position_refuses_full_iteration(tmp_path, imports, build, shown):
-    """validate_args given by position, where the class's own signature in the installed torch
-    puts it (the third of Normal and Categorical, the fifth of MultivariateNormal)."""
+    """validate_args given by position, where torch's signature of the class puts it (the third
+    of Normal and Categorical, the fifth of MultivariateNormal, the second of Exponential),
+    under whatever name the script imported the class."""
     script = tmp_path / "policy.py"
-    script.write_text(POLICY_LOOP.format(imports=imports, build=build).replace("for step", "check = True\nfor step"))
-    with pytest.raises(PatchRefused, match=shown + " checks its arguments on the host"):
+    script.write_text(POLICY_LOOP.format(imports=imports, build=build))
+    with pytest.raises(PatchRefused, match=shown + " checks its arguments on the host, a sync a captured step "):
+        make_patch(script, "full_iteration")
+
+
+def test_a_distribution_built_with_its_checks_outside_the_step_refuses_full_iteration(tmp_path):
+    """A prior built before the loop asking for its checks: its ``log_prob`` in the step would
+    check on the host whatever the default; the patch cannot tell whether the step uses it."""
+    script = tmp_path / "policy.py"
+    script.write_text(POLICY_LOOP.format(imports="from torch.distributions import Normal\n"
+                                                 "prior = Normal(torch.zeros(4).cuda(), 1.0, validate_args=True)",
+                                         build="torch.distributions.Categorical(logits=policy(states))"))
+    with pytest.raises(PatchRefused, match=r"line 4: Normal\(\.\.\., validate_args=True\) checks its arguments on the "
+                                           r"host, a sync a captured step cannot hold if the step uses it"):
         make_patch(script, "full_iteration")
 
 
 @pytest.mark.parametrize("imports, build", [
     ("import torch.distributions as D", "D.MultivariateNormal(policy(states), torch.eye(4, device='cuda'), None, None)"),
-    ("", "Normal(policy(states), 1.0, True)"),   # a class of the script's own: no distributions in it
+    ("", "torch.distributions.Normal(policy(states), 1.0, None)"),   # None: the default, which the rewrite turns off
+    ("", "torch.distributions.Normal(policy(states), 1.0, validate_args=None)"),
+    ("class Normal:\n    pass", "Normal(policy(states), 1.0, True)"),   # a class of the script's own, no distributions
+    ("from torch.distributions import *\nclass Uniform:\n    pass",   # its own Uniform beside torch's classes
+     "Categorical(logits=Uniform(policy(states), 1.0, True).logits)"),
 ])
-def test_positional_arguments_that_are_not_validate_args_are_left_alone(tmp_path, imports, build):
+def test_positional_arguments_that_do_not_ask_for_the_checks_are_left_alone(tmp_path, imports, build):
     script = tmp_path / "policy.py"
-    own = "" if imports else "class Normal:\n    pass\n"
-    script.write_text(POLICY_LOOP.format(imports=imports, build=build).replace("for step", own + "for step"))
+    script.write_text(POLICY_LOOP.format(imports=imports, build=build))
     assert "_cg_step_graph" in make_patch(script, "full_iteration").patched
+
+
+def test_the_table_of_validate_args_places_is_torch_s_own():
+    """``VALIDATE_ARGS_POSITION`` read off the installed torch's signatures: every class it
+    names, and every distribution class torch has that takes ``validate_args``."""
+    import inspect
+
+    distributions = pytest.importorskip("torch.distributions")
+    from tuner.patch import VALIDATE_ARGS_POSITION
+
+    found = {}
+    for name in dir(distributions):
+        cls = getattr(distributions, name)
+        if isinstance(cls, type) and issubclass(cls, distributions.Distribution) and cls not in (
+                distributions.Distribution, distributions.ExponentialFamily):
+            parameters = [p.name for p in inspect.signature(cls).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            if "validate_args" in parameters:
+                found[name] = parameters.index("validate_args")
+    assert found == VALIDATE_ARGS_POSITION
 
 
 def run(*args):

@@ -202,7 +202,10 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     (17 above, 6 below) and 33 of 69 (30 above, 6 below); tiny steps 22 of 50 (22 above, 6
     below): the old profiles, without the edges, still under-predict; the new ones miss both
     ways, on the eager side. With 18 earlier loops profiled again with the edges: 117 of 144
-    (18 above, 9 below) and 36 of 75 (31 above, 8 below); tiny steps 24 of 53."""
+    (18 above, 9 below) and 36 of 75 (31 above, 8 below); tiny steps 24 of 53 (22 above, 7
+    below). The profiles with the edges miss both ways, so the misses lean less above than
+    they did (21 to 4 of tiny steps, 17 to 6 of steady ones before them): the bounds below say
+    only that they still lean above, as the caveat says."""
     from advisor import predict as pr
 
     regimes = unseen.by_regime(pr.load_model())
@@ -215,7 +218,7 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     assert (counted, others) == (144, 75) and steady >= 115 and steady / counted > 0.8 > 0.6 > rest / others
     assert tiny_above > 3 * tiny_below and above > 1.5 * below
     hits, tiny, step_above, step_below = regimes["tiny step"]
-    assert (hits, tiny) == (24, 53) and step_above > 3 * step_below   # what the caveat says
+    assert (hits, tiny) == (24, 53) and step_above > 2 * step_below   # what the caveat says
     assert tiny < others and hits <= rest
 
 

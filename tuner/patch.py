@@ -924,24 +924,32 @@ class _Rewriter:
         return returns
 
     def _refuse_argument_checks(self, core, positions) -> None:
-        """A call in the step that asks for its argument checks (``Normal(mu, sigma,
-        validate_args=True)``, or ``Normal(mu, sigma, True)`` by position in a script that uses
-        torch.distributions): a host sync the default turned off (NO_ARGUMENT_CHECKS) does not
-        take out."""
+        """A distribution built asking for its argument checks (``Normal(mu, sigma,
+        validate_args=True)``, or ``Normal(mu, sigma, True)`` by position): a host sync that
+        the default the rewrite turns off (NO_ARGUMENT_CHECKS) does not take out. In the step
+        first; then anywhere in the script, since the step may use an object built before the
+        loop (a prior whose ``log_prob`` it calls) or in a method it calls (CleanRL's
+        ``agent.get_action_and_value``), which the patch cannot tell apart from one it never
+        reaches. ``None`` asks for the default, which the rewrite sets off."""
         distributions = uses_distributions(self.module)
-        for statement in core:
-            for call in nodes(statement, cst.Call):
-                given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "validate_args"]
-                if not given and distributions:
-                    given = positional_validate_args(call)
-                if given and not (isinstance(given[0], cst.Name) and given[0].value == "False"):
-                    try:
-                        where = f"line {positions[call].start.line}: "
-                    except KeyError:   # a call inside a statement the rewrite rebuilt
-                        where = ""
-                    raise self.refuse(f"{where}{dotted(call.func) or 'a call'}(..., validate_args="
-                                      f"{cst.Module([]).code_for_node(given[0])}) checks its arguments on the host, "
-                                      "a sync a captured step cannot hold; build it with validate_args=False")
+        names = distribution_names(self.module) if distributions else {}
+        in_step = [call for statement in core for call in nodes(statement, cst.Call)]
+        for call in in_step + (list(nodes(self.module, cst.Call)) if distributions else []):
+            given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "validate_args"]
+            if not given and distributions:
+                given = positional_validate_args(call, names)
+            if not given or isinstance(given[0], cst.Name) and given[0].value in ("False", "None"):
+                continue
+            try:
+                where = f"line {positions[call].start.line}: "
+            except KeyError:   # a call inside a statement the rewrite rebuilt
+                where = ""
+            asks = (f"{where}{dotted(call.func) or 'a call'}(..., validate_args="
+                    f"{cst.Module([]).code_for_node(given[0])}) checks its arguments on the host")
+            if any(call is c for c in in_step):
+                raise self.refuse(f"{asks}, a sync a captured step cannot hold; build it with validate_args=False")
+            raise self.refuse(f"{asks}, a sync a captured step cannot hold if the step uses it (the patch cannot "
+                              "tell); build it with validate_args=False")
 
     def _optimizer_steps_in_graphs(self) -> bool:
         """Is the optimizer one whose step can be captured? SGD and the capturable families can;
@@ -1004,36 +1012,64 @@ def uses_distributions(module: cst.Module) -> bool:
     return False
 
 
-def positional_validate_args(call: cst.Call) -> list:
-    """The value a call to a torch.distributions class passes as ``validate_args`` by
-    position ([] if none): its place differs by class (the third of ``Normal(loc, scale,
-    validate_args)``, the fifth of ``MultivariateNormal``), so it is read off the class's own
-    signature in the installed torch."""
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    name = dotted(call.func).split(".")[-1] if dotted(call.func) else ""
-    index = validate_args_index(name) if len(positional) > 1 and name[:1].isupper() else None
-    return [positional[index].value] if index is not None and index < len(positional) else []
+# where ``validate_args`` falls among the positional parameters of each torch.distributions
+# class (the last of them in every torch from 2.1 to 2.13; a test reads them off the installed
+# torch's signatures): the third of ``Normal(loc, scale, validate_args)``, the fifth of
+# ``MultivariateNormal``. A table, since patch runs without torch
+VALIDATE_ARGS_POSITION = {
+    "Bernoulli": 2, "Beta": 2, "Binomial": 3, "Categorical": 2, "Cauchy": 2, "Chi2": 1, "ContinuousBernoulli": 3,
+    "Dirichlet": 1, "Exponential": 1, "FisherSnedecor": 2, "Gamma": 2, "GeneralizedPareto": 3, "Geometric": 2,
+    "Gumbel": 2, "HalfCauchy": 1, "HalfNormal": 1, "Independent": 2, "InverseGamma": 2, "Kumaraswamy": 2,
+    "LKJCholesky": 2, "Laplace": 2, "LogNormal": 2, "LogisticNormal": 2, "LowRankMultivariateNormal": 3,
+    "MixtureSameFamily": 2, "Multinomial": 3, "MultivariateNormal": 4, "NegativeBinomial": 3, "Normal": 2,
+    "OneHotCategorical": 2, "OneHotCategoricalStraightThrough": 2, "Pareto": 2, "Poisson": 1, "RelaxedBernoulli": 3,
+    "RelaxedOneHotCategorical": 3, "StudentT": 3, "TransformedDistribution": 2, "Uniform": 2, "VonMises": 2,
+    "Weibull": 2, "Wishart": 4,
+}
 
 
-@functools.cache
-def validate_args_index(name: str):
-    """Where ``validate_args`` falls among the positional parameters of torch.distributions'
-    class ``name`` (None: no such class, or no torch to ask)."""
-    try:
-        import inspect
+def distribution_names(module: cst.Module) -> dict:
+    """{name the script calls: torch.distributions class} for the classes it imports bare
+    (``from torch.distributions import Normal as N``, ``from torch.distributions.normal import
+    Normal``, every class under ``import *``), less the names it defines or binds itself (a
+    class of its own named ``Uniform``); empty where it does not use torch.distributions."""
+    if not uses_distributions(module):
+        return {}
+    names = {}
+    for node in nodes(module, cst.ImportFrom):
+        path = dotted(node.module) if node.module is not None else ""
+        if not path.startswith("torch.distributions"):
+            continue
+        if isinstance(node.names, cst.ImportStar):
+            names.update({name: name for name in VALIDATE_ARGS_POSITION})
+            continue
+        for alias in node.names:
+            name = dotted(alias.name)
+            if name in VALIDATE_ARGS_POSITION:
+                local = dotted(alias.asname.name) if alias.asname is not None else name
+                names[local] = name
+    own = {n.name.value for n in nodes(module, (cst.ClassDef, cst.FunctionDef))}
+    own |= set().union(set(), *map(names_assigned, module.body))   # bound at module level (``N = ...``)
+    return {local: name for local, name in names.items() if local not in own}
 
-        import torch.distributions as distributions
-    except ImportError:   # pragma: no cover - torch is a dependency; a broken install checks nothing
-        return None
-    cls = getattr(distributions, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, distributions.Distribution)):
-        return None
-    try:
-        parameters = [p.name for p in inspect.signature(cls).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return None
-    return parameters.index("validate_args") if "validate_args" in parameters else None
+
+def positional_validate_args(call: cst.Call, names: dict) -> list:
+    """The value a call to a torch.distributions class passes as ``validate_args`` by position
+    ([] if none), in a script that uses torch.distributions: the class named bare as the script
+    imported it (``names``: ``distribution_names``) or through a module (``D.Normal``,
+    ``torch.distributions.Normal``). Only the arguments before a starred one count: past it
+    the places are unknown."""
+    path = dotted(call.func) or ""
+    name = names.get(path) if "." not in path else path.rsplit(".", 1)[1]
+    index = VALIDATE_ARGS_POSITION.get(name or "")
+    if index is None:
+        return []
+    positional = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break
+        positional.append(arg)
+    return [positional[index].value] if index < len(positional) else []
 
 
 @functools.cache
