@@ -1013,9 +1013,9 @@ def uses_distributions(module: cst.Module) -> bool:
 
 
 # where ``validate_args`` falls among the positional parameters of each torch.distributions
-# class (the last of them in every torch from 2.1 to 2.13; a test reads them off the installed
-# torch's signatures): the third of ``Normal(loc, scale, validate_args)``, the fifth of
-# ``MultivariateNormal``. A table, since patch runs without torch
+# class, the last of them (a test reads them off the installed torch's signatures): the third
+# of ``Normal(loc, scale, validate_args)``, the fifth of ``MultivariateNormal``. A table, since
+# patch runs without torch
 VALIDATE_ARGS_POSITION = {
     "Bernoulli": 2, "Beta": 2, "Binomial": 3, "Categorical": 2, "Cauchy": 2, "Chi2": 1, "ContinuousBernoulli": 3,
     "Dirichlet": 1, "Exponential": 1, "FisherSnedecor": 2, "Gamma": 2, "GeneralizedPareto": 3, "Geometric": 2,
@@ -1032,9 +1032,7 @@ def distribution_names(module: cst.Module) -> dict:
     """{name the script calls: torch.distributions class} for the classes it imports bare
     (``from torch.distributions import Normal as N``, ``from torch.distributions.normal import
     Normal``, every class under ``import *``), less the names it defines or binds itself (a
-    class of its own named ``Uniform``); empty where it does not use torch.distributions."""
-    if not uses_distributions(module):
-        return {}
+    class of its own named ``Uniform``)."""
     names = {}
     for node in nodes(module, cst.ImportFrom):
         path = dotted(node.module) if node.module is not None else ""
