@@ -966,7 +966,7 @@ def tiny_step_caveat(prediction: dict, scope: str, edges_measured: bool = False)
     TINY_STEP_MS: the launch, the helper's copies and the loop's own Python between replays
     set it, a few microseconds each, and the profile reads them through the bootstrap's hooks
     and the tracer. Of the full-iteration tunes of such steps (the corpus loops of a few layers,
-    both GPUs), 18 of 43 measured within 20 % of the prediction, 21 above it and 4 below
+    both GPUs), 24 of 53 measured within 20 % of the prediction, 22 above it and 7 below
     (``python bench/unseen_eval.py``, its last lines); a lone H200 measured the graphed step of 10 of 19
     corpus loops at 0.41-0.60 of the prediction (bench/results/paired_timing/h200_single_gpu_2026-11-28/).
     ``edges_measured``: a full_iteration prediction that took off the step's edges the

@@ -375,8 +375,7 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
         if "speedup" not in predicted:
             continue
         tiny = "caveat" in predicted   # the report's own test of a tiny step (advisor.predict.tiny_step_caveat)
-        steady = not tiny and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
-        regimes = ["steady" if steady else "tiny or short"] + (["tiny step"] if tiny else [])
+        regimes = ["steady" if is_steady(predicted, record) else "tiny or short"] + (["tiny step"] if tiny else [])
         for speedup in paired_speedups(measured, scope):
             hit = close(predicted["speedup"], speedup, tolerance)
             for counts in (out[regime] for regime in regimes):
@@ -385,6 +384,12 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
                 counts[2] += not hit and speedup > predicted["speedup"]
                 counts[3] += not hit and speedup < predicted["speedup"]
     return out
+
+
+def is_steady(predicted: dict, record: dict) -> bool:
+    """``by_regime``'s "steady": a prediction without the tiny-step caveat, from a baseline
+    timed over SHORT_BASELINE_S or more."""
+    return "caveat" not in predicted and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
 
 
 def interval_by_regime(model: dict, scope: str) -> dict:
@@ -399,8 +404,7 @@ def interval_by_regime(model: dict, scope: str) -> dict:
         predicted = pr.predict(model, row).get(scope, {})
         if not (predicted.get("low") and predicted.get("high")):
             continue
-        steady = "caveat" not in predicted and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
-        counts = out["steady" if steady else "tiny or short"]
+        counts = out["steady" if is_steady(predicted, record) else "tiny or short"]
         for speedup in paired_speedups(measured, scope):
             counts[0] += predicted["low"] <= speedup <= predicted["high"]
             counts[1] += 1
