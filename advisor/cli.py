@@ -10,6 +10,7 @@ import click
 
 from . import __version__
 from .errors import CgAdviseError
+from .runrecord import DEFAULT_BASELINE_RUNS, default_baseline_runs
 
 FINDINGS = ("launch-bound", "sync-bound")  # verdicts that exit 1: there is something to fix
 
@@ -170,11 +171,13 @@ def _write_visuals(targets: dict, analysis, trace, source: str, tune=None, diff=
 @click.option("--iterations", type=click.IntRange(min=1), help="Iterations to record, then (after the baseline's second stretch) stop the script.  "
               "[default: 20]")
 @click.option("--run-to-end", is_flag=True, help="Let the script finish after the recorded iterations.")
-@click.option("--baseline-runs", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+@click.option("--baseline-runs", type=click.IntRange(min=0), metavar="N",
               help="Also time the eager loop as tune does, in N fresh processes without a profiler (each stopped "
-                   "after 110 steps, or what a shorter script has; up to 600 s each), and predict from their median: steadier than one process; 3 is a good choice.")
-@click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline: the "
-              "prediction then estimates the eager time, unless --baseline-runs measures it).")
+                   "after 110 steps, or what a shorter script has; up to 600 s each), and predict from their median; "
+                   "0: predict from the profiled process's own baseline, timed under the profiler.  [default: "
+                   f"{DEFAULT_BASELINE_RUNS} where this GPU was calibrated, else 0]")
+@click.option("--whole-run", is_flag=True, help="Record the whole script instead (no untraced baseline in the profiled "
+              "process: the eager time then comes from --baseline-runs, estimated with 0).")
 @click.option("--backend", type=click.Choice(["auto", "nsys", "torch"]), default="auto", show_default=True,
               help="Record with Nsight Systems, or with torch.profiler (Kineto; no nsys needed); auto: nsys when a "
                    "usable one is found, else torch.")
@@ -202,7 +205,9 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
     By default the first --warmup iterations run untraced (the second half of them timed:
     the eager baseline of the prediction), the next --iterations are recorded, as many
     iterations as were timed run untraced and timed again (more, until 3 s are timed, where
-    the script runs that long), and the script is stopped.
+    the script runs that long), and the script is stopped. On a GPU the eager loop is then
+    timed as tune times it, in --baseline-runs fresh processes without a profiler, and the
+    prediction divides their median.
     Beside the report, NAME.cg-advise-run.json keeps that baseline, a few seconds'
     calibration of this GPU, and the capture scopes as `patch` would apply them.
     With --backend torch (or no nsys found) the report is NAME.kineto.json.gz, torch.profiler's
@@ -278,13 +283,17 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
     if target.argv[0] != "-m":
         applied = runrecord.applied_scopes(target.script)
     bare = None
+    if baseline_runs is None:
+        baseline_runs = default_baseline_runs(calibrated)
     if baseline_runs and (run.interrupted or run.returncode != 0):
-        _note("--baseline-runs: skipped, the profiled run did not complete")
+        _note("eager loop in fresh processes: not timed, the profiled run did not complete")
     elif baseline_runs:
-        _note(f"timing the eager loop in {baseline_runs} fresh processes without a profiler")
+        _note(f"timing the eager loop in {baseline_runs} fresh processes without a profiler "
+              "(--baseline-runs 0 skips it)")
         bare = runrecord.bare_baseline(target, applied, baseline_runs)
         if "error" in bare:
-            _note(f"--baseline-runs: {bare['error']}; the prediction goes without it")
+            _note(f"eager loop in fresh processes: {bare['error']}; the prediction uses the profiled "
+                  "process's own baseline")
         else:
             _note(f"eager, {bare['runs']} bare processes: " + ", ".join(f"{ms:.3f}" for ms in bare["run_ms"])
                   + f" ms/iteration (median {bare['ms_per_iteration']:.3f})")

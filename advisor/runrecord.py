@@ -100,6 +100,17 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
 
 
 BARE_WARMUP, BARE_ITERATIONS = 10, 100   # as tune times eager: steps before timing, timed steps (5 windows)
+# profile's default: the profiled process's baseline is timed under nsys, whose cost a fitted
+# factor takes out; on one H200 start, tune's eager time read 0.69-1.04x of it after that
+# factor, within 10 % for 2 of 12 loops, and 0.88-1.11x of three bare processes' median, within
+# 10 % for 9 (bench/results/paired_timing/h200_bare_baseline_2026-11-29/). They add some 30-60 s.
+DEFAULT_BASELINE_RUNS = 3
+
+
+def default_baseline_runs(calibrated: dict) -> int:
+    """How many bare processes profile times the eager loop in when not told: none where the
+    GPU could not be calibrated (no CUDA device there, and so no graph for tune to time)."""
+    return 0 if "error" in calibrated else DEFAULT_BASELINE_RUNS
 
 
 def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float = 600.0) -> dict:

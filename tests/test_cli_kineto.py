@@ -176,6 +176,16 @@ def test_torch_backend_end_to_end_on_the_cpu_keeps_the_old_trace_with_force(tmp_
     assert "cg-advise: trace: " in err and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))
     assert (tmp_path / "r.kineto.json.gz.bak").read_text() == "old"
     check_torch_run(tmp_path, "r", 2)
+    # no GPU calibrated here: by default no bare processes (there is no graph for tune to time)
+    assert "fresh processes" not in err
+    assert "bare_baseline" not in json.loads((tmp_path / "r.cg-advise-run.json").read_text())
+
+
+def test_profile_times_the_eager_loop_in_three_bare_processes_where_the_gpu_was_calibrated():
+    from advisor import runrecord
+
+    assert runrecord.default_baseline_runs({"graph_node_us": 1.2, "eager_launch_us": 5.0}) == 3
+    assert runrecord.default_baseline_runs({"error": "no CUDA device"}) == 0
 
 
 def test_events_with_times_or_ids_that_are_not_numbers_are_skipped(tmp_path):
@@ -204,7 +214,7 @@ def test_baseline_runs_times_the_eager_loop_in_fresh_processes(tmp_path):
                             "--iterations", "2", "--baseline-runs", "2", SCRIPT, "--steps", "30", env=env)
     assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))
     lines = err.splitlines()
-    assert "cg-advise: timing the eager loop in 2 fresh processes without a profiler" in lines
+    assert "cg-advise: timing the eager loop in 2 fresh processes without a profiler (--baseline-runs 0 skips it)" in lines
     bare = json.loads((tmp_path / "r.cg-advise-run.json").read_text())["bare_baseline"]
     assert bare["runs"] == 2 and len(bare["run_ms"]) == 2 and (bare["warmup"], bare["iterations"]) == (3, 26)
     low, high = sorted(bare["run_ms"])
