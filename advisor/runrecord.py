@@ -101,9 +101,10 @@ def applied_scopes(script, step: Optional[str] = None) -> dict:
 
 BARE_WARMUP, BARE_ITERATIONS = 10, 100   # as tune times eager: steps before timing, timed steps (5 windows)
 # profile's default: the profiled process's baseline is timed under nsys, whose cost a fitted
-# factor takes out; on one H200 start, tune's eager time read 0.69-1.04x of it after that
-# factor, within 10 % for 2 of 12 loops, and 0.88-1.11x of three bare processes' median, within
-# 10 % for 9 (bench/results/paired_timing/h200_bare_baseline_2026-11-29/). They add some 30-60 s.
+# factor takes out; on one H200 start, that read tune's eager time within 10 % for 2 of 12 loops
+# and within 20 % for 8 (up to 45 % off), three bare processes' median within 10 % for 8 and
+# within 14 % for all 12 (bench/results/paired_timing/h200_bare_baseline_2026-11-29/). They add
+# some 30-60 s to a profile.
 DEFAULT_BASELINE_RUNS = 3
 
 

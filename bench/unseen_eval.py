@@ -12,6 +12,7 @@ do worse here (the refit of 2026-11-25 moved the H100 model on the H200 rows fro
 import argparse
 import functools
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -48,8 +49,9 @@ SINGLE = "paired_timing/h200_single_gpu_2026-11-28"   # a machine of one H200: o
 NEW_LOOPS = "paired_timing/h200_new_loops_2026-11-29"   # ten public-shaped loops written after the model, lone H200
 EDGES = "paired_timing/h200_step_edges_2026-11-29"   # small loops written after the model, the calibration's step edges measured
 RECALIBRATED = "paired_timing/h200_recalibrated_2026-11-29"   # a seeded sample of earlier H200 loops, profiled with today's calibration
+BARE = "paired_timing/h200_bare_baseline_2026-11-29"   # a seeded sample of corpus loops, profiled with three bare processes, lone H200
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -288,6 +290,12 @@ SETS = (
     *(s for part in ("first", "second", "third", "fourth")
       for s in each_scope(f"H200 alone, earlier loops recalibrated, {part}", f"{RECALIBRATED}/{part}", GRAPH_PAIR,
                           f"{RECALIBRATED}/{part}")),
+    # corpus loops reading CG_STEPS drawn at random (seeded), profiled at 600 steps with profile's
+    # default of three bare processes (their median is the eager time predicted from), then
+    # tuned, one machine start, the model unchanged (bare4: no scope applied to its one tuned loop)
+    *(s for part in ("bare1", "bare2", "bare3")
+      for s in each_scope(f"H200 alone, three bare processes, {part}", f"{BARE}/{part}", GRAPH_PAIR,
+                          f"{BARE}/{part}")),
 )
 
 
@@ -458,6 +466,24 @@ def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
     return hits, sum(map(len, repeated)), len(repeated)
 
 
+def bare_against_bootstrap(model: dict, scope: str) -> tuple:
+    """(hits predicted from the bare processes' median, hits with the profiled process's own
+    baseline in its place, measurements) of the sets profiled with bare processes: what
+    profile's default of three of them buys, the same tunes judging both."""
+    with_bare = without = total = 0
+    for _, rows, results, set_scope, tolerance in SETS:
+        if set_scope != scope or not rows.startswith(BARE):
+            continue
+        read = pr.read_dataset(RESULTS / rows)
+        keep = now_keep(rows)
+        found = compare(read, RESULTS / results, scope, model, tolerance, keep)
+        bootstrap = compare([{**row, "bare_baseline_ms": math.nan} for row in read], RESULTS / results, scope, model,
+                            tolerance, keep)
+        with_bare, without, total = (with_bare + found["paired"][0], without + bootstrap["paired"][0],
+                                     total + found["paired"][1])
+    return with_bare, without, total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped H100 model)")
@@ -503,6 +529,9 @@ def main() -> None:
         eager = statistics.median(r for s in mine for r in s["eager_ratios"])
         print(f"timed as tune times now, {gpu}, full_iteration measured over predicted (median): "
               f"graphed time {graphed:.3f}, eager time {eager:.3f}")
+    print("timed as tune times now, H200, the loops profiled with three bare processes, predicted from their median "
+          "against from the profiled process's own baseline: " + "; ".join(
+              "{} {} against {} of {}".format(scope, *bare_against_bootstrap(model, scope)) for scope in GRAPH_PAIR))
     regimes = by_regime(model)
     print(f"timed as tune times now, both GPUs, full_iteration by what the profile saw: "
           f"graphed step {pr.TINY_STEP_MS} ms or more and baseline timed over {pr.SHORT_BASELINE_S:g} s or more "

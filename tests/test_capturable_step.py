@@ -100,7 +100,8 @@ def test_a_measurement_that_misses_tensors_is_not_taken():
 def test_the_probe_s_measured_cost_against_the_fitted_line_on_the_committed_sets():
     """bench/capturable_probe.py compare, the committed probes of the lent H100 and H200: the
     measured cost moves tune's graphed time over the predicted closer to 1 on both GPUs and hits
-    at least as often (full_iteration 46 of 52 on the H100 either way, 110 against 108 of 167 on
+    at least as often (full_iteration 46 of 52 on the H100 either way, 115 against 113 of 173 on
+    the H200 with twelve loops profiled with three bare processes, 110 against 108 of 167 on
     the H200 with 18 earlier loops profiled again with today's calibration, 99 against 95 of 149
     with thirteen small-step loops profiled once the calibration measured the step's edges, 90 against 88 of 136 on
     the H200 with four of the loops written after the model tuned after this stop's fixes, 88 against 86 of 132 with the ten loops written after the model, 84 against 81 of 126 before them, whose rows profiled since the calibration measured the step recorded it themselves,
@@ -120,7 +121,7 @@ def test_the_probe_s_measured_cost_against_the_fitted_line_on_the_committed_sets
     found = probe.compare_all(probes, pr.load_model())
     h100, h200 = found["H100 full_iteration"], found["H200 full_iteration"]
     assert h100["fitted"][1] == h100["measured"][1] == 52 and h100["measured"][0] >= h100["fitted"][0] >= 45
-    assert h200["fitted"][1] == h200["measured"][1] == 167 and h200["measured"][0] >= h200["fitted"][0] + 2
+    assert h200["fitted"][1] == h200["measured"][1] == 173 and h200["measured"][0] >= h200["fitted"][0] + 2
     for entry in (h100, h200):
         assert entry["unmeasured"] == []
         assert abs(statistics.median(entry["measured_graphed"]) - 1) < abs(statistics.median(entry["fitted_graphed"]) - 1)
