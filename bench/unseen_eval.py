@@ -326,12 +326,26 @@ def now_keep(rows: str):
     return functools.partial(timed_as_now, (RESULTS / rows).parent) if rows.startswith(NOW + NOW_H200) else None
 
 
+def rows_of(rows: str) -> list:
+    """The dataset rows of a set (``rows`` under RESULTS), each with the seconds its profile's
+    baseline was timed over (``baseline_span_s``) read from its run record where one is found:
+    the sets' CSVs predate the column, and it decides the interval a prediction gets."""
+    from baseline_stretches import record_of
+
+    read = pr.read_dataset(RESULTS / rows)
+    for row in read:
+        record = record_of((RESULTS / rows).parent, row)
+        if record is not None:
+            row["baseline_span_s"] = pr.baseline_span_s(json.loads(record.read_text()))
+    return read
+
+
 def evaluate(model: dict) -> list:
     """One dict per set: its label, scope, tolerance, hits and interval coverage; of the sets
     timed as tune times now, the measurements timed so (``now_keep``)."""
     out = []
     for label, rows, results, scope, tolerance in SETS:
-        found = compare(RESULTS / rows, RESULTS / results, scope, model, tolerance, now_keep(rows))
+        found = compare(rows_of(rows), RESULTS / results, scope, model, tolerance, now_keep(rows))
         # the ceiling: with the graphed time predicted exactly, a prediction is off by the profile's
         # eager time over tune's (in the candidate's process, graphing's slowdown taken out) alone
         eager_hits = sum(close(eager, measured, tolerance) for _, eager, measured, _, _ in found["sides"])
@@ -363,6 +377,7 @@ def tuned_rows(scope: str, prefixes: tuple):
             if not measured:
                 continue
             record = json.loads(record.read_text())
+            row["baseline_span_s"] = pr.baseline_span_s(record)
             if timed_as_now_in(record, measured):
                 yield row, record, measured, tolerance
 
@@ -417,6 +432,42 @@ def interval_by_regime(model: dict, scope: str) -> dict:
             counts[0] += predicted["low"] <= speedup <= predicted["high"]
             counts[1] += 1
     return out
+
+
+def unsteady_residuals(model: dict, scope: str) -> list:
+    """(loop, log of tune's paired speedup over the prediction) of every measurement of
+    ``scope`` whose prediction is not steady (``is_steady``: a tiny step, a short baseline),
+    over the sets timed as tune times now."""
+    from paired_vs_predicted import paired_speedups
+
+    out = []
+    for row, record, measured, _ in tuned_rows(scope, NOW + NOW_H200):
+        predicted = pr.predict(model, row).get(scope, {})
+        if "speedup" in predicted and not is_steady(predicted, record):
+            out += [(row["workload"], math.log(speedup / predicted["speedup"]))
+                    for speedup in paired_speedups(measured, scope)]
+    return out
+
+
+def unsteady_interval(model: dict) -> dict:
+    """The model's ``log_interval_unsteady``: per graph scope, the interval's order statistics
+    (``advisor.predict.interval_of``) of ``unsteady_residuals``."""
+    return {scope: list(pr.interval_of([r for _, r in unsteady_residuals(model, scope)])) for scope in GRAPH_PAIR}
+
+
+def unsteady_interval_held_out(model: dict, scope: str) -> tuple:
+    """(inside, measurements): each unsteady measurement against the interval the report would
+    print had its own loop been left out of the fit (its other tunes too), the steady interval
+    widened by the others' order statistics as ``advisor.predict.log_interval_for`` does: what a
+    loop never measured can expect."""
+    residuals = unsteady_residuals(model, scope)
+    steady = (model.get("log_interval") or {}).get(scope)
+    inside = 0
+    for loop, residual in residuals:
+        wide = pr.interval_of([r for other, r in residuals if other != loop])
+        low, high = min(steady[0], wide[0]), max(steady[1], wide[1])
+        inside += low <= residual <= high
+    return inside, len(residuals)
 
 
 def per_workload(sets: list, prefixes: tuple, scope: str) -> tuple:
@@ -474,7 +525,7 @@ def bare_against_bootstrap(model: dict, scope: str) -> tuple:
     for _, rows, results, set_scope, tolerance in SETS:
         if set_scope != scope or not rows.startswith(BARE):
             continue
-        read = pr.read_dataset(RESULTS / rows)
+        read = rows_of(rows)
         keep = now_keep(rows)
         found = compare(read, RESULTS / results, scope, model, tolerance, keep)
         bootstrap = compare([{**row, "bare_baseline_ms": math.nan} for row in read], RESULTS / results, scope, model,
@@ -488,8 +539,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="benefit model JSON (default: the shipped H100 model)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--fit-unsteady-interval", metavar="MODEL_JSON", type=Path,
+                        help="write the interval of the unsteady predictions' errors into this model file "
+                             "(advisor/data/model_h100.json: the shipped one) and stop")
     args = parser.parse_args()
     model = pr.load_model(args.model)
+    if args.fit_unsteady_interval:
+        fitted = json.loads(args.fit_unsteady_interval.read_text())
+        fitted[pr.UNSTEADY_INTERVAL] = unsteady_interval(model)
+        args.fit_unsteady_interval.write_text(json.dumps(fitted, indent=1) + "\n")
+        print(json.dumps(fitted[pr.UNSTEADY_INTERVAL]))
+        return
     sets = evaluate(model)
     if args.json:
         print(json.dumps(sets, indent=1))
@@ -542,6 +602,8 @@ def main() -> None:
         regimes = interval_by_regime(model, scope)
         print(f"timed as tune times now, both GPUs, {scope} inside the printed 80 % interval: steady "
               "{} of {}; tiny step or short baseline {} of {}".format(*regimes["steady"], *regimes["tiny or short"]))
+    print("the same, each loop left out of the unsteady interval's fit: " + "; ".join(
+        "{} {} of {}".format(scope, *unsteady_interval_held_out(model, scope)) for scope in GRAPH_PAIR))
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
     print(f"all: within the target for {hits} of {total} ({hits / total:.0%}); inside the 80 % interval for "

@@ -83,7 +83,8 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
     than a loop that replays throughout), each step of that history in docs/prediction-evidence.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
-    much narrower than now (750 of 908 at least) nor vacuous (over 95 %)."""
+    much narrower than now (825 of 908 at least, 757 before tiny steps and short baselines got
+    their wider interval) nor vacuous (over 95 %)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
@@ -94,7 +95,7 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 750 and inside / counted <= 0.95
+    assert inside >= 825 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -335,18 +336,28 @@ def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_ful
     assert unseen.repeatability(sets, unseen.NOW_H200, "fwd_bwd") == (128, 134, 48)
 
 
-def test_the_interval_holds_less_where_the_step_is_tiny_or_the_baseline_short(unseen):
-    """The printed 80 % interval is made of the dataset's cross-validated errors (steady runs),
-    one width for every prediction: over the sets timed as tune times now it held 141 of 150
-    steady full_iteration measurements and 50 of 75 of tiny steps or short baselines; fwd_bwd
-    148 of 165 and 39 of 56. Where a prediction carries the tiny-step caveat or the short-span
-    note, the interval is narrower than what it says."""
+def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(unseen):
+    """The dataset's cross-validated errors (steady runs) make an interval that held 141 of 150
+    steady full_iteration measurements over the sets timed as tune times now, but 50 of 75 of
+    tiny steps or short baselines (fwd_bwd 148 of 165 and 39 of 56). The shipped model's
+    log_interval_unsteady is the order statistics of those loops' own errors (recomputed here
+    by hand from unsteady_residuals); with it the printed interval holds 66 of 75 and 52 of 56,
+    and as much with each loop left out of its fit (66 and 51): what a new loop can expect."""
     from advisor import predict as pr
 
     model = pr.load_model()
-    full, fwd_bwd = (unseen.interval_by_regime(model, scope) for scope in unseen.GRAPH_PAIR)
-    assert full == {"steady": [141, 150], "tiny or short": [50, 75]}
-    assert fwd_bwd == {"steady": [148, 165], "tiny or short": [39, 56]}
-    for regimes in (full, fwd_bwd):
-        (inside, counted), (short_inside, short_counted) = regimes["steady"], regimes["tiny or short"]
-        assert inside / counted > 0.8 > short_inside / short_counted
+    steady_only = {k: v for k, v in model.items() if k != pr.UNSTEADY_INTERVAL}
+    for scope, before, after, held_out in (("full_iteration", [50, 75], [66, 75], (66, 75)),
+                                           ("fwd_bwd", [39, 56], [52, 56], (51, 56))):
+        assert unseen.interval_by_regime(steady_only, scope)["tiny or short"] == before
+        regimes = unseen.interval_by_regime(model, scope)
+        assert regimes["tiny or short"] == after
+        assert regimes["steady"] == unseen.interval_by_regime(steady_only, scope)["steady"]   # untouched
+        assert unseen.unsteady_interval_held_out(model, scope) == held_out
+        residuals = sorted(r for _, r in unseen.unsteady_residuals(model, scope))
+        n = len(residuals)   # k-th smallest, k = floor((n+1) / 10) and ceil(9 (n+1) / 10)
+        low, high = residuals[max((n + 1) // 10, 1) - 1], residuals[min(-(-9 * (n + 1) // 10), n) - 1]
+        assert model[pr.UNSTEADY_INTERVAL][scope] == pytest.approx([low, high], rel=1e-9)
+        assert low < 0 < high and high > -low   # measured above the prediction more than below
+    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [141, 150]
+    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [148, 165]
