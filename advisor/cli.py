@@ -284,16 +284,20 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
         applied = runrecord.applied_scopes(target.script)
     bare = None
     if baseline_runs is None:
-        baseline_runs = default_baseline_runs(calibrated)
+        baseline_runs, why = default_baseline_runs(calibrated, target, applied,
+                                                   runrecord.measured_eager_ms(run.injected) or 0.0)
+        if why:
+            _note(why)
     if baseline_runs and (run.interrupted or run.returncode != 0):
         _note("eager loop in fresh processes: not timed, the profiled run did not complete")
     elif baseline_runs:
         _note(f"timing the eager loop in {baseline_runs} fresh processes without a profiler "
-              "(--baseline-runs 0 skips it)")
+              "(Ctrl-C skips them, --baseline-runs 0 too)")
         bare = runrecord.bare_baseline(target, applied, baseline_runs)
         if "error" in bare:
-            _note(f"eager loop in fresh processes: {bare['error']}; the prediction uses the profiled "
-                  "process's own baseline")
+            instead = ("the profiled process's own baseline" if (run.injected or {}).get("untraced")
+                       else "the eager time estimated from the trace")
+            _note(f"eager loop in fresh processes: {bare['error']}; the prediction uses {instead}")
         else:
             _note(f"eager, {bare['runs']} bare processes: " + ", ".join(f"{ms:.3f}" for ms in bare["run_ms"])
                   + f" ms/iteration (median {bare['ms_per_iteration']:.3f})")

@@ -134,7 +134,7 @@ def features_of(summary, record: dict | None = None) -> dict:
         "bare_baseline_ms": bare or math.nan,
         # the seconds the bootstrap's baseline was timed over (nan: a record that did not keep
         # each iteration's time, or none): a prediction from a short one gets the wider interval
-        "baseline_span_s": baseline_span_s(record) if untraced.get("host_ms") else math.nan,
+        "baseline_span_s": recorded_span_s(record),
         "graph_node_us": calibration.get("graph_node_us", math.nan),
         "graph_launch_us": calibration.get("graph_launch_us", math.nan),
         "eager_launch_us": calibration.get("eager_launch_us", math.nan),
@@ -929,7 +929,7 @@ def predict(model: dict, f: dict, applied: dict | None = None) -> dict:
         out[scope] = {"speedup": with_eager_steps(speedup, share), "low": None, "high": None}
         out[scope]["ms"] = eager / out[scope]["speedup"]
         caveat = tiny_step_caveat(out[scope], scope, scope == "full_iteration" and step_edges_ms(f) > 0)
-        interval, widened = log_interval_for(model, scope, bool(caveat) or short_baseline(f))
+        interval, widened = log_interval_for(model, scope, bool(caveat) or short_baseline(f, how))
         if widened:
             out[scope]["interval_basis"] = UNSTEADY_BASIS
         if interval:
@@ -965,8 +965,8 @@ UNSTEADY_BASIS = ("the interval of unseen loops' tunes with a tiny step or a sho
 def log_interval_for(model: dict, scope: str, unsteady: bool) -> tuple:
     """(the log-residual interval printed beside ``scope``'s prediction, whether it was
     widened). ``log_interval`` is made of the dataset's cross-validated errors, steady runs
-    all; over the committed unseen loops it held 4 of 5 steady measurements and 2 of 3 where the
-    graphed step is tiny or the baseline short (``bench/unseen_eval.py``). There the model's
+    all; over the committed unseen loops it held about 9 in 10 steady measurements and 2 in 3
+    where the graphed step is tiny or the baseline short (``bench/unseen_eval.py``). There the model's
     ``log_interval_unsteady`` (the same order statistics of those loops' own errors, fitted by
     ``python bench/unseen_eval.py --fit-unsteady-interval``) widens it, never narrows it."""
     steady = (model.get("log_interval") or {}).get(scope)
@@ -976,11 +976,13 @@ def log_interval_for(model: dict, scope: str, unsteady: bool) -> tuple:
     return (min(steady[0], wide[0]), max(steady[1], wide[1])), True
 
 
-def short_baseline(f: dict) -> bool:
-    """Whether the features' baseline was timed over less than SHORT_BASELINE_S; unknown (a
-    dataset row without the column, a record without per-iteration times) is not short."""
+def short_baseline(f: dict, eager_source: str) -> bool:
+    """Whether the eager time predicted from is the bootstrap's baseline (``eager_source``
+    "measured") timed over less than SHORT_BASELINE_S: the host's speed drifts over seconds. Bare
+    processes time at least 3 s where the script runs that long; an unknown span (a dataset row
+    without the column, a record without per-iteration times) is not short."""
     span = _value(f, "baseline_span_s")
-    return 0 <= span < SHORT_BASELINE_S
+    return eager_source == "measured" and 0 <= span < SHORT_BASELINE_S
 
 
 TINY_STEP_MS = 0.1   # a graphed step predicted under this: a few microseconds of host work decide it
@@ -1115,6 +1117,12 @@ def eager_source_text(predictions: dict) -> str:
         text += ("; a short span: the host's launch speed drifts from second to second, so a run of more steps "
                  "gives a steadier baseline")
     return text
+
+
+def recorded_span_s(record: dict | None) -> float:
+    """``baseline_span_s`` where the record kept each untraced iteration's time, else nan
+    (unknown: an older record, a --whole-run profile, none)."""
+    return baseline_span_s(record) if (((record or {}).get("untraced") or {}).get("host_ms")) else math.nan
 
 
 def baseline_span_s(record: dict | None) -> float:

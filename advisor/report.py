@@ -141,7 +141,8 @@ def _render_predictions(predictions: dict, out: Console) -> None:
     for scope, p in predictions.items():
         if isinstance(p, dict) and "speedup" in p:
             interval = f"{p['low']:.2f}-{p['high']:.2f}x" if p.get("low") is not None else "-"
-            widened = "interval widened: a short baseline" if p.get("interval_basis") and not p.get("caveat") else ""
+            widened = ("" if not p.get("interval_basis") else "interval widened" if p.get("caveat")
+                       else "interval widened: a short baseline")
             note = "; ".join(filter(None, (p.get("as_applied", "") or (
                 "not validated: no measurements of it" if p.get("unvalidated") else ""), p.get("caveat"), widened)))
             table.add_row(scope, f"{p['speedup']:.2f}x", interval, f"{p['ms']:.3f}", note)

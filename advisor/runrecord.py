@@ -103,15 +103,28 @@ BARE_WARMUP, BARE_ITERATIONS = 10, 100   # as tune times eager: steps before tim
 # profile's default: the profiled process's baseline is timed under nsys, whose cost a fitted
 # factor takes out; on one H200 start, that read tune's eager time within 10 % for 2 of 12 loops
 # and within 20 % for 8 (up to 45 % off), three bare processes' median within 10 % for 8 and
-# within 14 % for all 12 (bench/results/paired_timing/h200_bare_baseline_2026-11-29/). They add
-# some 30-60 s to a profile.
+# within 14 % for all 12 (bench/results/paired_timing/h200_bare_baseline_2026-11-29/). Each
+# process costs the script's start-up and 110 steps (3 s at least): 30-60 s in all for those
+# loops of a few milliseconds a step; the default is skipped where the steps alone would take
+# longer than DEFAULT_BARE_BUDGET_S.
 DEFAULT_BASELINE_RUNS = 3
+DEFAULT_BARE_BUDGET_S = 120.0
 
 
-def default_baseline_runs(calibrated: dict) -> int:
-    """How many bare processes profile times the eager loop in when not told: none where the
-    GPU could not be calibrated (no CUDA device there, and so no graph for tune to time)."""
-    return 0 if "error" in calibrated else DEFAULT_BASELINE_RUNS
+def default_baseline_runs(calibrated: dict, target, applied: Optional[dict], step_ms: float) -> tuple:
+    """(how many bare processes profile times the eager loop in when not told, why none where
+    that is worth saying). None, silently, where bare_baseline could not take them (no GPU
+    calibrated: no graph for tune to time; -m module, a launcher, no loop found); none, said,
+    where the bootstrap's ``step_ms`` (ms/iteration) puts their steps over DEFAULT_BARE_BUDGET_S."""
+    if "error" in calibrated or getattr(target, "launcher", None) or (target.argv and target.argv[0] == "-m"):
+        return 0, None
+    if not applied or "kind" not in applied:
+        return 0, None
+    seconds = DEFAULT_BASELINE_RUNS * (BARE_WARMUP + BARE_ITERATIONS) * step_ms / 1e3
+    if seconds > DEFAULT_BARE_BUDGET_S:
+        return 0, (f"eager loop in fresh processes: not timed by default, {DEFAULT_BASELINE_RUNS} of them would run "
+                   f"{seconds:.0f} s of steps ({step_ms:.0f} ms each); --baseline-runs {DEFAULT_BASELINE_RUNS} takes them")
+    return DEFAULT_BASELINE_RUNS, None
 
 
 def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float = 600.0) -> dict:

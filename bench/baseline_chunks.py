@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from advisor.predict import load_model  # noqa: E402
+from advisor.runrecord import measured_eager_ms  # noqa: E402
 
 SUFFIX = "_eager.cg-advise-run.json"
 
@@ -30,7 +31,7 @@ def main():
     errors = {"warm-up": [], "both chunks": [], "as predicted without bare processes": [], "bare processes": []}
     factor = load_model().get("baseline_factor", 1.0)
     print(f"{'script':22s} {'tune eager':>10s} {'warm-up':>8s} {'after':>8s} {'both':>8s} {'x factor':>8s} {'bare':>8s}"
-          "   (ms per iteration; x factor: the host clock's, as predicted)")
+          "   (ms per iteration; x factor: the baseline as predicted)")
     for path in sorted(args.records.glob(f"*{SUFFIX}")):
         name = path.name[: -len(SUFFIX)]
         tuned = args.tuned / f"{name}.py.cg-advise.json"
@@ -46,7 +47,7 @@ def main():
         both = untraced["gpu_ms_per_iteration"]
         errors["warm-up"].append(abs(warm_up / eager - 1))
         errors["both chunks"].append(abs(both / eager - 1))
-        predicted = untraced.get("host_ms_per_iteration", both) * factor
+        predicted = measured_eager_ms(record) * factor   # the baseline the prediction reads
         errors["as predicted without bare processes"].append(abs(predicted / eager - 1))
         if bare:
             errors["bare processes"].append(abs(bare / eager - 1))

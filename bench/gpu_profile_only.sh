@@ -7,7 +7,7 @@
 # Usage (GPU, nsys on PATH): bash bench/gpu_profile_only.sh OUT [SECONDS]
 #   CORPUS_DIR=DIR (where the CORPUS scripts are: tests/corpus by default)
 #   CORPUS="cifar_tutorial mnist_example" ZOO_ROWS="mlp_w256_d8_b64+loader cnn_c16_k4_b32_s32+amp"
-#   PROFILE_ARGS="--baseline-runs 3" (options for every profile)
+#   PROFILE_ARGS="--baseline-runs 0" (options for every profile; 0: no bare processes, as profile ran before 2026-11-29)
 set -u
 out=${1:?OUTDIR}; deadline=${2:-540}
 mkdir -p "$out/zoo"

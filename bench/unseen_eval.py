@@ -336,7 +336,7 @@ def rows_of(rows: str) -> list:
     for row in read:
         record = record_of((RESULTS / rows).parent, row)
         if record is not None:
-            row["baseline_span_s"] = pr.baseline_span_s(json.loads(record.read_text()))
+            row["baseline_span_s"] = pr.recorded_span_s(json.loads(record.read_text()))
     return read
 
 
@@ -377,7 +377,7 @@ def tuned_rows(scope: str, prefixes: tuple):
             if not measured:
                 continue
             record = json.loads(record.read_text())
-            row["baseline_span_s"] = pr.baseline_span_s(record)
+            row["baseline_span_s"] = pr.recorded_span_s(record)
             if timed_as_now_in(record, measured):
                 yield row, record, measured, tolerance
 
@@ -393,12 +393,14 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     from paired_vs_predicted import paired_speedups
 
     out = {"steady": [0, 0, 0, 0], "tiny or short": [0, 0, 0, 0], "tiny step": [0, 0, 0, 0]}
-    for row, record, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
-        predicted = pr.predict(model, row).get(scope, {})
+    for row, _, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
+        everything = pr.predict(model, row)
+        predicted = everything.get(scope, {})
         if "speedup" not in predicted:
             continue
         tiny = "caveat" in predicted   # the report's own test of a tiny step (advisor.predict.tiny_step_caveat)
-        regimes = ["steady" if is_steady(predicted, record) else "tiny or short"] + (["tiny step"] if tiny else [])
+        steady = is_steady(predicted, row, everything["eager_source"])
+        regimes = ["steady" if steady else "tiny or short"] + (["tiny step"] if tiny else [])
         for speedup in paired_speedups(measured, scope):
             hit = close(predicted["speedup"], speedup, tolerance)
             for counts in (out[regime] for regime in regimes):
@@ -409,10 +411,11 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     return out
 
 
-def is_steady(predicted: dict, record: dict) -> bool:
-    """``by_regime``'s "steady": a prediction without the tiny-step caveat, from a baseline
-    timed over SHORT_BASELINE_S or more."""
-    return "caveat" not in predicted and pr.baseline_span_s(record) >= pr.SHORT_BASELINE_S
+def is_steady(predicted: dict, row: dict, eager_source: str) -> bool:
+    """``by_regime``'s "steady": a scope's prediction without the tiny-step caveat, from an
+    eager time that is not a short baseline (``advisor.predict.short_baseline``, of the row
+    with its span filled by ``tuned_rows``): the report's own test of the wider interval."""
+    return "caveat" not in predicted and not pr.short_baseline(row, eager_source)
 
 
 def interval_by_regime(model: dict, scope: str) -> dict:
@@ -423,11 +426,12 @@ def interval_by_regime(model: dict, scope: str) -> dict:
     from paired_vs_predicted import paired_speedups
 
     out = {"steady": [0, 0], "tiny or short": [0, 0]}
-    for row, record, measured, _ in tuned_rows(scope, NOW + NOW_H200):
-        predicted = pr.predict(model, row).get(scope, {})
+    for row, _, measured, _ in tuned_rows(scope, NOW + NOW_H200):
+        everything = pr.predict(model, row)
+        predicted = everything.get(scope, {})
         if not (predicted.get("low") and predicted.get("high")):
             continue
-        counts = out["steady" if is_steady(predicted, record) else "tiny or short"]
+        counts = out["steady" if is_steady(predicted, row, everything["eager_source"]) else "tiny or short"]
         for speedup in paired_speedups(measured, scope):
             counts[0] += predicted["low"] <= speedup <= predicted["high"]
             counts[1] += 1
@@ -441,9 +445,10 @@ def unsteady_residuals(model: dict, scope: str) -> list:
     from paired_vs_predicted import paired_speedups
 
     out = []
-    for row, record, measured, _ in tuned_rows(scope, NOW + NOW_H200):
-        predicted = pr.predict(model, row).get(scope, {})
-        if "speedup" in predicted and not is_steady(predicted, record):
+    for row, _, measured, _ in tuned_rows(scope, NOW + NOW_H200):
+        everything = pr.predict(model, row)
+        predicted = everything.get(scope, {})
+        if "speedup" in predicted and not is_steady(predicted, row, everything["eager_source"]):
             out += [(row["workload"], math.log(speedup / predicted["speedup"]))
                     for speedup in paired_speedups(measured, scope)]
     return out
@@ -464,7 +469,10 @@ def unsteady_interval_held_out(model: dict, scope: str) -> tuple:
     steady = (model.get("log_interval") or {}).get(scope)
     inside = 0
     for loop, residual in residuals:
-        wide = pr.interval_of([r for other, r in residuals if other != loop])
+        others = [r for other, r in residuals if other != loop]
+        if not steady or not others:
+            raise ValueError(f"{scope}: no dataset interval, or no other loop's errors to make one of")
+        wide = pr.interval_of(others)
         low, high = min(steady[0], wide[0]), max(steady[1], wide[1])
         inside += low <= residual <= high
     return inside, len(residuals)
@@ -543,8 +551,8 @@ def main() -> None:
                         help="write the interval of the unsteady predictions' errors into this model file "
                              "(advisor/data/model_h100.json: the shipped one) and stop")
     args = parser.parse_args()
-    model = pr.load_model(args.model)
-    if args.fit_unsteady_interval:
+    model = pr.load_model(args.fit_unsteady_interval or args.model)
+    if args.fit_unsteady_interval:   # the residuals of that model's own point predictions
         fitted = json.loads(args.fit_unsteady_interval.read_text())
         fitted[pr.UNSTEADY_INTERVAL] = unsteady_interval(model)
         args.fit_unsteady_interval.write_text(json.dumps(fitted, indent=1) + "\n")

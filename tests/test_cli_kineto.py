@@ -162,7 +162,11 @@ def test_auto_falls_back_to_torch_without_nsys_and_says_so(tmp_path):
     check_torch_run(tmp_path, "cg-advise-train_cpu", 3)
 
 
-def test_torch_backend_end_to_end_on_the_cpu_keeps_the_old_trace_with_force(tmp_path):
+def test_torch_backend_end_to_end_on_the_cpu_keeps_the_old_trace_with_force(tmp_path, monkeypatch):
+    from advisor import runrecord
+
+    # no GPU calibrated (as on a machine without one, whatever this one has)
+    monkeypatch.setattr(runrecord, "calibration", lambda python, capturable=(): {"error": "no CUDA device"})
     (tmp_path / "r.kineto.json.gz").write_text("old")
     args = ("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", "--warmup", "4", "--iterations", "2",
             SCRIPT, "--steps", "10")
@@ -181,11 +185,42 @@ def test_torch_backend_end_to_end_on_the_cpu_keeps_the_old_trace_with_force(tmp_
     assert "bare_baseline" not in json.loads((tmp_path / "r.cg-advise-run.json").read_text())
 
 
-def test_profile_times_the_eager_loop_in_three_bare_processes_where_the_gpu_was_calibrated():
+def test_profile_times_the_eager_loop_in_three_bare_processes_where_the_gpu_was_calibrated(tmp_path, monkeypatch):
+    """Not told, profile hands bare_baseline three processes once the GPU is calibrated (both
+    stubbed here: this machine may have none); where they fail, it says what the prediction
+    uses instead."""
     from advisor import runrecord
 
-    assert runrecord.default_baseline_runs({"graph_node_us": 1.2, "eager_launch_us": 5.0}) == 3
-    assert runrecord.default_baseline_runs({"error": "no CUDA device"}) == 0
+    taken = []
+    monkeypatch.setattr(runrecord, "calibration", lambda python, capturable=(): {
+        "gpu": "stub", "graph_node_us": 1.2, "graph_launch_us": 7.0, "eager_launch_us": 9.0})
+    monkeypatch.setattr(runrecord, "bare_baseline",
+                        lambda target, applied, runs: taken.append(runs) or {"error": "stubbed"})
+    code, out, err = invoke("profile", "--backend", "torch", "--output-dir", tmp_path, "-o", "r", "--warmup", "4",
+                            "--iterations", "2", SCRIPT, "--steps", "10", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
+    lines = err.splitlines()
+    assert taken == [3]
+    assert ("cg-advise: timing the eager loop in 3 fresh processes without a profiler (Ctrl-C skips them, "
+            "--baseline-runs 0 too)") in lines
+    assert ("cg-advise: eager loop in fresh processes: stubbed; the prediction uses the profiled process's own "
+            "baseline") in lines
+
+
+def test_the_default_takes_no_bare_processes_where_they_cannot_run_or_would_run_long():
+    from advisor import runrecord
+    from advisor.profile import Target
+
+    calibrated, script, loop = {"graph_node_us": 1.2}, Target(sys.executable, [], ["train.py"]), {"kind": "train"}
+    assert runrecord.default_baseline_runs(calibrated, script, loop, 2.0) == (3, None)
+    assert runrecord.default_baseline_runs({"error": "no CUDA device"}, script, loop, 2.0) == (0, None)
+    assert runrecord.default_baseline_runs(calibrated, Target(sys.executable, [], ["-m", "pkg"]), loop, 2.0) == (0, None)
+    assert runrecord.default_baseline_runs(calibrated, script, {"error": "no loop"}, 2.0) == (0, None)
+    assert runrecord.default_baseline_runs(calibrated, script, None, 2.0) == (0, None)
+    # 3 x 110 steps of 400 ms: 132 s of steps, over the default's 120
+    assert runrecord.default_baseline_runs(calibrated, script, loop, 400.0) == (0, (
+        "eager loop in fresh processes: not timed by default, 3 of them would run 132 s of steps (400 ms each); "
+        "--baseline-runs 3 takes them"))
+    assert runrecord.default_baseline_runs(calibrated, script, loop, 360.0)[0] == 3   # 119 s
 
 
 def test_events_with_times_or_ids_that_are_not_numbers_are_skipped(tmp_path):
@@ -214,7 +249,7 @@ def test_baseline_runs_times_the_eager_loop_in_fresh_processes(tmp_path):
                             "--iterations", "2", "--baseline-runs", "2", SCRIPT, "--steps", "30", env=env)
     assert (code, out) == (2, "") and err.endswith(NO_CUDA.format(name="r.kineto.json.gz"))
     lines = err.splitlines()
-    assert "cg-advise: timing the eager loop in 2 fresh processes without a profiler (--baseline-runs 0 skips it)" in lines
+    assert "cg-advise: timing the eager loop in 2 fresh processes without a profiler (Ctrl-C skips them, --baseline-runs 0 too)" in lines
     bare = json.loads((tmp_path / "r.cg-advise-run.json").read_text())["bare_baseline"]
     assert bare["runs"] == 2 and len(bare["run_ms"]) == 2 and (bare["warmup"], bare["iterations"]) == (3, 26)
     low, high = sorted(bare["run_ms"])
