@@ -396,8 +396,9 @@ def _predictions_chart(predictions: dict, tune: Optional[dict]) -> str:
         parts.append(text(left - 8, y + 12, scope, "lab", "end"))
         if p.get("speedup"):
             if p.get("low") is not None:
+                basis = f"; {p['interval_basis']}" if p.get("interval_basis") else ""
                 parts.append(line(xv(p["low"]), y + 8, xv(p["high"]), y + 8, "whisk",
-                                  f"{scope}: predicted interval {p['low']:.2f}-{p['high']:.2f}x (80 % interval)"))
+                                  f"{scope}: predicted interval {p['low']:.2f}-{p['high']:.2f}x (80 % interval{basis})"))
             parts.append(f'<circle cx="{num(xv(p["speedup"]))}" cy="{y + 8}" r="6" class="pred"><title>'
                          f'{esc(scope)}: predicted {p["speedup"]:.2f}x ({p["ms"]:.3f} ms/iteration)'
                          f'{"".join(esc("; " + p[k]) for k in ("as_applied", "caveat") if p.get(k))}</title></circle>')

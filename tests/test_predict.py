@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from advisor import predict as pr
 from advisor.analysis import analyse
 from advisor.cli import cli
+from advisor.svg import esc
 from advisor.trace import open_trace
 from conftest import ROOT, bench_module, rewrite, sample
 
@@ -220,6 +221,9 @@ def test_a_short_baseline_or_a_tiny_step_prints_the_wider_interval(shipped):
         assert p[scope]["low"] <= narrow[scope]["low"] and p[scope]["high"] > narrow[scope]["high"] * 1.1
     code, text, _ = run("analyze", sample("corpus_gan_profiled"))
     assert text.count("interval widened: a short baseline") == 2
+    from advisor.html_report import _predictions_section
+
+    assert _predictions_section(p, None).count(esc(pr.UNSTEADY_BASIS)) == 2   # each widened whisker's tooltip
     older = json.loads(run("analyze", sample("zoo_mlp_profiled"), "--json")[1])["predictions"]
     for scope in ("full_iteration", "fwd_bwd"):
         assert ("interval_basis" in older[scope]) == ("caveat" in older[scope])
