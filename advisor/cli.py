@@ -10,7 +10,7 @@ import click
 
 from . import __version__
 from .errors import CgAdviseError
-from .runrecord import DEFAULT_BASELINE_RUNS, default_baseline_runs
+from .runrecord import DEFAULT_BASELINE_RUNS
 
 FINDINGS = ("launch-bound", "sync-bound")  # verdicts that exit 1: there is something to fix
 
@@ -284,8 +284,8 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
         applied = runrecord.applied_scopes(target.script)
     bare = None
     if baseline_runs is None:
-        baseline_runs, why = default_baseline_runs(calibrated, target, applied,
-                                                   runrecord.measured_eager_ms(run.injected) or 0.0)
+        baseline_runs, why = runrecord.default_baseline_runs(calibrated, target, applied,
+                                                             runrecord.measured_eager_ms(run.injected) or 0.0)
         if why:
             _note(why)
     if baseline_runs and (run.interrupted or run.returncode != 0):

@@ -116,15 +116,25 @@ def default_baseline_runs(calibrated: dict, target, applied: Optional[dict], ste
     that is worth saying). None, silently, where bare_baseline could not take them (no GPU
     calibrated: no graph for tune to time; -m module, a launcher, no loop found); none, said,
     where the bootstrap's ``step_ms`` (ms/iteration) puts their steps over DEFAULT_BARE_BUDGET_S."""
-    if "error" in calibrated or getattr(target, "launcher", None) or (target.argv and target.argv[0] == "-m"):
-        return 0, None
-    if not applied or "kind" not in applied:
+    if "error" in calibrated or bare_refusal(target, applied):
         return 0, None
     seconds = DEFAULT_BASELINE_RUNS * (BARE_WARMUP + BARE_ITERATIONS) * step_ms / 1e3
     if seconds > DEFAULT_BARE_BUDGET_S:
         return 0, (f"eager loop in fresh processes: not timed by default, {DEFAULT_BASELINE_RUNS} of them would run "
                    f"{seconds:.0f} s of steps ({step_ms:.0f} ms each); --baseline-runs {DEFAULT_BASELINE_RUNS} takes them")
     return DEFAULT_BASELINE_RUNS, None
+
+
+def bare_refusal(target, applied: Optional[dict]) -> Optional[str]:
+    """Why bare_baseline cannot time this target's loop (None: it can)."""
+    if getattr(target, "launcher", None):
+        return "not taken under a distributed launcher"
+    if target.argv and target.argv[0] == "-m":
+        return "not taken for -m module (the harness runs a script file)"
+    if not applied or "kind" not in applied:
+        why = (applied or {}).get("error") or "the script's step was not found"
+        return f"no training or inference loop to time: {why}"
+    return None
 
 
 def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float = 600.0) -> dict:
@@ -138,13 +148,9 @@ def bare_baseline(target, applied: Optional[dict], runs: int, timeout_s: float =
     taken (Ctrl-C included: the profile before it is still recorded and analysed)."""
     import shutil
 
-    if getattr(target, "launcher", None):
-        return {"error": "not taken under a distributed launcher"}
-    if target.argv and target.argv[0] == "-m":
-        return {"error": "not taken for -m module (the harness runs a script file)"}
-    if not applied or "kind" not in applied:
-        why = (applied or {}).get("error") or "the script's step was not found"
-        return {"error": f"no training or inference loop to time: {why}"}
+    refused = bare_refusal(target, applied)
+    if refused:
+        return {"error": refused}
     workdir = None
     try:
         from tuner.harness import Settings

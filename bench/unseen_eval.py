@@ -393,13 +393,10 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     from paired_vs_predicted import paired_speedups
 
     out = {"steady": [0, 0, 0, 0], "tiny or short": [0, 0, 0, 0], "tiny step": [0, 0, 0, 0]}
-    for row, _, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
-        everything = pr.predict(model, row)
-        predicted = everything.get(scope, {})
+    for _, predicted, steady, measured, tolerance in predicted_rows(model, scope):
         if "speedup" not in predicted:
             continue
         tiny = "caveat" in predicted   # the report's own test of a tiny step (advisor.predict.tiny_step_caveat)
-        steady = is_steady(predicted, row, everything["eager_source"])
         regimes = ["steady" if steady else "tiny or short"] + (["tiny step"] if tiny else [])
         for speedup in paired_speedups(measured, scope):
             hit = close(predicted["speedup"], speedup, tolerance)
@@ -409,6 +406,15 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
                 counts[2] += not hit and speedup > predicted["speedup"]
                 counts[3] += not hit and speedup < predicted["speedup"]
     return out
+
+
+def predicted_rows(model: dict, scope: str):
+    """(row, its prediction of ``scope``, whether that is steady (``is_steady``), tune's row of
+    the scope, the tolerance) of every ``tuned_rows`` measurement, as the report would predict."""
+    for row, _, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
+        everything = pr.predict(model, row)
+        predicted = everything.get(scope, {})
+        yield row, predicted, is_steady(predicted, row, everything["eager_source"]), measured, tolerance
 
 
 def is_steady(predicted: dict, row: dict, eager_source: str) -> bool:
@@ -426,12 +432,10 @@ def interval_by_regime(model: dict, scope: str) -> dict:
     from paired_vs_predicted import paired_speedups
 
     out = {"steady": [0, 0], "tiny or short": [0, 0]}
-    for row, _, measured, _ in tuned_rows(scope, NOW + NOW_H200):
-        everything = pr.predict(model, row)
-        predicted = everything.get(scope, {})
+    for _, predicted, steady, measured, _ in predicted_rows(model, scope):
         if not (predicted.get("low") and predicted.get("high")):
             continue
-        counts = out["steady" if is_steady(predicted, row, everything["eager_source"]) else "tiny or short"]
+        counts = out["steady" if steady else "tiny or short"]
         for speedup in paired_speedups(measured, scope):
             counts[0] += predicted["low"] <= speedup <= predicted["high"]
             counts[1] += 1
@@ -445,10 +449,8 @@ def unsteady_residuals(model: dict, scope: str) -> list:
     from paired_vs_predicted import paired_speedups
 
     out = []
-    for row, _, measured, _ in tuned_rows(scope, NOW + NOW_H200):
-        everything = pr.predict(model, row)
-        predicted = everything.get(scope, {})
-        if "speedup" in predicted and not is_steady(predicted, row, everything["eager_source"]):
+    for row, predicted, steady, measured, _ in predicted_rows(model, scope):
+        if "speedup" in predicted and not steady:
             out += [(row["workload"], math.log(speedup / predicted["speedup"]))
                     for speedup in paired_speedups(measured, scope)]
     return out
@@ -466,15 +468,14 @@ def unsteady_interval_held_out(model: dict, scope: str) -> tuple:
     widened by the others' order statistics as ``advisor.predict.log_interval_for`` does: what a
     loop never measured can expect."""
     residuals = unsteady_residuals(model, scope)
-    steady = (model.get("log_interval") or {}).get(scope)
     inside = 0
     for loop, residual in residuals:
         others = [r for other, r in residuals if other != loop]
-        if not steady or not others:
+        interval, widened = pr.log_interval_for(
+            {**model, pr.UNSTEADY_INTERVAL: {scope: pr.interval_of(others) if others else None}}, scope, True)
+        if not widened:
             raise ValueError(f"{scope}: no dataset interval, or no other loop's errors to make one of")
-        wide = pr.interval_of(others)
-        low, high = min(steady[0], wide[0]), max(steady[1], wide[1])
-        inside += low <= residual <= high
+        inside += interval[0] <= residual <= interval[1]
     return inside, len(residuals)
 
 

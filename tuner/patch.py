@@ -1047,7 +1047,7 @@ def distribution_names(module: cst.Module) -> dict:
                 local = dotted(alias.asname.name) if alias.asname is not None else name
                 names[local] = name
     own = {n.name.value for n in nodes(module, (cst.ClassDef, cst.FunctionDef))}
-    own |= set().union(set(), *map(names_assigned, module.body))   # bound at module level (``N = ...``)
+    own |= set().union(*map(names_assigned, module.body))   # bound at module level (``N = ...``)
     return {local: name for local, name in names.items() if local not in own}
 
 
