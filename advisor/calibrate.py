@@ -22,6 +22,10 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
   the eager step, for the optimizers the profiled run made capturable (``--capturable``): their
   class, tensor and element counts, each stepped on throwaway tensors of those sizes, once
   eagerly and once replayed as a graph with ``capturable=True``;
+- ``callable_step_us`` and ``callable_eager_step_us``: host time of one training step (forward,
+  loss, backward) of a small model wrapped by ``torch.cuda.make_graphed_callables``, as the
+  fwd_bwd scope wraps the user's, and of the same step eagerly: recorded beside the model's
+  fitted callable cost, not yet used (``graphed_callable``);
 - ``step_edges_us``: host time between a plain loop's iterations, less its zero_grad calls,
   under the profile's own hooks (``step_edges``): the Python edges of the eager calls
   (the optimizer step's return, zero_grad's, the model call's dispatch) that the trace counts
@@ -130,6 +134,11 @@ def calibrate(torch) -> dict:
         edges = kept("step_edges_us", step_edges(torch, device))
     except Exception as error:  # noqa: BLE001 - the figures above stand without it
         edges = {"step_edges_error": f"{type(error).__name__}: {error}"[:300]}
+    try:   # last: a figure the model does not use yet cannot cost the ones it does
+        graphed, eager_steps = graphed_callable(torch, device)
+        callable_ = {**kept("callable_step_us", graphed), **kept("callable_eager_step_us", eager_steps)}
+    except Exception as error:  # noqa: BLE001 - the figures above stand without it
+        callable_ = {"callable_step_error": f"{type(error).__name__}: {error}"[:300]}
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
@@ -143,6 +152,7 @@ def calibrate(torch) -> dict:
         **kept("graph_launch_us", launch_rounds),
         "ops_per_sample": OPS,
         **helper,
+        **callable_,
         **edges,
     }
 
@@ -210,6 +220,48 @@ def helper_overhead(torch, device, inputs: int = HELPER_INPUTS, replays: list | 
         if replays is not None:
             replays.append(bare)
     return rounds
+
+
+def graphed_callable(torch, device) -> tuple:
+    """Rounds of the host time per training step (forward, loss, backward) of a small model
+    (two linear layers: four parameter tensors) wrapped by ``torch.cuda.make_graphed_callables``
+    as patch's fwd_bwd scope wraps the user's model, and rounds of the same step of the model
+    run eagerly, each timed in batches of CALLS steps. The model charges a graphed callable a
+    host cost fitted on the H100 dataset's host and scaled by the calibrated eager launch cost
+    (``advisor.predict.callable_ms``, ``_host_speed``); on a machine of two H200s the unseen
+    loops' fwd_bwd graphs of small steps ran at 0.57-0.80 of the time so predicted where
+    the launch cost read as on the lone H200s
+    (bench/results/paired_timing/h200_x2_current_2026-11-29/): a host's cost of the callable
+    itself is what these figures hold, for a model to be fitted on once profiles carry them."""
+    import copy
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).to(device)
+    x, y = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)
+    eager = copy.deepcopy(model)   # make_graphed_callables replaces the module's own forward
+    graphed = torch.cuda.make_graphed_callables(model, (x,))
+
+    def per_step(forward) -> float:
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            loss = torch.nn.functional.mse_loss(forward(x), y)
+            loss.backward()
+        elapsed = (time.perf_counter() - start) / CALLS * 1e6
+        torch.cuda.synchronize()
+        return elapsed
+
+    for forward in (graphed, eager, graphed):   # warm both paths (autograd, the allocator)
+        per_step(forward)
+    graphed_rounds, eager_rounds = [], []
+    for round_ in range(ROUNDS):
+        if round_:
+            time.sleep(PAUSE_S)
+        graphed_steps, eager_steps = [], []
+        for _ in range(REPEATS):
+            graphed_steps.append(per_step(graphed))
+            eager_steps.append(per_step(eager))
+        graphed_rounds.append(graphed_steps)
+        eager_rounds.append(eager_steps)
+    return graphed_rounds, eager_rounds
 
 
 EDGE_WARMUP = 40   # the plain loop's warm-up under the hooks: its second half, and as many iterations after, timed

@@ -133,6 +133,9 @@ def test_calibration_on_a_gpu():
     assert 0 < got["helper_overhead_us"] < 1000 and len(got["helper_overhead_us_rounds"]) == 5
     # a replay among replays, beside the one timed right after a sync
     assert 0 < got["graph_replay_batched_us"] < 1000 and len(got["graph_replay_batched_us_rounds"]) == 5
+    # a graphed callable's training step and the same step eagerly: host time, some, never a millisecond
+    for key in ("callable_step_us", "callable_eager_step_us"):
+        assert 0 < got[key] < 1000 and len(got[f"{key}_rounds"]) == 5, got.get("callable_step_error")
     # a plain loop's host time between its steps under the profile's hooks: some, never a millisecond
     assert 0 < got["step_edges_us"] < 1000 and len(got["step_edges_us_rounds"]) == 5
 
