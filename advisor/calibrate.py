@@ -45,6 +45,7 @@ is kept in the record (``*_rounds``), so a report can show how steady the host w
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -134,11 +135,14 @@ def calibrate(torch) -> dict:
         edges = kept("step_edges_us", step_edges(torch, device))
     except Exception as error:  # noqa: BLE001 - the figures above stand without it
         edges = {"step_edges_error": f"{type(error).__name__}: {error}"[:300]}
-    try:   # last: a figure the model does not use yet cannot cost the ones it does
+    try:   # last of these: a figure the model does not use yet cannot cost the ones it does
         graphed, eager_steps = graphed_callable(torch, device)
         callable_ = {**kept("callable_step_us", graphed), **kept("callable_eager_step_us", eager_steps)}
     except Exception as error:  # noqa: BLE001 - the figures above stand without it
         callable_ = {"callable_step_error": f"{type(error).__name__}: {error}"[:300]}
+    # make_graphed_callables' graphs live in reference cycles: freed now, not by a collection
+    # that fires during a later capture (--capturable's), which it would break
+    gc.collect()
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
@@ -229,21 +233,24 @@ def graphed_callable(torch, device) -> tuple:
     run eagerly, each timed in batches of CALLS steps. The model charges a graphed callable a
     host cost fitted on the H100 dataset's host and scaled by the calibrated eager launch cost
     (``advisor.predict.callable_ms``, ``_host_speed``); on a machine of two H200s the unseen
-    loops' fwd_bwd graphs of small steps ran at 0.57-0.80 of the time so predicted where
-    the launch cost read as on the lone H200s
-    (bench/results/paired_timing/h200_x2_current_2026-11-29/): a host's cost of the callable
-    itself is what these figures hold, for a model to be fitted on once profiles carry them."""
+    loops' fwd_bwd graphs of small steps ran at 0.57-0.80 of the time so predicted, the launch
+    cost there only a little below the lone H200s' (a median 7.8 us against 7.9-10.5 per set,
+    bench/results/paired_timing/h200_x2_current_2026-11-29/): a host's cost of the callable
+    itself is what these figures hold, for a model to be fitted on once profiles carry them.
+    Each step takes the other of two input batches (a graphed callable copies a new batch into
+    its buffers) and sets the gradients to None first, as a loop's zero_grad does."""
     import copy
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).to(device)
-    x, y = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)
+    xs, y = [torch.randn(4, 8, device=device) for _ in range(2)], torch.randn(4, 8, device=device)
     eager = copy.deepcopy(model)   # make_graphed_callables replaces the module's own forward
-    graphed = torch.cuda.make_graphed_callables(model, (x,))
+    graphed = torch.cuda.make_graphed_callables(model, (xs[0],))
 
     def per_step(forward) -> float:
         start = time.perf_counter()
-        for _ in range(CALLS):
-            loss = torch.nn.functional.mse_loss(forward(x), y)
+        for call in range(CALLS):
+            forward.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(forward(xs[call % 2]), y)
             loss.backward()
         elapsed = (time.perf_counter() - start) / CALLS * 1e6
         torch.cuda.synchronize()

@@ -298,8 +298,8 @@ SETS = (
     *(s for part in ("bare1", "bare2", "bare3")
       for s in each_scope(f"H200 alone, three bare processes, {part}", f"{BARE}/{part}", GRAPH_PAIR,
                           f"{BARE}/{part}")),
-    # 28 loops drawn at random (seeded) from those any earlier H200 set had tuned full_iteration
-    # on, hits and misses alike, profiled with today's default (three bare processes, step
+    # 28 loops drawn at random (seeded) from those the earlier sets of NOW_H200 had tuned
+    # full_iteration on, hits and misses alike, profiled with today's default (three bare processes, step
     # edges) at 600 steps and tuned right after, on a machine of two H200s, one loop a GPU and
     # half its CPUs at a time, the model unchanged
     *(s for part in ("cur1", "cur2", "cur3", "cur4")
@@ -534,13 +534,14 @@ def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
     return hits, sum(map(len, repeated)), len(repeated)
 
 
-def bare_against_bootstrap(model: dict, scope: str) -> tuple:
+def bare_against_bootstrap(model: dict, scope: str, prefixes: tuple = BARE_SETS) -> tuple:
     """(hits predicted from the bare processes' median, hits with the profiled process's own
-    baseline in its place, measurements) of the sets profiled with bare processes: what
-    profile's default of three of them buys, the same tunes judging both."""
+    baseline in its place, measurements) of the sets profiled with bare processes (those of
+    them whose rows start with ``prefixes``): what profile's default of three of them buys, the
+    same tunes judging both."""
     with_bare = without = total = 0
     for _, rows, results, set_scope, tolerance in SETS:
-        if set_scope != scope or not rows.startswith(BARE_SETS):
+        if set_scope != scope or not rows.startswith(prefixes) or not rows.startswith(BARE_SETS):
             continue
         read = rows_of(rows)
         keep = now_keep(rows)
