@@ -23,8 +23,10 @@ scale what a graph costs to the one at hand instead of assuming the fitting GPU'
   class, tensor and element counts, each stepped on throwaway tensors of those sizes, once
   eagerly and once replayed as a graph with ``capturable=True``;
 - ``callable_step_us`` and ``callable_eager_step_us``: host time of one training step (forward,
-  loss, backward) of a small model wrapped by ``torch.cuda.make_graphed_callables``, as the
-  fwd_bwd scope wraps the user's, and of the same step eagerly: recorded beside the model's
+  loss, backward) of a small model (4 parameter tensors) wrapped by
+  ``torch.cuda.make_graphed_callables``, as the fwd_bwd scope wraps the user's, and of the same
+  step eagerly; ``callable_step_16_params_us`` and ``callable_eager_step_16_params_us`` the same
+  of a model of 16, so that a cost per tensor reads off the two: recorded beside the model's
   fitted callable cost, not yet used (``graphed_callable``);
 - ``step_edges_us``: host time between a plain loop's iterations, less its zero_grad calls,
   under the profile's own hooks (``step_edges``): the Python edges of the eager calls
@@ -50,6 +52,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 
 OPS = 400        # ops per timed batch: long enough to swamp timer cost, short enough for seconds
 CALLS = 20       # helper calls per timed batch: few enough that the GPU never holds the host back
@@ -136,8 +139,14 @@ def calibrate(torch) -> dict:
     except Exception as error:  # noqa: BLE001 - the figures above stand without it
         edges = {"step_edges_error": f"{type(error).__name__}: {error}"[:300]}
     try:   # last of these: a figure the model does not use yet cannot cost the ones it does
-        graphed, eager_steps = graphed_callable(torch, device)
-        callable_ = {**kept("callable_step_us", graphed), **kept("callable_eager_step_us", eager_steps)}
+        callable_ = {}
+        for layers, suffix in zip(CALLABLE_LAYERS, ("", f"_{2 * CALLABLE_LAYERS[1]}_params")):
+            with warnings.catch_warnings():   # autograd's notice that the callable's warm-up ran on a side stream
+                warnings.simplefilter("ignore")
+                graphed, eager_steps = graphed_callable(torch, device, layers)
+            callable_.update({**kept(f"callable_step{suffix}_us", graphed),
+                              **kept(f"callable_eager_step{suffix}_us", eager_steps)})
+            gc.collect()
     except Exception as error:  # noqa: BLE001 - the figures above stand without it
         callable_ = {"callable_step_error": f"{type(error).__name__}: {error}"[:300]}
     # make_graphed_callables' graphs live in reference cycles: freed now, not by a collection
@@ -226,9 +235,12 @@ def helper_overhead(torch, device, inputs: int = HELPER_INPUTS, replays: list | 
     return rounds
 
 
-def graphed_callable(torch, device) -> tuple:
+CALLABLE_LAYERS = (2, 8)   # linear layers of the callables timed: 4 and 16 parameter tensors, a cost per tensor between
+
+
+def graphed_callable(torch, device, layers: int = 2) -> tuple:
     """Rounds of the host time per training step (forward, loss, backward) of a small model
-    (two linear layers: four parameter tensors) wrapped by ``torch.cuda.make_graphed_callables``
+    (``layers`` linear layers: two parameter tensors each) wrapped by ``torch.cuda.make_graphed_callables``
     as patch's fwd_bwd scope wraps the user's model, and rounds of the same step of the model
     run eagerly, each timed in batches of CALLS steps. The model charges a graphed callable a
     host cost fitted on the H100 dataset's host and scaled by the calibrated eager launch cost
@@ -237,11 +249,18 @@ def graphed_callable(torch, device) -> tuple:
     cost there only a little below the lone H200s' (a median 7.8 us against 7.9-10.5 per set,
     bench/results/paired_timing/h200_x2_current_2026-11-29/): a host's cost of the callable
     itself is what these figures hold, for a model to be fitted on once profiles carry them.
+    The first profiles that did, on another pair and a lone H200, found the launch-scaled cost
+    right (fwd_bwd within 20 % for 12 of 14 tunes) and the step at a median 62 and 43 launches
+    (0.70 and 0.43 ms, a parameter tensor 25-31 us more, h200_callable_2026-11-29/): two hosts,
+    too few to fit a model on.
     Each step takes the other of two input batches (a graphed callable copies a new batch into
     its buffers) and sets the gradients to None first, as a loop's zero_grad does."""
     import copy
 
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).to(device)
+    stack = [torch.nn.Linear(8, 8)]
+    for _ in range(layers - 1):
+        stack += [torch.nn.ReLU(), torch.nn.Linear(8, 8)]
+    model = torch.nn.Sequential(*stack).to(device)
     xs, y = [torch.randn(4, 8, device=device) for _ in range(2)], torch.randn(4, 8, device=device)
     eager = copy.deepcopy(model)   # make_graphed_callables replaces the module's own forward
     graphed = torch.cuda.make_graphed_callables(model, (xs[0],))

@@ -51,9 +51,10 @@ EDGES = "paired_timing/h200_step_edges_2026-11-29"   # small loops written after
 RECALIBRATED = "paired_timing/h200_recalibrated_2026-11-29"   # a seeded sample of earlier H200 loops, profiled with today's calibration
 BARE = "paired_timing/h200_bare_baseline_2026-11-29"   # a seeded sample of corpus loops, profiled with three bare processes, lone H200
 X2 = "paired_timing/h200_x2_current_2026-11-29"   # a seeded sample of earlier H200 full_iteration loops, profile's default today, two H200s
-BARE_SETS = (BARE, X2)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+CALLABLE = "paired_timing/h200_callable_2026-11-29"   # earlier loops again, profile's default with the graphed callable's figures, two H200s and one
+BARE_SETS = (BARE, X2, CALLABLE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -304,6 +305,11 @@ SETS = (
     # half its CPUs at a time, the model unchanged
     *(s for part in ("cur1", "cur2", "cur3", "cur4")
       for s in each_scope(f"H200 pair, today's default, {part}", f"{X2}/{part}", GRAPH_PAIR, f"{X2}/{part}")),
+    # 14 of those loops again (the pair's fwd_bwd misses first), profile's default with the
+    # calibration's graphed-callable steps recorded, on another machine of two H200s (x1, x2) and
+    # on a lone H200 (lone), the model unchanged
+    *(s for part, where in (("x1", "another pair"), ("x2", "another pair, 2nd"), ("lone", "a lone H200"))
+      for s in each_scope(f"H200 callable figures, {where}", f"{CALLABLE}/{part}", GRAPH_PAIR, f"{CALLABLE}/{part}")),
 )
 
 
@@ -523,6 +529,34 @@ def repeatability(sets: list, prefixes: tuple, scope: str) -> tuple:
     return tunes_agree([script for s in mine for script in s["scripts"]], tolerance)
 
 
+def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
+    """(agree, tunes): of the tunes in the sets whose rows start with ``prefixes`` that timed
+    both full_iteration and fwd_bwd, how many read the loop's eager time within ``tolerance``
+    in the two candidates' paired windows. Each candidate runs in a process of its own, a
+    minute or so after the other, on the same machine: the eager loop timed twice as a profile
+    and its tune time it, nothing predicted. A profile's baseline, timed in other processes
+    before the tune, can agree with tune's no more reliably than tune's two candidates agree."""
+    from paired_vs_predicted import tune_result, tuned_row
+
+    agree, tunes, seen = 0, 0, set()
+    for _, rows, results, scope, _ in SETS:   # a folder's full_iteration set: each tune once
+        if scope != "full_iteration" or not rows.startswith(prefixes):
+            continue
+        for row in pr.read_dataset(RESULTS / rows):
+            path = tune_result(RESULTS / results, row["workload"])
+            if path is None or (results, row["workload"]) in seen:
+                continue
+            seen.add((results, row["workload"]))
+            result = json.loads(path.read_text())
+            measured = [tuned_row(result, s) or {} for s in GRAPH_PAIR]
+            eager = [m.get("paired_eager_ms") for m in measured]
+            keep = now_keep(rows)   # as ``evaluate`` counts the set's full_iteration tunes
+            if all(eager) and (keep is None or keep(row, measured[0])):   # the same slowdown of both scopes' eager windows (GRAPHED_EAGER_SLOWDOWN): none taken out
+                agree += close(eager[0], eager[1], tolerance)
+                tunes += 1
+    return agree, tunes
+
+
 def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
     """``repeatability`` of (loop, predicted, [paired speedups]) triples."""
     measured = {}
@@ -601,6 +635,10 @@ def main() -> None:
         print(f"timed as tune times now, {gpu}, the measurement's own repeatability (each tune of a loop tuned "
               "more than once against the median of its other tunes): " + "; ".join(
                   "{} {} of {} ({} loops)".format(scope, *repeatability(sets, prefixes, scope)) for scope in GRAPH_PAIR))
+    print("timed as tune times now, the eager loop's time in tune's two candidates (full_iteration's and fwd_bwd's "
+          "paired windows, two processes of one tune) within 20 % of each other: " + "; ".join(
+              "{} {} of {}".format(gpu, *eager_between_candidates(prefixes))
+              for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200"))))
     for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
         mine = [s for s in sets if s["rows"].startswith(prefixes) and s["scope"] == "full_iteration"]
         graphed = statistics.median(r for s in mine for r in s["graphed_ratios"])
