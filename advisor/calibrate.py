@@ -138,17 +138,19 @@ def calibrate(torch) -> dict:
         edges = kept("step_edges_us", step_edges(torch, device))
     except Exception as error:  # noqa: BLE001 - the figures above stand without it
         edges = {"step_edges_error": f"{type(error).__name__}: {error}"[:300]}
-    try:   # last of these: a figure the model does not use yet cannot cost the ones it does
-        callable_ = {}
-        for layers, suffix in zip(CALLABLE_LAYERS, ("", f"_{2 * CALLABLE_LAYERS[1]}_params")):
+    callable_ = {}   # last of these: a figure the model does not use yet cannot cost the ones it does
+    for layers, suffix in zip(CALLABLE_LAYERS, ("", f"_{2 * CALLABLE_LAYERS[1]}_params")):
+        try:
             with warnings.catch_warnings():   # autograd's notice that the callable's warm-up ran on a side stream
-                warnings.simplefilter("ignore")
+                warnings.filterwarnings("ignore", message=".*AccumulateGrad.*", category=UserWarning)
                 graphed, eager_steps = graphed_callable(torch, device, layers)
             callable_.update({**kept(f"callable_step{suffix}_us", graphed),
                               **kept(f"callable_eager_step{suffix}_us", eager_steps)})
+        except Exception as error:  # noqa: BLE001 - the figures above stand without it
+            callable_.setdefault("callable_step_error", f"{type(error).__name__}: {error}"[:300])
+            break
+        finally:
             gc.collect()
-    except Exception as error:  # noqa: BLE001 - the figures above stand without it
-        callable_ = {"callable_step_error": f"{type(error).__name__}: {error}"[:300]}
     # make_graphed_callables' graphs live in reference cycles: freed now, not by a collection
     # that fires during a later capture (--capturable's), which it would break
     gc.collect()

@@ -530,15 +530,17 @@ def repeatability(sets: list, prefixes: tuple, scope: str) -> tuple:
 
 
 def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
-    """(agree, tunes): of the tunes in the sets whose rows start with ``prefixes`` that timed
-    both full_iteration and fwd_bwd, how many read the loop's eager time within ``tolerance``
-    in the two candidates' paired windows. Each candidate runs in a process of its own, a
-    minute or so after the other, on the same machine: the eager loop timed twice as a profile
-    and its tune time it, nothing predicted. A profile's baseline, timed in other processes
-    before the tune, can agree with tune's no more reliably than tune's two candidates agree."""
+    """(agree, tunes, fwd_bwd's longer): of the tunes in the sets whose rows start with ``prefixes`` that timed
+    both full_iteration and fwd_bwd (as ``evaluate`` counts them: ``now_keep``), how many read
+    the loop's eager time within ``tolerance`` in the two candidates' paired windows, the longer
+    of the two over the shorter. Each candidate runs in a process of its own, a minute or so
+    after the other, on the same machine: the eager loop timed twice, nothing predicted. Both
+    scopes' eager windows carry the same slowdown (GRAPHED_EAGER_SLOWDOWN), so the raw windows
+    are compared. The third count: of the tunes that disagree, those whose fwd_bwd candidate
+    read the eager loop the longer (tune times full_iteration first)."""
     from paired_vs_predicted import tune_result, tuned_row
 
-    agree, tunes, seen = 0, 0, set()
+    agree, tunes, later_longer, seen = 0, 0, 0, set()
     for _, rows, results, scope, _ in SETS:   # a folder's full_iteration set: each tune once
         if scope != "full_iteration" or not rows.startswith(prefixes):
             continue
@@ -546,15 +548,17 @@ def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
             path = tune_result(RESULTS / results, row["workload"])
             if path is None or (results, row["workload"]) in seen:
                 continue
-            seen.add((results, row["workload"]))
             result = json.loads(path.read_text())
             measured = [tuned_row(result, s) or {} for s in GRAPH_PAIR]
             eager = [m.get("paired_eager_ms") for m in measured]
-            keep = now_keep(rows)   # as ``evaluate`` counts the set's full_iteration tunes
-            if all(eager) and (keep is None or keep(row, measured[0])):   # the same slowdown of both scopes' eager windows (GRAPHED_EAGER_SLOWDOWN): none taken out
-                agree += close(eager[0], eager[1], tolerance)
+            keep = now_keep(rows)   # as ``evaluate`` counts the set's tunes
+            if all(eager) and (keep is None or all(keep(row, m) for m in measured)):
+                seen.add((results, row["workload"]))
+                close_enough = max(eager) / min(eager) - 1 <= tolerance
+                agree += close_enough
+                later_longer += not close_enough and eager[1] > eager[0]
                 tunes += 1
-    return agree, tunes
+    return agree, tunes, later_longer
 
 
 def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
@@ -637,7 +641,7 @@ def main() -> None:
                   "{} {} of {} ({} loops)".format(scope, *repeatability(sets, prefixes, scope)) for scope in GRAPH_PAIR))
     print("timed as tune times now, the eager loop's time in tune's two candidates (full_iteration's and fwd_bwd's "
           "paired windows, two processes of one tune) within 20 % of each other: " + "; ".join(
-              "{} {} of {}".format(gpu, *eager_between_candidates(prefixes))
+              "{} {} of {} (of the others, fwd_bwd's the longer {})".format(gpu, *eager_between_candidates(prefixes))
               for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200"))))
     for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
         mine = [s for s in sets if s["rows"].startswith(prefixes) and s["scope"] == "full_iteration"]

@@ -134,11 +134,12 @@ def test_calibration_on_a_gpu():
     # a replay among replays, beside the one timed right after a sync
     assert 0 < got["graph_replay_batched_us"] < 1000 and len(got["graph_replay_batched_us_rounds"]) == 5
     # a graphed callable's training step and the same step eagerly, of 4 and of 16 parameter
-    # tensors: host time, some, never 10 ms (the eager step of 16 read 1.5-2.3 ms on the lent H200s)
-    for key in ("callable_step_us", "callable_eager_step_us", "callable_step_16_params_us",
-                "callable_eager_step_16_params_us"):
+    # tensors: host time, some, never 2 ms for 4 (0.29-1.0 ms on the lent H200s), never 10 ms for
+    # 16 (the eager step of 16 read 1.5-2.3 ms there)
+    for key, bound in (("callable_step_us", 2000), ("callable_eager_step_us", 2000),
+                       ("callable_step_16_params_us", 10_000), ("callable_eager_step_16_params_us", 10_000)):
         assert key in got, got.get("callable_step_error")
-        assert 0 < got[key] < 10_000 and len(got[f"{key}_rounds"]) == 5
+        assert 0 < got[key] < bound and len(got[f"{key}_rounds"]) == 5
     # a plain loop's host time between its steps under the profile's hooks: some, never a millisecond
     assert 0 < got["step_edges_us"] < 1000 and len(got["step_edges_us_rounds"]) == 5
 

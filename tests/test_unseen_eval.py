@@ -83,14 +83,15 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     minimum, each graphed one 50 ms: windows of 10 steps by turns read a graph 1.13-1.58x slower
     than a loop that replays throughout), each step of that history in docs/prediction-evidence.md and
     bench/results/paired_timing/*/README.md. The interval must hold about what it says: neither
-    much narrower than now (880 of 992 at least; 868 of 964 before the 14 loops below, 825 of 908 before the 28 loops below, 757 before
+    much narrower than now (885 of 992 at least; 868 of 964 before the 14 tunes below, 825 of 908 before the 28 loops below, 757 before
     tiny steps and short baselines got their wider interval) nor vacuous (over 95 %). The last 56:
     28 loops drawn at random from those the H200 sets had tuned full_iteration on, profiled with
     today's default (three bare processes) and tuned on a machine of two H200s (2026-11-29):
-    full_iteration 21 of 28, fwd_bwd 19 of 28; 722 of 908 before them. The last 28: 14 of those
-    loops again with the calibration's graphed-callable figures recorded, on another machine of
-    two H200s and a lone H200 (2026-11-29): full_iteration 6 of 14, fwd_bwd 12 of 14; 762 of 964
-    before them, the interval refitted with them (890 of 992 inside before)."""
+    full_iteration 21 of 28, fwd_bwd 19 of 28; 722 of 908 before them. The last 28: 12 of those
+    loops again (14 tunes) with the calibration's graphed-callable figures recorded, on another
+    machine of two H200s and a lone H200 (2026-11-29): full_iteration 6 of 14, fwd_bwd 12 of 14;
+    762 of 964 before them. The unsteady interval refitted with them took the count inside from
+    890 to 885 of 992."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
@@ -101,7 +102,7 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 880 and inside / counted <= 0.95
+    assert inside >= 885 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -251,7 +252,9 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     assert steady + rest == sum(s["hits"] for s in sets)
     assert steady + above + below == counted and rest + tiny_above + tiny_below == others
     assert (counted, others) == (172, 95) and steady >= 135 and steady / counted > 0.8 > 0.6 > rest / others
-    assert tiny_above >= 3 * tiny_below and above > 1.5 * below   # 36 and 12: three times as many
+    # lean above: tiny steps 36 above against 12 below (32 against 10 before the 14 tunes of 2026-11-29
+    # with the callable figures), steady 22 against 12
+    assert tiny_above > 2.5 * tiny_below and above > 1.5 * below
     hits, tiny, step_above, step_below = regimes["tiny step"]
     assert (hits, tiny) == (35, 73) and step_above > 2 * step_below   # what the caveat says
     assert tiny < others and hits <= rest
@@ -369,15 +372,17 @@ def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_ful
 def test_two_candidates_of_one_tune_read_the_eager_loop_apart(unseen):
     """Tune times each candidate in a process of its own, paired with the eager loop; the
     full_iteration and fwd_bwd candidates of one tune time the same eager loop a minute or so
-    apart on the same machine. Over the tunes timed as tune times now, their two eager times
-    agree within 20 % for 40 of 50 tunes on the H100 and 162 of 203 on the H200 (80 % each):
-    the loop's eager time, measured twice with nothing predicted, moves by more than the issue's
-    20 % in one tune of five, as a profile's baseline timed in other processes before the tune
-    can too."""
-    assert unseen.eager_between_candidates(unseen.NOW) == (40, 50)
-    assert unseen.eager_between_candidates(unseen.NOW_H200) == (162, 203)
-    assert unseen.eager_between_candidates((unseen.CALLABLE,)) == (9, 14)
-    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (203, 203)   # every pair counted
+    apart on the same machine. Over the tunes timed as tune times now, the longer of their two
+    eager times is within 20 % of the shorter for 39 of 50 tunes on the H100 (78 %) and 151 of
+    203 on the H200 (74 %): the loop's eager time, measured twice with nothing predicted, moves
+    by more than the issue's 20 % in about one tune of four. On the H100 the misses go both ways
+    (fwd_bwd's the longer in 6 of 11); on the H200 one way (45 of 52): the later candidate's
+    eager windows read slower there, host drift over the tune or graphing's slowdown of the
+    eager windows larger under fwd_bwd than the 1.07 both scopes are charged."""
+    assert unseen.eager_between_candidates(unseen.NOW) == (39, 50, 6)
+    assert unseen.eager_between_candidates(unseen.NOW_H200) == (151, 203, 45)
+    assert unseen.eager_between_candidates((unseen.CALLABLE,)) == (8, 14, 5)
+    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (203, 203, 0)   # every pair counted
 
 
 def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(unseen):
