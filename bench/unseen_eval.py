@@ -529,6 +529,38 @@ def repeatability(sets: list, prefixes: tuple, scope: str) -> tuple:
     return tunes_agree([script for s in mine for script in s["scripts"]], tolerance)
 
 
+def both_candidates(prefixes: tuple):
+    """(tune result, [its full_iteration row, its fwd_bwd row]) of each tune in the sets whose
+    rows start with ``prefixes`` that timed both scopes paired, counted as ``evaluate`` counts
+    them (``now_keep``), each tune once (a folder's full_iteration set)."""
+    from paired_vs_predicted import tune_result, tuned_row
+
+    seen = set()
+    for _, rows, results, scope, _ in SETS:
+        if scope != "full_iteration" or not rows.startswith(prefixes):
+            continue
+        keep = now_keep(rows)
+        for row in pr.read_dataset(RESULTS / rows):
+            path = tune_result(RESULTS / results, row["workload"])
+            if path is None or (results, row["workload"]) in seen:
+                continue
+            result = json.loads(path.read_text())
+            measured = [tuned_row(result, s) or {} for s in GRAPH_PAIR]
+            if all(m.get("paired_eager_ms") for m in measured) and (keep is None or all(keep(row, m) for m in measured)):
+                seen.add((results, row["workload"]))
+                yield result, measured
+
+
+def eager_windows_over_eager_run(prefixes: tuple) -> list:
+    """The median, over ``both_candidates``' tunes that timed an eager process of their own
+    (``eager_ms``), of each candidate's paired eager windows over that process's time: full_iteration's,
+    then fwd_bwd's. Tune takes graphing's slowdown of the eager windows out as 1.07 for both
+    (tuner.search.GRAPHED_EAGER_SLOWDOWN, probed on MLPs)."""
+    ratios = [[m["paired_eager_ms"] / result["eager_ms"] for m in measured]
+              for result, measured in both_candidates(prefixes) if result.get("eager_ms")]
+    return [statistics.median(r[k] for r in ratios) for k in range(2)] if ratios else []
+
+
 def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
     """(agree, tunes, fwd_bwd's longer): of the tunes in the sets whose rows start with ``prefixes`` that timed
     both full_iteration and fwd_bwd (as ``evaluate`` counts them: ``now_keep``), how many read
@@ -538,26 +570,13 @@ def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
     scopes' eager windows carry the same slowdown (GRAPHED_EAGER_SLOWDOWN), so the raw windows
     are compared. The third count: of the tunes that disagree, those whose fwd_bwd candidate
     read the eager loop the longer (tune times full_iteration first)."""
-    from paired_vs_predicted import tune_result, tuned_row
-
-    agree, tunes, later_longer, seen = 0, 0, 0, set()
-    for _, rows, results, scope, _ in SETS:   # a folder's full_iteration set: each tune once
-        if scope != "full_iteration" or not rows.startswith(prefixes):
-            continue
-        for row in pr.read_dataset(RESULTS / rows):
-            path = tune_result(RESULTS / results, row["workload"])
-            if path is None or (results, row["workload"]) in seen:
-                continue
-            result = json.loads(path.read_text())
-            measured = [tuned_row(result, s) or {} for s in GRAPH_PAIR]
-            eager = [m.get("paired_eager_ms") for m in measured]
-            keep = now_keep(rows)   # as ``evaluate`` counts the set's tunes
-            if all(eager) and (keep is None or all(keep(row, m) for m in measured)):
-                seen.add((results, row["workload"]))
-                close_enough = max(eager) / min(eager) - 1 <= tolerance
-                agree += close_enough
-                later_longer += not close_enough and eager[1] > eager[0]
-                tunes += 1
+    agree, tunes, later_longer = 0, 0, 0
+    for _, measured in both_candidates(prefixes):
+        eager = [m["paired_eager_ms"] for m in measured]
+        close_enough = max(eager) / min(eager) - 1 <= tolerance
+        agree += close_enough
+        later_longer += not close_enough and eager[1] > eager[0]
+        tunes += 1
     return agree, tunes, later_longer
 
 
@@ -642,6 +661,10 @@ def main() -> None:
     print("timed as tune times now, the eager loop's time in tune's two candidates (full_iteration's and fwd_bwd's "
           "paired windows, two processes of one tune) within 20 % of each other: " + "; ".join(
               "{} {} of {} (of the others, fwd_bwd's the longer {})".format(gpu, *eager_between_candidates(prefixes))
+              for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200"))))
+    print("the same tunes, each candidate's paired eager windows over tune's own eager process (median, "
+          "raw: tune charges both 1.07): " + "; ".join(
+              "{} full_iteration {:.3f}, fwd_bwd {:.3f}".format(gpu, *eager_windows_over_eager_run(prefixes))
               for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200"))))
     for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
         mine = [s for s in sets if s["rows"].startswith(prefixes) and s["scope"] == "full_iteration"]
