@@ -396,7 +396,7 @@ def tuned_rows(scope: str, prefixes: tuple):
                 yield row, record, measured, tolerance
 
 
-def by_regime(model: dict, scope: str = "full_iteration") -> dict:
+def by_regime(model: dict, scope: str = "full_iteration", prefixes: tuple = NOW + NOW_H200) -> dict:
     """{regime: [hits, measurements, misses measured above the prediction, misses below]} of
     ``scope`` over the sets timed as tune times now, by what the profile saw: "steady", a
     graphed step predicted at TINY_STEP_MS or more and a baseline timed over SHORT_BASELINE_S or
@@ -407,7 +407,7 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     from paired_vs_predicted import paired_speedups
 
     out = {"steady": [0, 0, 0, 0], "tiny or short": [0, 0, 0, 0], "tiny step": [0, 0, 0, 0]}
-    for _, predicted, steady, measured, tolerance in predicted_rows(model, scope):
+    for _, predicted, steady, measured, tolerance in predicted_rows(model, scope, prefixes):
         if "speedup" not in predicted:
             continue
         tiny = "caveat" in predicted   # the report's own test of a tiny step (advisor.predict.tiny_step_caveat)
@@ -422,10 +422,11 @@ def by_regime(model: dict, scope: str = "full_iteration") -> dict:
     return out
 
 
-def predicted_rows(model: dict, scope: str):
+def predicted_rows(model: dict, scope: str, prefixes: tuple = NOW + NOW_H200):
     """(row, its prediction of ``scope``, whether that is steady (``is_steady``), tune's row of
-    the scope, the tolerance) of every ``tuned_rows`` measurement, as the report would predict."""
-    for row, _, measured, tolerance in tuned_rows(scope, NOW + NOW_H200):
+    the scope, the tolerance) of every ``tuned_rows`` measurement of the sets whose rows start
+    with ``prefixes`` (by default every set timed as tune times now), as the report would predict."""
+    for row, _, measured, tolerance in tuned_rows(scope, prefixes):
         everything = pr.predict(model, row)
         predicted = everything.get(scope, {})
         yield row, predicted, is_steady(predicted, row, everything["eager_source"]), measured, tolerance
