@@ -150,10 +150,9 @@ def calibrate(torch) -> dict:
             callable_.setdefault("callable_step_error", f"{type(error).__name__}: {error}"[:300])
             break
         finally:
+            # make_graphed_callables' graphs live in reference cycles: freed now, not by a
+            # collection that fires during a later capture (--capturable's), which it would break
             gc.collect()
-    # make_graphed_callables' graphs live in reference cycles: freed now, not by a collection
-    # that fires during a later capture (--capturable's), which it would break
-    gc.collect()
     properties = torch.cuda.get_device_properties(device)
     return {
         "schema": "cg-advise.calibration/1",
