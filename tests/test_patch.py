@@ -2060,3 +2060,115 @@ def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
     with pytest.raises(PatchRefused, match="line 13: backward\\(\\) or the optimizer step runs inside a call"):
         make_patch(script, "full_iteration")
+
+
+# a loop that reads no builtin itself: any read of one in the patched module is the patch's own
+NO_BUILTIN_READS = """import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+criterion = nn.MSELoss()
+x, y = torch.randn(16, 32, device="cuda"), torch.randn(16, 1, device="cuda")
+"""
+LOOP = """for step in torch.arange(200).tolist():
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def _rebinding_every_builtin(indent: str) -> str:
+    import builtins
+    import keyword
+
+    names = sorted(n for n in vars(builtins) if n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_"))
+    return "".join(f"{indent}{name} = None\n" for name in names)
+
+
+def _reads_of_the_script_bindings(patched: str) -> list:
+    """(name, line) of every read in ``patched`` that resolves to a binding of a builtin's name
+    made by the script (libcst's scope analysis, not the patch's own)."""
+    import builtins
+
+    import libcst as cst
+    from libcst.metadata import BuiltinAssignment, MetadataWrapper, PositionProvider, ScopeProvider
+
+    wrapper = MetadataWrapper(cst.parse_module(patched))
+    positions = wrapper.resolve(PositionProvider)
+    return sorted({(access.node.value, positions[access.node].start.line)
+                   for scope in set(wrapper.resolve(ScopeProvider).values()) if scope is not None
+                   for access in scope.accesses
+                   if isinstance(access.node, cst.Name) and access.node.value in vars(builtins)
+                   and any(not isinstance(r, BuiltinAssignment) for r in access.referents)})
+
+
+@pytest.mark.parametrize("scope", ["full_iteration", "fwd_bwd", "submodule", "compile"])
+@pytest.mark.parametrize("where", ["module", "function"])
+def test_emitted_code_reads_no_builtin_the_script_rebinds(scope, where, tmp_path):
+    """A script that binds every builtin's name (the seq2seq tutorial's `for iter in ...`; here
+    all of them, after its loop, where its own code reads none of them): the helpers and the
+    setup a patch emits read Python's builtins, not those bindings. At module level the helpers'
+    globals hold them; in the loop's function the setup emitted beside the loop would read the
+    function's locals. Before, `iter` made the fwd_bwd and full_iteration helpers fail at their
+    first capture on the GPU."""
+    if where == "module":
+        source = NO_BUILTIN_READS + LOOP + _rebinding_every_builtin("")
+    else:
+        body = "".join("    " + line + "\n" for line in LOOP.splitlines())
+        source = NO_BUILTIN_READS + "\n\ndef train():\n" + body + _rebinding_every_builtin("    ") + "\n\ntrain()\n"
+    script = tmp_path / "rebinds.py"
+    script.write_text(source)
+    assert _reads_of_the_script_bindings(source) == []   # the script itself reads none
+    patched = make_patch(script, scope).patched
+    assert _reads_of_the_script_bindings(patched) == []
+    if scope != "compile" and where == "module":   # the helpers read builtins: through the alias the patch imports
+        assert "import builtins as _cg_builtins\n" in patched and "_cg_builtins.iter(" in patched
+    if where == "function":   # a function's own names leave the module's helpers as written
+        assert "_cg_builtins.iter(" not in patched
+
+
+def test_a_script_that_rebinds_no_builtin_gets_no_alias():
+    """The alias only where it is needed: the corpus's plain loop's helpers read builtins as
+    written."""
+    patched = make_patch(CORPUS / "basic_for.py", "fwd_bwd").patched
+    assert "_cg_builtins" not in patched and "positional.build(iter(found))" in patched
+
+
+ROLLOUTS = """
+import torch
+from torch import nn
+
+policy = nn.Linear(8, 4).cuda()
+opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+states = torch.randn(64, 8, device="cuda")
+actions = torch.zeros(64, device="cuda")
+for rollout in range(10):
+    with torch.no_grad():
+        dist = torch.distributions.Categorical(logits=policy(states))
+        old = dist.log_prob(actions)
+    for k in range(4):
+        dist = torch.distributions.Categorical(logits=policy(states))
+        loss = -(dist.log_prob(actions) - old).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    {after}
+"""
+
+
+@pytest.mark.parametrize("after, returned", [
+    ("print(loss.item())", "loss"),
+    ("print(dist.entropy().mean().item())", "dist"),   # read after the step: it comes back (loss is not)
+])
+def test_a_name_bound_again_before_it_is_read_does_not_come_back_from_the_graph(after, returned, tmp_path):
+    """PPO's shape (bench/workloads/unseen_2026-11-30/ppo_clip_gaussian_minibatch.py): each
+    rollout binds `dist` afresh before it reads it, and the minibatch step binds it too. The
+    step's `dist` is read by nothing, so the graph does not hand it back: a distribution it
+    could not, and the full-iteration candidate failed on the H200 ("the captured step returns a
+    Normal"). Where the loop reads it after the step, it still comes back."""
+    script = tmp_path / "rollouts.py"
+    script.write_text(ROLLOUTS.format(after=after))
+    patched = make_patch(script, "full_iteration").patched
+    assert f"        {returned} = _cg_step_graph(" in patched

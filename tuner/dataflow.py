@@ -43,6 +43,119 @@ def names_read(node, skip=()) -> set:
     return names
 
 
+def live_reads(scope, names: set, skip, parents) -> set:
+    """Of ``names``, those a read in ``scope`` outside ``skip`` (the step) may find holding the
+    step's value. A read finds another value where an earlier statement of a block around it
+    binds the name unconditionally (a plain assignment) with no step statement in between:
+    PPO's ``dist, values = ac(obs)`` at the top of each rollout before ``dist.log_prob(...)``,
+    where the minibatch step bound ``dist`` too, a distribution no graph can hand back. A read
+    in a function, class or lambda defined in ``scope`` may run at any time: always live.
+    ``parents``: each node's parent (libcst's ParentNodeProvider of the tree)."""
+    skipped = {id(n) for n in skip}
+    live = set()
+    for read in _name_reads(scope, names, skip):
+        if read.value not in live and not _bound_first(read, scope, skipped, parents):
+            live.add(read.value)
+    return live
+
+
+def _name_reads(scope, names: set, skip) -> list:
+    """The ``cst.Name`` nodes of ``names`` that ``scope`` reads outside ``skip``: not a plain
+    assignment's, loop's or ``with``'s target, an attribute's name or a keyword."""
+    found = []
+
+    class Reads(SkippingVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            if name.value in names:
+                found.append(name)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+            _visit_target(node.target, self)
+            return False
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+            _visit_target(node.target, self)
+            for part in (node.annotation, node.value):
+                if part is not None:
+                    part.visit(self)
+            return False
+
+        def visit_For(self, node: cst.For) -> bool:
+            _visit_target(node.target, self)
+            for part in (node.iter, node.body, node.orelse):
+                if part is not None:
+                    part.visit(self)
+            return False
+
+        def visit_AsName(self, node: cst.AsName) -> bool:
+            _visit_target(node.name, self)
+            return False
+
+    scope.visit(Reads(skip))
+    return found
+
+
+def _visit_target(target, visitor) -> None:
+    """Visit what a target reads: ``x[i] = v`` reads ``x`` and ``i``; a plain name reads nothing."""
+    if isinstance(target, cst.Name):
+        return
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _visit_target(element.value, visitor)
+    elif isinstance(target, cst.StarredElement):
+        _visit_target(target.value, visitor)
+    else:
+        target.visit(visitor)
+
+
+def _bound_first(read: cst.Name, scope, skipped: set, parents) -> bool:
+    """Whether a block around ``read`` (up to ``scope``) binds its name unconditionally in an
+    earlier statement with no statement of the step from there to the one holding ``read``."""
+    node = read
+    while node is not scope and node in parents:
+        parent = parents[node]
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        body = getattr(parent, "body", None)
+        if isinstance(body, (list, tuple)) and any(node is child for child in body):
+            at = next(i for i, child in enumerate(body) if child is node)
+            for index in range(at - 1, -1, -1):
+                if _holds_step(body[index], skipped):
+                    break
+                if read.value in _plain_bindings(body[index]):
+                    if not _holds_step(node, skipped):
+                        return True
+                    break
+        node = parent
+    return False
+
+
+def _plain_bindings(statement) -> set:
+    """Names a simple statement line binds by plain assignment (``a, b = ...``, ``x: T = ...``)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return set()
+    bound = set()
+    for small in statement.body:
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                bound.update(n for n in target_names(target.target) if "." not in n)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            bound.update(n for n in target_names(small.target) if "." not in n)
+    return bound
+
+
+def _holds_step(node, skipped: set) -> bool:
+    return any(id(n) in skipped for n in nodes(node, cst.CSTNode))
+
+
 def reads_before_binding(statements) -> list:
     """(name, statement) for names each simple statement reads, in source order, before it
     binds them: ``h = rnn(x, h)`` reads ``h``; ``loss = f(out)`` does not read ``loss``."""

@@ -37,13 +37,14 @@ from advisor.sourcefile import SourceFile, read_source
 from .dataflow import (MOVE_METHODS, backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_prefetch,
-                       keeps_output, keeps_reference, leaves_iteration, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
+                       keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
 from .harness import COMPILE_MARK
+from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .templates import HELPERS
 
@@ -198,6 +199,7 @@ class _Rewriter:
         self.prepared_share = 0.0        # full_iteration: of the calls after the batch's copy, those it captured
         self.models = []                 # the models a module scope applies to
         self.compile_eager = ""          # compile: what its graphs leave to eager (``_check_sparse``)
+        self.builtins_routed = False     # emitted code reads a builtin the script rebinds (tuner.hygiene)
         self.helper_inputs = None        # full_iteration: the names passed to the helper's call
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
@@ -250,10 +252,15 @@ class _Rewriter:
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
+        rebound = rebound_builtins(self.module.code)
         if self.ddp is not None and self.scope in DDP_GRAPH_SCOPES:
             runtime = IF_DDP if self.scope == ALLREDUCE_OUTSIDE else UNWRAPPED
-            return _add_helper(built_on_side_stream(module), self.scope, SIDE_STREAM + runtime)
-        return _add_helper(module, self.scope) if self.scope in HELPERS else _with_torch_import(module)
+            return _add_helper(built_on_side_stream(module), self.scope, SIDE_STREAM + runtime, rebound,
+                               self.builtins_routed)
+        if self.scope in HELPERS:
+            return _add_helper(module, self.scope, rebound=rebound, routed=self.builtins_routed)
+        module = _with_import(module, "import torch\n", _imports_torch)
+        return _with_import(module, BUILTINS_IMPORT) if self.builtins_routed else module
 
     def _check_ddp(self, loop) -> None:
         """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
@@ -519,7 +526,7 @@ class _Rewriter:
                                 "compile's CUDA graph memory\n"
                                 "    if _cg_p.requires_grad:\n        _cg_p.register_hook(torch.clone)\n"
                                 for m in models)
-            return list(cst.parse_module(code).body), _marks_each_step(_call_through(loop, aliases))
+            return self._emitted(code), _marks_each_step(_call_through(loop, aliases))
         # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well
         accumulate = ", accumulate=True" if accumulates or backward_passes(loop) > 1 else ""
         # an output kept past the next call (`losses.append(outputs.loss.detach())`) is a copy: a
@@ -538,7 +545,14 @@ class _Rewriter:
                            f"CUDA graphs{self._eager_allreduce(m)}\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
-        return list(cst.parse_module(code).body), loop
+        return self._emitted(code), loop
+
+    def _emitted(self, code: str) -> list:
+        """The statements of ``code`` emitted beside the loop, each builtin they read that the
+        script binds in any scope read through ``_cg_builtins`` (``tuner.hygiene``)."""
+        routed, changed = route_builtins(cst.parse_module(code), rebound_builtins(self.module.code, everywhere=True))
+        self.builtins_routed |= changed
+        return list(routed.body)
 
     def _wrapped(self, model: str) -> str:
         """The module to graph for ``model``: under DDP, the module it wraps (graphing the
@@ -909,11 +923,13 @@ class _Rewriter:
         code further down the loop body, the next iteration (the body before the step, a
         `while` condition), code after the loop (`return loss`, `print(f"{loss}")`,
         `outputs.logits`), an outer loop. They come back from the graph and are re-bound in
-        the loop; inside the captured function alone they would vanish with it. Conservative:
-        a read anywhere outside the step counts, even one after a re-binding. State the step
-        carries to its next run (an RNN's hidden state) is an input and comes back too."""
+        the loop; inside the captured function alone they would vanish with it. A read that
+        finds the name bound again first (``tuner.dataflow.live_reads``: PPO's ``dist`` made
+        afresh at each rollout) does not count. State the step carries to its next run (an
+        RNN's hidden state) is an input and comes back too."""
         assigned = set().union(*map(names_assigned, core))
-        returns = sorted(assigned & (names_read(scope, skip=steps) | set(aliases) | set(inputs)))
+        read = live_reads(scope, assigned, steps, self.parents)
+        returns = sorted(assigned & (read | set(aliases) | set(inputs)))
         for name in returns:
             value = host_value_binding(core, name)
             if value is not None:
@@ -1076,7 +1092,8 @@ def reserved_names() -> frozenset:
     batch's name is none of them, nor a name the script uses. Read once, at the first
     full-iteration rewrite, not when the module is imported."""
     here = Path(__file__)
-    return frozenset(re.findall(r"\b_cg_\w+", here.read_text() + (here.parent / "templates.py").read_text()))
+    return frozenset(re.findall(r"\b_cg_\w+", "".join((here.parent / name).read_text()
+                                                         for name in (here.name, "templates.py", "hygiene.py"))))
 
 
 class _Positions:
@@ -1226,22 +1243,27 @@ def _imports_torch(body) -> bool:
                        for a in s.body[0].names) for s in body)
 
 
-def _with_torch_import(module: cst.Module) -> cst.Module:
-    """``import torch`` after the last top-level import, for a rewrite that names torch in a
-    script that only imports it indirectly (its model and data come from a module of its own)."""
+def _with_import(module: cst.Module, line: str, present=None) -> cst.Module:
+    """``line`` (an import) after the last top-level import unless ``present(body)`` says the
+    module has it: ``import torch`` for a rewrite that names torch in a script that only imports
+    it indirectly (its model and data come from a module of its own)."""
     body = list(module.body)
-    if _imports_torch(body):
+    if present is not None and present(body):
         return module
     at = _last_import(body) + 1
-    return module.with_changes(body=body[:at] + list(cst.parse_module("import torch\n").body) + body[at:])
+    return module.with_changes(body=body[:at] + list(cst.parse_module(line).body) + body[at:])
 
 
-def _add_helper(module: cst.Module, scope: str, extra: str = "") -> cst.Module:
+def _add_helper(module: cst.Module, scope: str, extra: str = "", rebound: frozenset = frozenset(),
+                routed: bool = False) -> cst.Module:
     """The helper goes after the last top-level import, or before the first top-level statement
     that calls it where that comes sooner (``model = DDP(...)`` built before a later import);
-    ``import torch`` added if nothing before it imports torch."""
+    ``import torch`` added if nothing before it imports torch. The builtins it reads that the
+    script binds at module level (``rebound``) it reads through ``_cg_builtins``, imported with
+    it then or where code emitted beside the loop does (``routed``)."""
     body = list(module.body)
-    helper = list(cst.parse_module(HELPERS[scope] + extra).body)
+    helper, changed = route_builtins(cst.parse_module(HELPERS[scope] + extra), rebound)
+    helper = list(cst.parse_module(BUILTINS_IMPORT).body if changed or routed else []) + list(helper.body)
     defined = {s.name.value for s in helper if isinstance(s, cst.FunctionDef)}
     first_use = next((i for i, s in enumerate(body)
                       if calls_in(s, lambda c: isinstance(c.func, cst.Name) and c.func.value in defined)), len(body))

@@ -345,7 +345,7 @@ def _cg_step(X, Y):
     logits, loss = model(X, Y)
     loss = loss / gradient_accumulation_steps
     scaler.scale(loss).backward()
-    return logits, loss
+    return loss
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], accumulate=True, optimizers_in_graph=False)
 
@@ -354,7 +354,7 @@ while True:
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
     for micro_step in range(gradient_accumulation_steps):
-        logits, loss = _cg_step_graph(X, Y)  # cg-advise: replays the captured step
+        loss = _cg_step_graph(X, Y)  # cg-advise: replays the captured step
         X, Y = get_batch("train")
     if grad_clip != 0.0:
         scaler.unscale_(optimizer)

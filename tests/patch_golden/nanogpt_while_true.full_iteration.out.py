@@ -413,7 +413,7 @@ def _cg_step(X, Y):
         logits, loss = model(X, Y)
         loss = loss / gradient_accumulation_steps
     scaler.scale(loss).backward()
-    return logits, loss
+    return loss
 
 _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], accumulate=True, optimizers_in_graph=False)
 
@@ -425,7 +425,7 @@ while True:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
     for _micro_step in range(gradient_accumulation_steps):
-        logits, loss = _cg_step_graph(X, Y)  # cg-advise: replays the captured step
+        loss = _cg_step_graph(X, Y)  # cg-advise: replays the captured step
         X, Y = get_batch("train")
     if grad_clip != 0.0:
         scaler.unscale_(optimizer)

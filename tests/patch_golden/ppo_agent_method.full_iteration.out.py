@@ -335,7 +335,7 @@ def _cg_step(mb_advantages, mb_inds):
     loss.backward()
     nn.utils.clip_grad_norm_(agent.parameters(), max_grad_norm)
     optimizer.step()
-    return _, loss, mb_advantages, v_loss
+    return loss, mb_advantages, v_loss
 
 torch.distributions.Distribution.set_default_validate_args(False)  # cg-advise: checks sync the host
 
@@ -347,7 +347,7 @@ for update in range(steps):
     start = (update % per_epoch) * minibatch
     mb_inds = order[start:start + minibatch]
     mb_advantages = b_advantages[mb_inds]
-    _, loss, mb_advantages, v_loss = _cg_step_graph(mb_advantages, mb_inds)  # cg-advise: replays the captured step
+    loss, mb_advantages, v_loss = _cg_step_graph(mb_advantages, mb_inds)  # cg-advise: replays the captured step
     if update % 50 == 0:
         print(f"update {update} loss {loss.item():.4f} value loss {v_loss.item():.4f}")
 
