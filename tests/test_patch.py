@@ -2172,3 +2172,50 @@ def test_a_name_bound_again_before_it_is_read_does_not_come_back_from_the_graph(
     script.write_text(ROLLOUTS.format(after=after))
     patched = make_patch(script, "full_iteration").patched
     assert f"        {returned} = _cg_step_graph(" in patched
+
+
+ACTOR_CRITIC = """
+import torch
+from torch import nn
+{imports}
+
+
+class ActorCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mu, self.v = nn.Linear(8, 2), nn.Linear(8, 1)
+
+    def forward(self, obs):
+{body}
+
+
+ac = ActorCritic().cuda()
+opt = torch.optim.Adam(ac.parameters(), lr=1e-3)
+obs, actions = torch.randn(64, 8, device="cuda"), torch.randn(64, 2, device="cuda")
+for step in range(100):
+    dist, value = ac(obs)
+    loss = -dist.log_prob(actions).sum(-1).mean() + value.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("imports, body", [
+    ("from torch.distributions import Normal", "        return Normal(self.mu(obs), 1.0), self.v(obs)"),
+    ("import torch.distributions as D",
+     "        dist = D.Normal(self.mu(obs), 1.0)\n        return dist, self.v(obs)"),
+])
+def test_fwd_bwd_refuses_a_model_whose_forward_returns_a_distribution(imports, body, tmp_path):
+    """fwd_bwd's helper hands back a forward's tensors; an output holding a distribution makes it
+    run the model eagerly for good (PPO's actor-critic on the H200: "the rewrite never replayed a
+    CUDA graph"). The patch says so up front, and the profile's prediction of the scope with it;
+    full_iteration, whose step builds and uses the distribution inside the graph, still applies."""
+    script = tmp_path / "actor_critic.py"
+    script.write_text(ACTOR_CRITIC.format(imports=imports, body=body))
+    with pytest.raises(PatchRefused, match=r"ac's forward returns a torch.distributions object \(Normal, line 1[34]\)"):
+        make_patch(script, "fwd_bwd")
+    assert "_cg_step_graph(" in make_patch(script, "full_iteration").patched
+    script.write_text(ACTOR_CRITIC.format(imports="", body="        return self.mu(obs), self.v(obs)").replace(
+        "dist, value = ac(obs)\n    loss = -dist.log_prob(actions)", "mu, value = ac(obs)\n    loss = (mu - actions)"))
+    assert "_cg_graph_forward(ac)" in make_patch(script, "fwd_bwd").patched

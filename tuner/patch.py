@@ -438,6 +438,10 @@ class _Rewriter:
             elif given:
                 why.append(f"{model} is given a Python value ({given[1]}); a graphed forward takes CUDA tensors only "
                            "and would run every such call eagerly (pass it as a tensor, or try --scope compile)")
+            elif self.scope in ("fwd_bwd", "forward") and self._returns_distribution(model):
+                why.append(f"{model}'s forward returns a torch.distributions object ({self._returns_distribution(model)}),"
+                           " which a graphed forward cannot hand back: every call would run eagerly (return its "
+                           "parameters and build the distribution outside, or try --scope full_iteration)")
             elif spec.calls.get(model, 1) > 1:
                 why.append(f"{model} is called more than once per iteration; a graphed forward keeps the "
                            "activations of one call for its backward (try --scope full_iteration)")
@@ -453,19 +457,13 @@ class _Rewriter:
         any depth (a ``def``, ``forward = predict``, under an ``if``), nor its bases of the file,
         nor an assignment ``Class.forward = ...``, and it derives from nothing else but
         ``nn.Module``; None otherwise (a class from elsewhere may well have one)."""
-        built = [n.value for n in nodes(self.module, cst.Assign)
-                 if any(dotted(t.target) == model for t in n.targets)]
-        if len(built) != 1 or not isinstance(built[0], cst.Call):
-            return None
-        value = built[0]
-        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
-            value = value.func.value   # Agent().to(device), Agent().cuda()
-        if not isinstance(value.func, cst.Name):
+        built = self._built_from(model)
+        if built is None:
             return None
         classes = {c.name.value: c for c in self.module.body if isinstance(c, cst.ClassDef)}
         set_later = {dotted(t.target).split(".")[0] for n in nodes(self.module, cst.Assign) for t in n.targets
                      if dotted(t.target).endswith(".forward")}
-        seen, todo = set(), [value.func.value]
+        seen, todo = set(), [built]
         while todo:
             current = todo.pop()
             if current in seen:
@@ -480,7 +478,55 @@ class _Rewriter:
                 base_name = dotted(base.value)
                 if base_name.split(".")[-1] != "Module":
                     todo.append(base_name)
-        return value.func.value
+        return built
+
+    def _built_from(self, model: str) -> Optional[str]:
+        """The name of the class ``model`` is built from, where its only binding in the file is a
+        call of it (``Agent(...).to(device)`` too); None otherwise."""
+        built = [n.value for n in nodes(self.module, cst.Assign)
+                 if any(dotted(t.target) == model for t in n.targets)]
+        if len(built) != 1 or not isinstance(built[0], cst.Call):
+            return None
+        value = built[0]
+        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+            value = value.func.value   # Agent().to(device), Agent().cuda()
+        return value.func.value if isinstance(value.func, cst.Name) else None
+
+    def _returns_distribution(self, model: str) -> Optional[str]:
+        """``"Normal, line 12"`` where the forward of the class ``model`` is built from (a class
+        of the script's top level) returns a torch.distributions object, alone or in a tuple,
+        list or dict, made in the return or bound to a name first; None otherwise. fwd_bwd's
+        helper hands back a forward's tensors only: PPO's actor-critic returning ``Normal(mu,
+        std), value`` ran eagerly on every call on the H200 (the candidate "never replayed a CUDA graph")."""
+        built = self._built_from(model)
+        found = next((c for c in self.module.body if isinstance(c, cst.ClassDef) and c.name.value == built), None)
+        forward = next((f for f in (found.body.body if found is not None else ())
+                        if isinstance(f, cst.FunctionDef) and f.name.value == "forward"), None)
+        if forward is None or not uses_distributions(self.module):
+            return None
+        names = distribution_names(self.module)
+
+        def distribution(expr) -> Optional[str]:
+            if not isinstance(expr, cst.Call):
+                return None
+            path = dotted(expr.func) or ""
+            name = names.get(path) if "." not in path else path.rsplit(".", 1)[1]
+            return name if name in VALIDATE_ARGS_POSITION else None
+
+        nested = nodes(forward.body, (cst.FunctionDef, cst.Lambda))
+        made = {name: distribution(n.value) for n in nodes(forward.body, cst.Assign, skip=nested)
+                for t in n.targets for name in plain_target_names(t.target) if distribution(n.value)}
+        for ret in nodes(forward.body, cst.Return, skip=nested):
+            values = [ret.value] if ret.value is not None else []
+            if isinstance(ret.value, (cst.Tuple, cst.List)):
+                values = [e.value for e in ret.value.elements]
+            elif isinstance(ret.value, cst.Dict):
+                values = [e.value for e in ret.value.elements]
+            for value in values:
+                name = distribution(value) or (made.get(value.value) if isinstance(value, cst.Name) else None)
+                if name:
+                    return f"{name}, line {self.positions[ret].start.line}"
+        return None
 
     def _module_scope(self, loop) -> tuple:
         """(setup before the loop, the loop) for compile, forward, fwd_bwd and submodule."""
