@@ -52,9 +52,11 @@ RECALIBRATED = "paired_timing/h200_recalibrated_2026-11-29"   # a seeded sample 
 BARE = "paired_timing/h200_bare_baseline_2026-11-29"   # a seeded sample of corpus loops, profiled with three bare processes, lone H200
 X2 = "paired_timing/h200_x2_current_2026-11-29"   # a seeded sample of earlier H200 full_iteration loops, profile's default today, two H200s
 CALLABLE = "paired_timing/h200_callable_2026-11-29"   # earlier loops again, profile's default with the graphed callable's figures, two H200s and one
-BARE_SETS = (BARE, X2, CALLABLE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+NEW_SHAPES = "paired_timing/h200_new_shapes_2026-11-30"   # ten public loop shapes written today, four of medium size, two H200s
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
-NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE)   # and on the H200
+NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
+            NEW_SHAPES)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -310,6 +312,13 @@ SETS = (
     # on a lone H200 (lone), the model unchanged
     *(s for part, where in (("x1", "another pair"), ("x2", "another pair, 2nd"), ("lone", "a lone H200"))
       for s in each_scope(f"H200 callable figures, {where}", f"{CALLABLE}/{part}", GRAPH_PAIR, f"{CALLABLE}/{part}")),
+    # ten loops of public shapes written today (bench/workloads/unseen_2026-11-30/: nanoGPT, a CIFAR
+    # ResNet-18, a U-Net under AMP, a ViT with mixup, the seq2seq tutorial, distillation, triplets,
+    # a tabular model, Kipf's GCN, PPO), profile's default at 600 steps and tuned right after on a
+    # machine of two H200s (a, b); c: seq2seq and PPO again after the fixes their first tunes found
+    *(s for part, where in (("a", "first six"), ("b", "other four"), ("c", "two after the fixes"))
+      for s in each_scope(f"H200 pair, ten new shapes, {where}", f"{NEW_SHAPES}/{part}", GRAPH_PAIR,
+                          f"{NEW_SHAPES}/{part}")),
 )
 
 
