@@ -23,21 +23,26 @@ def has_sync(node) -> bool:
     return bool(calls_in(node, lambda c: host_call(c) is not None))
 
 
+class NameVisitor(SkippingVisitor):
+    """Visits the names code names: not an attribute's (``opt.step``: ``step`` is no name read)
+    nor a keyword's (``f(lr=x)``: ``lr`` is none either)."""
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+
 def names_read(node, skip=()) -> set:
     """Names in ``node`` (targets included), not descending into the nodes in ``skip``."""
     names = set()
 
-    class Reader(SkippingVisitor):
+    class Reader(NameVisitor):
         def visit_Name(self, name: cst.Name) -> None:
             names.add(name.value)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)  # `opt.step`: `step` is an attribute, not a name read
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)  # `f(lr=x)`: `lr` is a keyword, not a name read
-            return False
 
     node.visit(Reader(skip))
     return names
@@ -64,18 +69,10 @@ def _name_reads(scope, names: set, skip) -> list:
     assignment's, loop's or ``with``'s target, an attribute's name or a keyword."""
     found = []
 
-    class Reads(SkippingVisitor):
+    class Reads(NameVisitor):
         def visit_Name(self, name: cst.Name) -> None:
             if name.value in names:
                 found.append(name)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)
-            return False
 
         def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
             _visit_target(node.target, self)
@@ -933,17 +930,9 @@ def _count_reads(node, name: str) -> int:
     is no read)."""
     count = [0]
 
-    class Counter(cst.CSTVisitor):
+    class Counter(NameVisitor):
         def visit_Name(self, found: cst.Name) -> None:
             count[0] += found.value == name
-
-        def visit_Attribute(self, found: cst.Attribute) -> bool:
-            found.value.visit(self)
-            return False
-
-        def visit_Arg(self, found: cst.Arg) -> bool:
-            found.value.visit(self)
-            return False
 
     node.visit(Counter())
     return count[0]
