@@ -2219,3 +2219,91 @@ def test_fwd_bwd_refuses_a_model_whose_forward_returns_a_distribution(imports, b
     script.write_text(ACTOR_CRITIC.format(imports="", body="        return self.mu(obs), self.v(obs)").replace(
         "dist, value = ac(obs)\n    loss = -dist.log_prob(actions)", "mu, value = ac(obs)\n    loss = (mu - actions)"))
     assert "_cg_graph_forward(ac)" in make_patch(script, "fwd_bwd").patched
+
+
+def _helper_namespace(patched: str) -> dict:
+    """The patched module's imports, functions and classes run (not its loop): the helpers as
+    the script would define them."""
+    import ast
+
+    tree = ast.parse(patched)
+    tree.body = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))]
+    namespace = {"__name__": "patched"}
+    exec(compile(tree, "patched", "exec"), namespace)
+    return namespace
+
+
+def test_helpers_routed_through_the_alias_still_run(tmp_path):
+    """A star import may bind any builtin, so every builtin the helpers read goes through
+    `_cg_builtins`. They must still work: a module wrapped for its graph builds its call again
+    from its tensors (`_cg_builtins.iter`) and is a torch module (not a zero-argument `super()`,
+    which needs the bare name and raised "super(): __class__ cell not found" once routed). Run
+    on the CPU: the forward is the eager one, the rest of the path is the graph's."""
+    import torch.utils._pytree as pytree
+
+    script = tmp_path / "star.py"
+    script.write_text("from os.path import *\n" + NO_BUILTIN_READS + LOOP)
+    patched = make_patch(script, "fwd_bwd").patched
+    assert "_cg_builtins.iter(" in patched and "_cg_builtins.super" not in patched
+    helpers = _helper_namespace(patched)
+    module = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    leaves, layout = pytree.tree_flatten(((x,), {}))
+    positional = helpers["_CgPositional"](module, module.forward, layout, leaves)
+    (out,) = positional(x)
+    assert torch.equal(positional.build(iter([out])), module(x))
+
+
+@pytest.mark.parametrize("scope, emitted", [("fwd_bwd", "_cg_graph_forward(input"),
+                                            ("submodule", "_cg_children(input)"),
+                                            ("compile", "torch.compile(input,")])
+def test_a_model_named_like_a_builtin_is_the_scripts_own(scope, emitted, tmp_path):
+    """The setup beside the loop names the model: a model called `input` in a function that
+    rebinds builtins is the script's variable, never `_cg_builtins.input`; only what the
+    emitted text itself reads (`isinstance`, `any`) goes through the alias."""
+    script = tmp_path / "named.py"
+    script.write_text("import torch\nfrom torch import nn\n\n\ndef train():\n    any = isinstance = None\n"
+                      "    input = nn.Linear(32, 1).cuda()\n    optimizer = torch.optim.SGD(input.parameters(), lr=0.01)\n"
+                      "    x = torch.randn(16, 32, device='cuda')\n    for step in torch.arange(200).tolist():\n"
+                      "        optimizer.zero_grad()\n        loss = input(x).sum()\n        loss.backward()\n"
+                      "        optimizer.step()\n\n\ntrain()\n")
+    patched = make_patch(script, scope).patched
+    assert emitted in patched and "_cg_builtins.input" not in patched
+    if scope == "submodule":
+        assert "if _cg_builtins.any(" in patched
+
+
+def test_the_alias_is_imported_before_its_first_use(tmp_path):
+    """compile's setup beside the loop reads `isinstance` (gradients copied out where they
+    accumulate); where a star import may rebind it, the alias's import goes first in the
+    module, before a loop that an import after it would follow."""
+    script = tmp_path / "late_import.py"
+    script.write_text('"""A loop, then a late import."""\nfrom __future__ import annotations\nfrom os.path import *\n'
+                      + NO_BUILTIN_READS + "for step in torch.arange(200).tolist():\n"
+                      "    loss = criterion(model(x), y)\n    loss.backward()\n"
+                      "    if step % 4 == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n"
+                      "import json\n")
+    patched = make_patch(script, "compile").patched
+    assert patched.index("import builtins as _cg_builtins") < patched.index("_cg_builtins.isinstance")
+    assert patched.startswith('"""A loop, then a late import."""\nfrom __future__ import annotations\nimport builtins')
+
+
+def test_a_read_in_a_generator_made_before_the_step_keeps_the_name_live(tmp_path):
+    """A generator expression runs when it is consumed: made before the step and read after it,
+    it reads the step's value, so the name comes back from the graph."""
+    script = tmp_path / "generator.py"
+    script.write_text(NO_BUILTIN_READS + "for step in torch.arange(200).tolist():\n"
+                      "    loss = torch.zeros(1)\n    later = (loss + k for k in torch.arange(3).tolist())\n"
+                      "    optimizer.zero_grad()\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+                      "    optimizer.step()\n    print(list(later))\n")
+    assert "    loss = _cg_step_graph(" in make_patch(script, "full_iteration").patched
+
+
+def test_a_forward_that_samples_its_distribution_is_graphed(tmp_path):
+    """A name bound to a distribution and then to its sample returns a tensor: no refusal."""
+    script = tmp_path / "sampled.py"
+    script.write_text(ACTOR_CRITIC.format(
+        imports="from torch.distributions import Normal",
+        body="        z = Normal(self.mu(obs), 1.0)\n        z = z.rsample()\n        return z, self.v(obs)").replace(
+        "dist, value = ac(obs)\n    loss = -dist.log_prob(actions)", "z, value = ac(obs)\n    loss = (z - actions)"))
+    assert "_cg_graph_forward(ac)" in make_patch(script, "fwd_bwd").patched

@@ -54,7 +54,8 @@ def live_reads(scope, names: set, skip, parents) -> set:
     binds the name unconditionally (a plain assignment) with no step statement in between:
     PPO's ``dist, values = ac(obs)`` at the top of each rollout before ``dist.log_prob(...)``,
     where the minibatch step bound ``dist`` too, a distribution no graph can hand back. A read
-    in a function, class or lambda defined in ``scope`` may run at any time: always live.
+    in a function, class, lambda or generator expression defined in ``scope`` may run at any
+    time: live unless that definition binds the name first itself (then it is its own).
     ``parents``: each node's parent (libcst's ParentNodeProvider of the tree)."""
     skipped = {id(n) for n in skip}
     live = set()
@@ -119,11 +120,11 @@ def _bound_first(read: cst.Name, scope, skipped: set, parents) -> bool:
     node = read
     while node is not scope and node in parents:
         parent = parents[node]
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.GeneratorExp)):
+            return False   # run later, or (a class body's comprehension) in another scope
         body = getattr(parent, "body", None)
-        if isinstance(body, (list, tuple)) and any(node is child for child in body):
-            at = next(i for i, child in enumerate(body) if child is node)
+        at = next((i for i, child in enumerate(body) if child is node), None) if isinstance(body, (list, tuple)) else None
+        if at is not None:
             for index in range(at - 1, -1, -1):
                 if _holds_step(body[index], skipped):
                     break
@@ -150,6 +151,7 @@ def _plain_bindings(statement) -> set:
 
 
 def _holds_step(node, skipped: set) -> bool:
+    """Whether ``node`` is, or holds, a statement of the step (``skipped``: their ids)."""
     return any(id(n) in skipped for n in nodes(node, cst.CSTNode))
 
 

@@ -2,7 +2,7 @@
 
 The helpers a patch adds are defined in the user's module, so they look builtins up through
 its globals: the PyTorch seq2seq tutorial counts its loop with ``for iter in range(...)``, and
-the fwd_bwd helper's ``iter(found)`` failed at the first replay with ``TypeError: 'int' object
+the fwd_bwd helper's ``iter(found)`` failed at the first capture with ``TypeError: 'int' object
 is not callable`` (on the lent H200, bench/workloads/unseen_2026-11-30/). Where the script binds
 a builtin the emitted code reads, that code reads it as ``_cg_builtins.NAME`` (``import
 builtins as _cg_builtins``); everywhere else it stays as written, so an ordinary script's patch
@@ -21,7 +21,10 @@ from libcst.metadata import BuiltinAssignment, MetadataWrapper, ScopeProvider
 
 ALIAS = "_cg_builtins"
 IMPORT = f"import builtins as {ALIAS}\n"
-BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not keyword.iskeyword(n))   # None, True, False are syntax
+# None, True and False are syntax; super() without arguments needs the compiler to see the bare
+# name (the templates call torch.nn.Module.__init__ instead); a module's dunders are its own
+BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not keyword.iskeyword(n) and not n.startswith("__")
+                          and n != "super")
 
 
 def rebound_builtins(code: str, everywhere: bool = False) -> frozenset:
@@ -49,7 +52,9 @@ def rebound_builtins(code: str, everywhere: bool = False) -> frozenset:
 
 def route_builtins(snippet: cst.Module, names: frozenset) -> tuple:
     """(``snippet`` with each read of a builtin in ``names`` that nothing in it binds made as
-    ``_cg_builtins.NAME``, whether there was any)."""
+    ``_cg_builtins.NAME``, whether there was any). It cannot tell a builtin from a name of the
+    user's spliced into the snippet (a model called ``input``): give it only the builtins the
+    emitted text itself reads."""
     if not names:
         return snippet, False
     wrapper = MetadataWrapper(snippet)
@@ -63,6 +68,8 @@ def route_builtins(snippet: cst.Module, names: frozenset) -> tuple:
 
 
 class _ThroughAlias(cst.CSTTransformer):
+    """Each of the given ``cst.Name`` reads made ``_cg_builtins.NAME``."""
+
     def __init__(self, reads: set) -> None:
         self.reads = reads
 

@@ -260,7 +260,7 @@ class _Rewriter:
         if self.scope in HELPERS:
             return _add_helper(module, self.scope, rebound=rebound, routed=self.builtins_routed)
         module = _with_import(module, "import torch\n", _imports_torch)
-        return _with_import(module, BUILTINS_IMPORT) if self.builtins_routed else module
+        return _with_first_import(module, BUILTINS_IMPORT) if self.builtins_routed else module
 
     def _check_ddp(self, loop) -> None:
         """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
@@ -438,10 +438,10 @@ class _Rewriter:
             elif given:
                 why.append(f"{model} is given a Python value ({given[1]}); a graphed forward takes CUDA tensors only "
                            "and would run every such call eagerly (pass it as a tensor, or try --scope compile)")
-            elif self.scope in ("fwd_bwd", "forward") and self._returns_distribution(model):
-                why.append(f"{model}'s forward returns a torch.distributions object ({self._returns_distribution(model)}),"
-                           " which a graphed forward cannot hand back: every call would run eagerly (return its "
-                           "parameters and build the distribution outside, or try --scope full_iteration)")
+            elif self.scope in ("fwd_bwd", "forward") and (made := self._returns_distribution(model)):
+                why.append(f"{model}'s forward returns a torch.distributions object ({made}), which a graphed "
+                           "forward cannot hand back: every call would run eagerly (return its parameters and "
+                           "build the distribution outside, or try --scope full_iteration)")
             elif spec.calls.get(model, 1) > 1:
                 why.append(f"{model} is called more than once per iteration; a graphed forward keeps the "
                            "activations of one call for its backward (try --scope full_iteration)")
@@ -514,8 +514,12 @@ class _Rewriter:
             return name if name in VALIDATE_ARGS_POSITION else None
 
         nested = nodes(forward.body, (cst.FunctionDef, cst.Lambda))
-        made = {name: distribution(n.value) for n in nodes(forward.body, cst.Assign, skip=nested)
-                for t in n.targets for name in plain_target_names(t.target) if distribution(n.value)}
+        bound = {}   # name -> what each of its assignments makes (a distribution's class, else None)
+        for n in nodes(forward.body, cst.Assign, skip=nested):
+            for t in n.targets:
+                for name in plain_target_names(t.target):
+                    bound.setdefault(name, []).append(distribution(n.value))
+        made = {name: values[0] for name, values in bound.items() if all(values)}   # a distribution whatever the path
         for ret in nodes(forward.body, cst.Return, skip=nested):
             values = [ret.value] if ret.value is not None else []
             if isinstance(ret.value, (cst.Tuple, cst.List)):
@@ -572,7 +576,7 @@ class _Rewriter:
                                 "compile's CUDA graph memory\n"
                                 "    if _cg_p.requires_grad:\n        _cg_p.register_hook(torch.clone)\n"
                                 for m in models)
-            return self._emitted(code), _marks_each_step(_call_through(loop, aliases))
+            return self._emitted(code, {"isinstance"}), _marks_each_step(_call_through(loop, aliases))
         # several backward passes per step (micro-steps, a GAN's two losses) add into .grad as well
         accumulate = ", accumulate=True" if accumulates or backward_passes(loop) > 1 else ""
         # an output kept past the next call (`losses.append(outputs.loss.detach())`) is a copy: a
@@ -591,12 +595,14 @@ class _Rewriter:
                            f"CUDA graphs{self._eager_allreduce(m)}\n"
                            f"    if any(p.requires_grad for p in _cg_child.parameters()):\n"
                            f"        _cg_graph_forward(_cg_child{accumulate})\n" for m in models)
-        return self._emitted(code), loop
+        return self._emitted(code, {"any"}), loop
 
-    def _emitted(self, code: str) -> list:
-        """The statements of ``code`` emitted beside the loop, each builtin they read that the
-        script binds in any scope read through ``_cg_builtins`` (``tuner.hygiene``)."""
-        routed, changed = route_builtins(cst.parse_module(code), rebound_builtins(self.module.code, everywhere=True))
+    def _emitted(self, code: str, reads: set) -> list:
+        """The statements of ``code`` emitted beside the loop, each of the builtins its own text
+        ``reads`` (not a user's name spliced into it: a model called ``input``) read through
+        ``_cg_builtins`` where the script binds that name in any scope (``tuner.hygiene``)."""
+        rebound = rebound_builtins(self.module.code, everywhere=True) & frozenset(reads)
+        routed, changed = route_builtins(cst.parse_module(code), rebound)
         self.builtins_routed |= changed
         return list(routed.body)
 
@@ -1297,6 +1303,18 @@ def _with_import(module: cst.Module, line: str, present=None) -> cst.Module:
     if present is not None and present(body):
         return module
     at = _last_import(body) + 1
+    return module.with_changes(body=body[:at] + list(cst.parse_module(line).body) + body[at:])
+
+
+def _with_first_import(module: cst.Module, line: str) -> cst.Module:
+    """``line`` (an import) before every statement of the module but its docstring and
+    ``from __future__`` imports: before any use, whichever import comes after the loop."""
+    body = list(module.body)
+    at = 0
+    while at < len(body) and isinstance(body[at], cst.SimpleStatementLine) and (
+            (at == 0 and isinstance(body[at].body[0], cst.Expr) and isinstance(body[at].body[0].value, cst.SimpleString))
+            or isinstance(body[at].body[0], cst.ImportFrom) and dotted(body[at].body[0].module or cst.Name("x")) == "__future__"):
+        at += 1
     return module.with_changes(body=body[:at] + list(cst.parse_module(line).body) + body[at:])
 
 
