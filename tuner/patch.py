@@ -252,15 +252,14 @@ class _Rewriter:
             # loop, or before it (nanoGPT's `ctx = torch.amp.autocast(...)`, then `with ctx:`);
             # make_graphed_callables refuses one that caches
             module = _autocast_without_cache(module)
-        rebound = rebound_builtins(self.module.code)
+        if self.scope not in HELPERS:   # compile
+            module = _with_import(module, "import torch\n", _imports_torch)
+            return _with_first_import(module, BUILTINS_IMPORT) if self.builtins_routed else module
+        extra = ""
         if self.ddp is not None and self.scope in DDP_GRAPH_SCOPES:
-            runtime = IF_DDP if self.scope == ALLREDUCE_OUTSIDE else UNWRAPPED
-            return _add_helper(built_on_side_stream(module), self.scope, SIDE_STREAM + runtime, rebound,
-                               self.builtins_routed)
-        if self.scope in HELPERS:
-            return _add_helper(module, self.scope, rebound=rebound, routed=self.builtins_routed)
-        module = _with_import(module, "import torch\n", _imports_torch)
-        return _with_first_import(module, BUILTINS_IMPORT) if self.builtins_routed else module
+            module = built_on_side_stream(module)
+            extra = SIDE_STREAM + (IF_DDP if self.scope == ALLREDUCE_OUTSIDE else UNWRAPPED)
+        return _add_helper(module, self.scope, extra, rebound_builtins(self.module.code), self.builtins_routed)
 
     def _check_ddp(self, loop) -> None:
         """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
@@ -507,11 +506,7 @@ class _Rewriter:
         names = distribution_names(self.module)
 
         def distribution(expr) -> Optional[str]:
-            if not isinstance(expr, cst.Call):
-                return None
-            path = dotted(expr.func) or ""
-            name = names.get(path) if "." not in path else path.rsplit(".", 1)[1]
-            return name if name in VALIDATE_ARGS_POSITION else None
+            return distribution_class(expr, names) if isinstance(expr, cst.Call) else None
 
         nested = nodes(forward.body, (cst.FunctionDef, cst.Lambda))
         bound = {}   # name -> what each of its assignments makes (a distribution's class, else None)
@@ -1119,15 +1114,20 @@ def distribution_names(module: cst.Module) -> dict:
     return {local: name for local, name in names.items() if local not in own}
 
 
-def positional_validate_args(call: cst.Call, names: dict) -> list:
-    """The value a call to a torch.distributions class passes as ``validate_args`` by position
-    ([] if none), in a script that uses torch.distributions: the class named bare as the script
-    imported it (``names``: ``distribution_names``) or through a module (``D.Normal``,
-    ``torch.distributions.Normal``). Only the arguments before a starred one count: past it
-    the places are unknown."""
+def distribution_class(call: cst.Call, names: dict) -> Optional[str]:
+    """The torch.distributions class ``call`` builds, named bare as the script imported it
+    (``names``: ``distribution_names``) or through a module (``D.Normal``,
+    ``torch.distributions.Normal``); None for any other call."""
     path = dotted(call.func) or ""
     name = names.get(path) if "." not in path else path.rsplit(".", 1)[1]
-    index = VALIDATE_ARGS_POSITION.get(name or "")
+    return name if name in VALIDATE_ARGS_POSITION else None
+
+
+def positional_validate_args(call: cst.Call, names: dict) -> list:
+    """The value a call to a torch.distributions class (``distribution_class``) passes as
+    ``validate_args`` by position ([] if none), in a script that uses torch.distributions. Only
+    the arguments before a starred one count: past it the places are unknown."""
+    index = VALIDATE_ARGS_POSITION.get(distribution_class(call, names) or "")
     if index is None:
         return []
     positional = []
@@ -1254,8 +1254,7 @@ class _Splice(cst.CSTTransformer):
         if original is not self.function or not self.declared:
             return updated
         body = list(updated.body.body)
-        docstring = 1 if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(
-            body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString) else 0
+        docstring = 1 if body and _is_docstring(body[0]) else 0
         lines = "".join(f"{name} = None  # cg-advise: the captured step takes it on every path\n"
                         for name in self.declared)
         body[docstring:docstring] = cst.parse_module(lines).body
@@ -1310,12 +1309,17 @@ def _with_first_import(module: cst.Module, line: str) -> cst.Module:
     """``line`` (an import) before every statement of the module but its docstring and
     ``from __future__`` imports: before any use, whichever import comes after the loop."""
     body = list(module.body)
-    at = 0
-    while at < len(body) and isinstance(body[at], cst.SimpleStatementLine) and (
-            (at == 0 and isinstance(body[at].body[0], cst.Expr) and isinstance(body[at].body[0].value, cst.SimpleString))
-            or isinstance(body[at].body[0], cst.ImportFrom) and dotted(body[at].body[0].module or cst.Name("x")) == "__future__"):
+    at = 1 if body and _is_docstring(body[0]) else 0
+    while at < len(body) and isinstance(body[at], cst.SimpleStatementLine) and isinstance(body[at].body[0], cst.ImportFrom) \
+            and body[at].body[0].module is not None and dotted(body[at].body[0].module) == "__future__":
         at += 1
     return module.with_changes(body=body[:at] + list(cst.parse_module(line).body) + body[at:])
+
+
+def _is_docstring(statement) -> bool:
+    """Whether a body's first statement is its docstring (a string on its own line)."""
+    return (isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def _add_helper(module: cst.Module, scope: str, extra: str = "", rebound: frozenset = frozenset(),
