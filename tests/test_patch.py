@@ -648,7 +648,8 @@ def test_a_step_inside_a_call_of_the_scripts_code_refuses_a_whole_step_graph_onl
     script.write_text(LIVE_OUT.format(body=(
         "def backward_and_step(loss, opt):\n    loss.backward()\n    opt.step()\n\n\n"
         "for x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    backward_and_step(loss, opt)\n")))
-    with pytest.raises(PatchRefused, match="line 15: backward\\(\\) or the optimizer step runs inside a call"):
+    with pytest.raises(PatchRefused, match="line 15: the step runs inside backward_and_step\\(\\), which a graph cannot "
+                       "capture whole: the model's forward runs outside it"):
         make_patch(script, "full_iteration")
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
     with pytest.raises(PatchRefused, match="runs inside a call of the script's own code"):
@@ -2307,3 +2308,87 @@ def test_a_forward_that_samples_its_distribution_is_graphed(tmp_path):
         body="        z = Normal(self.mu(obs), 1.0)\n        z = z.rsample()\n        return z, self.v(obs)").replace(
         "dist, value = ac(obs)\n    loss = -dist.log_prob(actions)", "z, value = ac(obs)\n    loss = (z - actions)"))
     assert "_cg_graph_forward(ac)" in make_patch(script, "fwd_bwd").patched
+
+
+# a step the loop calls as a function of the script (tuner.step_function)
+STEP_FUNCTION = "def step({params}):\n{body}\n\n\n{loop}"
+PLAIN_STEP = "    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.backward()\n    opt.step()\n    return loss"
+
+
+@pytest.mark.parametrize("params, body, loop, replay", [
+    # the batch handed in: copied into the graph's buffers at each replay
+    ("x", PLAIN_STEP, "for x in data:\n    loss = step(x)\nprint(loss.item())\n",
+     ["_cg_step_graph = _CgFullIterationGraph(step, [opt], [model])", "    loss = _cg_step_graph(x)"]),
+    # the model and optimizer handed in too, by keyword: a function that passes them on by name
+    ("model, opt, x", PLAIN_STEP, "for x in data:\n    loss = step(model, opt, x=x)\n",
+     ["def _cg_step(_cg_arg0, _cg_arg1, _cg_arg2):", "    return step(_cg_arg0, _cg_arg1, x=_cg_arg2)",
+      "_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model])", "    loss = _cg_step_graph(model, opt, x)"]),
+    # PyG's `return float(loss)`: a copy that returns the tensor, read after the replay; its
+    # model.train() made again before each replay, and a result the loop keeps copied out
+    ("", "    model.train()\n" + PLAIN_STEP.replace("model(x)", "model(data[0])").replace("return loss",
+                                                                                       "return float(loss), loss"),
+     "losses = []\nfor epoch in range(3):\n    value, kept = step()\n    losses.append(kept)\n",
+     ["def _cg_step():", "    return loss", "_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model], clone_outputs=True)",
+      "    model.train()\n    _cg_loss = _cg_step_graph()  # cg-advise: replays the captured step()\n"
+      "    value, kept = float(_cg_loss), _cg_loss\n"]),
+])
+def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loop, replay, tmp_path):
+    """`loss = train_step(model, opt, x)` or PyG's `loss = train()`: the call is the step; the
+    loop calls its graph in its place, the function itself left as it is for other callers."""
+    script = tmp_path / "step_function.py"
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(params=params, body=body, loop=loop)))
+    patched = make_patch(script, "full_iteration").patched
+    for line in replay:
+        assert line in patched, line
+    assert f"def step({params}):\n{body}\n" in patched
+    namespace = {}
+    exec(compile(patched, str(script), "exec"), namespace)   # runs eagerly on the CPU: the helper's fallback
+    assert namespace["_cg_step_graph"].graph is None
+
+
+@pytest.mark.parametrize("params, body, loop, refused", [
+    ("x", PLAIN_STEP.replace("    loss.backward()", "    print(loss.item())\n    loss.backward()"),
+     "for x in data:\n    loss = step(x)\n", r"reads a value on the host \(\.item\(\)\)"),
+    ("x", "    x = x.to('cpu')\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n", r"moves tensors with \.to\(\)"),
+    ("x, losses", PLAIN_STEP.replace("    return loss", "    losses.append(loss)"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", r"calls losses\.append\(\), Python-side work"),
+    ("x", PLAIN_STEP.replace("    opt.zero_grad()\n", ""), "for x in data:\n    loss = step(x)\n",
+     "neither step\\(\\) nor the loop zeroes the gradients"),
+    ("", PLAIN_STEP.replace("(x)", "(batch)"), "for batch in data:\n    loss = step()\n",
+     "reads the global 'batch', which the script binds again"),
+    ("x, scale", PLAIN_STEP.replace(".mean()", ".mean() * scale"), "for i in range(3):\n    loss = step(data[0], i)\n",
+     "it is passed i, a Python number that changes every iteration"),
+    ("x, flag", PLAIN_STEP.replace("    opt.step()", "    if flag:\n        opt.step()"),
+     "for x in data:\n    loss = step(x, True)\n", "runs backward, the optimizer step or zero_grad conditionally"),
+    ("x", "    if x is None:\n        return None\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n",
+     "may return early"),
+    ("x", "    global calls\n    calls += 1\n" + PLAIN_STEP, "calls = 0\nfor x in data:\n    loss = step(x)\n",
+     "rebinds a name outside itself"),
+    ("x", PLAIN_STEP, "sched = torch.optim.lr_scheduler.StepLR(opt, 1)\nfor x in data:\n    loss = step(x)\n    sched.step()\n",
+     "a GradScaler or a learning-rate schedule"),
+    ("x", PLAIN_STEP, "for x in data:\n    y = model(x)\n    loss = step(y)\n", "the loop calls the model before the call too"),
+    ("x", PLAIN_STEP, "for x in data:\n    loss = step(x)\n    model(x).sum().backward()\n    opt.step()\n",
+     "the loop runs backward\\(\\) or an optimizer step outside the call too"),
+    ("x", "    model.train(x.numel() > 3)\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n",
+     "sets the model's mode from a value"),
+])
+def test_a_step_function_one_replay_cannot_stand_for_is_refused_saying_why(params, body, loop, refused, tmp_path):
+    """What a capture would run once (Python state, host reads and data), what it would bake in
+    (a global the loop binds again, a number that changes), what it would split (a step under a
+    condition, a forward outside the call), and gradients the calls add up: refused, naming it."""
+    script = tmp_path / "step_function.py"
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(params=params, body=body, loop=loop)))
+    with pytest.raises(PatchRefused, match="the step runs inside step\\(\\), which a graph cannot capture whole: .*"
+                       + refused):
+        make_patch(script, "full_iteration")
+
+
+def test_a_copy_of_the_step_function_in_a_function_that_shadows_its_globals_is_refused(tmp_path):
+    """The copy that returns the tensor (PyG's `return float(loss)`) is defined beside the loop:
+    in a function that binds a name the step reads as a global, it would read the local."""
+    script = tmp_path / "step_function.py"
+    body = PLAIN_STEP.replace("model(x)", "model(data[0])").replace("return loss", "return float(loss)")
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(
+        params="", body=body, loop="def main():\n    data = [None]\n    for epoch in range(3):\n        loss = step()\n")))
+    with pytest.raises(PatchRefused, match="reads the global 'data', which the calling function binds too"):
+        make_patch(script, "full_iteration")

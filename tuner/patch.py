@@ -23,7 +23,7 @@ import ast
 import difflib
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -34,7 +34,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (MOVE_METHODS, backward_passes, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, _is_number, backward_passes, calls_through, number_constants, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_prefetch,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
@@ -46,6 +46,8 @@ from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in,
 from .harness import COMPILE_MARK
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
+from .step_function import (NotAStep, bind_arguments, check_body, declared_global, free_names, mode_calls,
+                            returned_host_read, step_call, without_return_read)
 from .templates import HELPERS
 
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", ALLREDUCE_OUTSIDE, "compile", "forward")
@@ -232,13 +234,12 @@ class _Rewriter:
         if self.scope == "compile":
             self._check_requires_grad_under_compile(outer)
         if self.scope.startswith("full_iteration"):
-            if self.spec.through_calls:
-                raise self.refuse(f"line {self.spec.step_call or self.spec.line}: backward() or the optimizer step runs "
-                                  "inside a call of the script's own code (a loss scaler's __call__?); cg-advise "
-                                  "captures a whole step only where the loop calls them itself (try --scope fwd_bwd)")
             self._check_requires_grad(loop)
             scope = self._enclosing_scope(parents, loop) or wrapper.module
-            before, new_loop = self._full_iteration(loop, outer, scope, positions)
+            if self.spec.through_calls:
+                before, new_loop = self._called_step(loop, outer, scope)
+            else:
+                before, new_loop = self._full_iteration(loop, outer, scope, positions)
         else:
             before, new_loop = self._module_scope(loop)
         transformer = _Splice(loop, new_loop, outer, before, self.declared)
@@ -736,6 +737,146 @@ class _Rewriter:
             if isinstance(body[end], (cst.For, cst.While)):
                 return self._micro_steps(loop, body, end, outer, scope, positions)
         return self._capture(loop, body, end, outer, scope, positions)
+
+    def _called_step(self, loop, outer, scope):
+        """full_iteration of a step the loop calls as a function of the script (``loss =
+        train_step(model, optimizer, x, y)``, PyG's ``loss = train()``): the call is captured
+        whole and the loop calls the graph in its place, handing it the call's arguments. Only
+        where one replay does what a call does (``tuner.step_function``); else refused, saying why."""
+        spec, positions = self.spec, self.positions
+        body = list(loop.body.body)
+        at = [s for s in body if positions[s].start.line <= (spec.step_call or 0) <= positions[s].end.line]
+        if not at:   # discovery placed no call (a step it found conditional): the one call that runs backward
+            at = [s for s in body if step_call(s) and calls_backward(self.functions.get(step_call(s)[1].func.value)
+                                                                      or cst.Pass())]
+            at = at if len(at) == 1 else []
+        found = step_call(at[0]) if at else None
+        function = self.functions.get(found[1].func.value) if found else None
+        if function is None or function not in self.module.body:
+            raise self.refuse(f"line {spec.step_call or spec.line}: backward() or the optimizer step runs inside a "
+                              "call of the script's own code that is not a function of the module called on its own "
+                              "line (a loss scaler's __call__?); cg-advise captures such a step only as "
+                              "`[result =] step_function(args)` (try --scope fwd_bwd)")
+        statement, (targets, call), name = at[0], found, function.name.value
+        try:
+            return self._captured_call(loop, outer, scope, body.index(statement), targets, call, function)
+        except NotAStep as why:
+            raise self.refuse(f"line {positions[statement].start.line}: the step runs inside {name}(), which a "
+                              f"graph cannot capture whole: {why} (try --scope fwd_bwd)") from None
+
+    def _captured_call(self, loop, outer, scope, index, targets, call, function):
+        """``_called_step``'s rewrite, or NotAStep."""
+        spec, body, name = self.spec, list(loop.body.body), function.name.value
+        statement = body[index]
+        if spec.scaler or spec.scheduler or spec.lr_set:
+            raise NotAStep("a GradScaler or a learning-rate schedule keeps the optimizer step out of the graph, "
+                           "and the step runs inside the call")
+        stepped = list(dict.fromkeys(dotted(c.func.value) for c in calls_in(function.body, lambda c: is_method(c, None, "step"))))
+        steppers = {*stepped, *self._optimizers()}   # not an environment's env.step(action)
+        runs_step = lambda c: is_method(c, None, "backward") or any(is_method(c, o, "step") for o in steppers)  # noqa: E731
+        if any(c for s in body if s is not statement for c in calls_through(s, self.functions) if runs_step(c)):
+            raise NotAStep("the loop runs backward() or an optimizer step outside the call too")
+        bound = bind_arguments(function, call)
+        params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+        made = set().union(*map(names_assigned, function.body.body))
+        rebound = names_rebound(outer)
+        caller = (names_rebound(scope) | {p.name.value for p in scope.params.params + scope.params.kwonly_params}
+                  if isinstance(scope, cst.FunctionDef) else set())
+
+        def outside(inner: str) -> str:
+            # what the call site names the function's ``inner`` (an argument, or a global it reads)
+            root, _, rest = inner.partition(".")
+            if root in bound:
+                value = bound[root]
+                if not isinstance(value, (cst.Name, cst.Attribute)):
+                    raise NotAStep(f"the call passes {root!r} as an expression; name it before the loop")
+                code = cst.Module([]).code_for_node(value)
+                if code.split(".")[0] in rebound:
+                    raise NotAStep(f"{code!r}, passed as {root!r}, is bound again inside the loop")
+                return f"{code}.{rest}" if rest else code
+            if root in params or root in made or root in caller:
+                raise NotAStep(f"{root!r} is the function's own (a default, or bound in it) or the caller's")
+            return inner
+
+        called = {dotted(c.func).split(".")[0] for c in calls_in(function.body, lambda c: True)}
+        models = [m for m in dict.fromkeys(spec.models or [spec.model]) if m and m.split(".")[0] in called]
+        if not stepped or not models:
+            raise NotAStep("the model's forward runs outside it" if stepped else "its optimizer is not named in it")
+        model_roots = {m.split(".")[0] for m in spec.models or [spec.model] if m}
+        calls_model = lambda c: dotted(c.func).split(".")[0] in model_roots  # noqa: E731
+        if any(calls_in(s, calls_model) for s in body[:index]):
+            # what it hands the call may come from the model: a copy in the graph's buffers
+            # would cut the backward off from it
+            raise NotAStep("the loop calls the model before the call too; the graph's copy of what it hands the "
+                           "call would cut the backward off from it")
+        optimizers, outer_models = [outside(o) for o in stepped], [outside(m) for m in models]
+        zeroed_before = any(zeroes_grads(s, (*optimizers, *outer_models)) for s in body[:index])
+        read_after = returned_host_read(function)
+        captured = function
+        if read_after is not None:
+            # PyG's `return float(loss)`: the graph's function returns the tensors it reads, and
+            # the loop reads them after each replay; a copy of the function, so other callers keep it
+            value, names = read_after
+            captured = without_return_read(function, f"_cg_{name}", names)
+            shadowed = sorted(free_names(function) & caller)
+            if shadowed:
+                raise NotAStep(f"it reads the global {shadowed[0]!r}, which the calling function binds too")
+        check_body(captured, {*stepped, *models}, self.functions, zeroed_before)
+        numbers = varying_numbers(outer, skip=[statement], module=self.module)
+        known = set(numbers) | number_constants(self.module)
+        varying = next((a for a in call.args if _is_number(a.value, known, varying=set(numbers))), None)
+        if varying is not None:
+            raise NotAStep(f"it is passed {cst.Module([]).code_for_node(varying.value)}, a Python number that changes "
+                           "every iteration, which a graph would hold at its first value (pass a tensor updated in "
+                           "place instead)")
+        free = free_names(function)
+        changed = sorted(free & ((rebound if not isinstance(scope, cst.FunctionDef) else set())
+                                 | declared_global(self.module)))
+        if changed:
+            raise NotAStep(f"it reads the global {changed[0]!r}, which the script binds again while it runs; a graph "
+                           "would keep its first value (pass it as an argument)")
+        modes = []
+        for mode in mode_calls(function):
+            mode_call = mode.body[0].value
+            if any(not isinstance(a.value, (cst.Name, cst.Integer)) or a.keyword for a in mode_call.args):
+                raise NotAStep("it sets the model's mode from a value")
+            args = ", ".join(cst.Module([]).code_for_node(a.value) for a in mode_call.args)
+            modes.append(f"{outside(dotted(mode_call.func.value))}.{mode_call.func.attr.value}({args})\n")
+        self.spec = spec = replace(spec, optimizers=optimizers, optimizer=optimizers[0], models=outer_models,
+                                   model=outer_models[0])
+        if not self._optimizer_steps_in_graphs():
+            raise NotAStep("its optimizer cannot step inside a graph")
+        self._refuse_argument_checks(list(function.body.body), self.positions)
+        inputs = [cst.Module([]).code_for_node(a.value) for a in call.args]
+        step = captured.name.value
+        setup = [captured] if captured is not function else []
+        if any(a.keyword for a in call.args):   # the helper hands its inputs on by position
+            names = [f"_cg_arg{i}" for i in range(len(call.args))]
+            passed = ", ".join(f"{a.keyword.value}={n}" if a.keyword else n for a, n in zip(call.args, names))
+            setup += cst.parse_module(f"def _cg_step({', '.join(names)}):\n"
+                                      f'    """{name}() as the loop calls it, captured whole by cg-advise (scope '
+                                      f'full_iteration)."""\n    return {step}({passed})\n').body
+            step = "_cg_step"
+        returned = set(plain_target_names(targets)) if targets is not None else set()
+        read = ""
+        if read_after is not None:   # the replay hands back the tensors; the loop reads them
+            renames = {n: f"_cg_{n}" for n in names}
+            read = (cst.Module([_renamed_reads(cst.parse_statement(f"{cst.Module([]).code_for_node(targets)} = "
+                                                                   f"{cst.Module([]).code_for_node(value)}\n"),
+                                               renames)]).code if targets is not None else "")
+            targets = cst.parse_expression(", ".join(renames.values()))
+        clone = ", clone_outputs=True" if keeps_reference([outer], returned, skip=[statement]) else ""
+        unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
+        setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
+                                  f"[{', '.join(outer_models)}]{clone})\n").body
+        target = f"{cst.Module([]).code_for_node(targets)} = " if targets is not None else ""
+        replay = cst.parse_module("".join(modes) + f"{target}_cg_step_graph({', '.join(inputs)})  # cg-advise: "
+                                  f"replays the captured {name}()\n" + read).body
+        self.helper_inputs = len(inputs)
+        self.zero_grad_dropped = not zeroed_before
+        new_body = body[:index] + [replay[0].with_changes(leading_lines=statement.leading_lines), *replay[1:]] \
+            + body[index + 1:]
+        return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
     def _micro_steps(self, loop, body, end, outer, scope, positions):
         """Gradient accumulation inside the iteration (nanoGPT: ``for micro_step in range(k)``

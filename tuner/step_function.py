@@ -1,0 +1,210 @@
+"""A training step that the loop calls as a function of the script: ``loss = train_step(model,
+optimizer, x, y)`` in a loop, or PyTorch Geometric's ``loss = train()`` once an epoch. The
+full-iteration rewrite captures the call whole (the function is the step) instead of the
+loop's statements. It may only where one replay of the captured call does what a call does:
+
+- the function holds the step, unconditionally: backward and the optimizer step at its top
+  level (or in a ``with``), nothing before them it could skip, no early return;
+- it reads nothing on the host (``.item()``, ``float(loss)``, ``print``), keeps no Python
+  state (a counter, a list it appends to: both would run once, at capture), reads no host
+  data (``next(it)``, ``random``) and copies nothing from the host (a batch moved with
+  ``.to(device)`` inside it), since a graph holds none of that;
+- what it reads that changes between calls reaches it as an argument, which the helper copies
+  into the graph's buffers: a global the loop binds again, or a Python number that changes
+  every call (the loop's counter), would be baked in at capture;
+- its gradients are zeroed at every call, by it or by the loop before it (else they add up
+  over calls: accumulation, which a graph that writes them afresh would lose).
+
+``model.train()`` and ``model.eval()`` in it run on the host only: the call site makes them
+again before each replay, so that the model's flags are the eager run's.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Optional
+
+import libcst as cst
+
+from .dataflow import has_sync, host_data_call, is_method, names_assigned, names_read, zeroes_grads
+from .discover import calls_backward, calls_in, dotted, host_call, nodes
+
+MODE_METHODS = ("train", "eval")
+HOST_CASTS = ("float", "int", "bool")   # float(loss): a host read of a tensor, as .item()
+
+
+class NotAStep(Exception):
+    """The loop's call is not a step function that a graph can hold whole: why, in words."""
+
+
+def step_call(statement) -> Optional[tuple]:
+    """(targets or None, the call) where ``statement`` is ``[targets =] name(args)`` alone on
+    its line, else None."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return None
+    small = statement.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        value, targets = small.value, small.targets[0].target
+    elif isinstance(small, cst.Expr):
+        value, targets = small.value, None
+    else:
+        return None
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+        return targets, value
+    return None
+
+
+def bind_arguments(function: cst.FunctionDef, call: cst.Call) -> dict:
+    """Parameter name -> the call's argument (a cst expression) for each parameter the call
+    passes; NotAStep where the call or the signature needs more than plain binding (``*args``,
+    ``**kwargs``, an argument the function has no parameter for)."""
+    params = function.params
+    if params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or params.star_kwarg is not None \
+            or params.posonly_params:
+        raise NotAStep(f"{function.name.value}() takes *args, **kwargs or positional-only parameters")
+    names = [p.name.value for p in params.params]
+    keywords = {p.name.value for p in params.params + params.kwonly_params}
+    bound = {}
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            raise NotAStep(f"the call of {function.name.value}() unpacks its arguments (*, **)")
+        if arg.keyword is None:
+            if i >= len(names):
+                raise NotAStep(f"the call passes {function.name.value}() more arguments than it takes")
+            bound[names[i]] = arg.value
+        elif arg.keyword.value in keywords:
+            bound[arg.keyword.value] = arg.value
+        else:
+            raise NotAStep(f"{function.name.value}() has no parameter {arg.keyword.value!r}")
+    return bound
+
+
+def check_body(function: cst.FunctionDef, receivers: set, functions: dict, zeroed_before: bool) -> None:
+    """NotAStep unless the function's body is a step one replay can stand for (the module's
+    docstring lists what that takes). ``receivers``: the names (in the function) of the
+    optimizers and models whose ``zero_grad`` clears the gradients; ``zeroed_before``: the
+    loop zeroes them before the call on every iteration."""
+    name = function.name.value
+    if function.asynchronous is not None or function.decorators:
+        raise NotAStep(f"{name}() is decorated or async")
+    body = list(function.body.body)
+    if nodes(function.body, (cst.Global, cst.Nonlocal)):
+        raise NotAStep(f"{name}() rebinds a name outside itself (global, nonlocal): Python state a graph runs once")
+    if nodes(function.body, (cst.Yield, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        raise NotAStep(f"{name}() defines functions or yields")
+    returns = list(nodes(function.body, cst.Return))
+    last = body[-1] if body else None
+    if any(not (isinstance(last, cst.SimpleStatementLine) and r in last.body) for r in returns):
+        raise NotAStep(f"{name}() may return early; a captured step runs whole at every replay")
+    found = next((c for c in calls_in(function.body, lambda c: True) if _host_read(c) or host_call(c)), None)
+    if found is not None:
+        what = cst.Module([]).code_for_node(found.func)
+        what = f".{found.func.attr.value}()" if isinstance(found.func, cst.Attribute) else f"{what}()"
+        raise NotAStep(f"{name}() reads a value on the host ({what}); a capture cannot wait for the GPU: return "
+                       "the tensor and read it after the call")
+    if host_data_call(body, functions):
+        raise NotAStep(f"{name}() reads host data (an iterator, Python's random): a graph would replay its first value")
+    moved = [c for c in calls_in(function.body, lambda c: isinstance(c.func, cst.Attribute)
+                                 and c.func.attr.value in ("to", "cuda"))]
+    if moved:
+        raise NotAStep(f"{name}() moves tensors with .{moved[0].func.attr.value}() inside the step; a capture cannot "
+                       "copy from the host: move the batch before the call")
+    made = set().union(*map(names_assigned, body))
+    for statement in nodes(function.body, (cst.If, cst.While, cst.For, cst.Try)):
+        if calls_backward(statement) or _steps(statement) or zeroes_grads_in(statement, receivers):
+            raise NotAStep(f"{name}() runs backward, the optimizer step or zero_grad conditionally or in a loop; "
+                           "a captured step needs one of each at every call")
+        if not isinstance(statement, cst.For) and names_read(getattr(statement, "test", cst.Name("_"))) & made:
+            raise NotAStep(f"{name}() branches on a value it computes; a graph holds one branch")
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = small.targets if isinstance(small, cst.Assign) else [small]
+                    if any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) for t in targets):
+                        raise NotAStep(f"{name}() sets an attribute or an item (Python state a graph sets once)")
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _keeps_state(small.value):
+                    what = cst.Module([]).code_for_node(small.value.func)
+                    raise NotAStep(f"{name}() calls {what}(), Python-side work a graph would run once, at capture")
+    backwards = [i for i, s in enumerate(body) if calls_backward(s)]
+    steps = [i for i, s in enumerate(body) if _steps(s)]
+    if len(backwards) != 1 or not steps or steps[0] < backwards[0]:
+        raise NotAStep(f"{name}() does not run one backward() followed by the optimizer step")
+    zeroed = any(zeroes_grads(s, receivers) for s in body[:backwards[0]])
+    if not (zeroed or zeroed_before):
+        raise NotAStep(f"neither {name}() nor the loop zeroes the gradients before its backward at every call "
+                       "(they add up over calls: gradient accumulation), which a graph writing them afresh would lose")
+
+
+def returned_host_read(function: cst.FunctionDef) -> Optional[tuple]:
+    """(the value, the names it reads) where the function ends in ``return <value>`` that
+    reads tensors on the host (``float(loss)``, ``loss.item()``, ``(loss.item(), acc)``) and
+    reads only names the function binds: the loop can read them after the replay. Else None."""
+    last = function.body.body[-1] if function.body.body else None
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
+            and last.body[0].value is not None):
+        return None
+    value = last.body[0].value
+    if not (has_sync(value) or calls_in(value, _host_read)):
+        return None
+    made = set().union(*map(names_assigned, function.body.body[:-1]))
+    names = sorted(names_read(value) & made)
+    others = names_read(value) - made   # float, round: builtins only, no argument or global
+    return (value, names) if names and all(hasattr(builtins, n) for n in others) else None
+
+
+def without_return_read(function: cst.FunctionDef, name: str, names: list) -> cst.FunctionDef:
+    """A copy of ``function`` named ``name`` that returns ``names`` (the tensors its last
+    ``return`` read on the host) in place of that value."""
+    returned = cst.parse_statement(f"return {', '.join(names)}\n")
+    doc = cst.parse_statement(f'"""{function.name.value}() up to its return value, captured whole by cg-advise\n'
+                              '    (scope full_iteration); the loop reads the value after each replay."""\n')
+    body = list(function.body.body)
+    has_doc = isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
+        and isinstance(body[0].body[0].value, cst.SimpleString)
+    body = [doc] + body[1 if has_doc else 0:-1] + [returned.with_changes(leading_lines=body[-1].leading_lines)]
+    return function.with_changes(name=cst.Name(name), body=function.body.with_changes(body=body),
+                                 leading_lines=[cst.EmptyLine(indent=False)])
+
+
+def mode_calls(function: cst.FunctionDef) -> list:
+    """The function's top-level ``X.train()`` and ``X.eval()`` statements."""
+    return [s for s in function.body.body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+            and isinstance(s.body[0], cst.Expr) and isinstance(s.body[0].value, cst.Call)
+            and any(is_method(s.body[0].value, None, m) for m in MODE_METHODS)]
+
+
+def free_names(function: cst.FunctionDef) -> set:
+    """The names the function reads but neither takes as a parameter nor binds: its globals."""
+    params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+    return names_read(function.body) - params - set().union(*map(names_assigned, function.body.body))
+
+
+def declared_global(module: cst.Module) -> set:
+    """Every name a ``global`` statement of the script names: a function may rebind it."""
+    return {n.name.value for g in nodes(module, cst.Global) for n in g.names}
+
+
+def zeroes_grads_in(node, receivers) -> bool:
+    return bool(calls_in(node, lambda c: any(is_method(c, r, "zero_grad") for r in receivers if r)))
+
+
+def _steps(node) -> bool:
+    return bool(calls_in(node, lambda c: is_method(c, None, "step")))
+
+
+def _host_read(call: cst.Call) -> bool:
+    """``float(loss)``, ``int(correct)``: a tensor read on the host (a literal's cast is none)."""
+    return (isinstance(call.func, cst.Name) and call.func.value in HOST_CASTS and len(call.args) == 1
+            and not isinstance(call.args[0].value, (cst.Integer, cst.Float, cst.SimpleString)))
+
+
+def _keeps_state(call: cst.Call) -> bool:
+    """A method call as a statement of its own that is neither a tensor's in-place op, nor the
+    step's own (backward, step, zero_grad, train, eval), nor a torch function: ``losses.append``."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return isinstance(func, cst.Name) and func.value in ("print", "setattr")
+    method, root = func.attr.value, dotted(func.value).split(".")[0]
+    return not (method.endswith("_") or method in ("backward", "step", "zero_grad", *MODE_METHODS)
+                or root in ("torch", "nn", "F"))
