@@ -405,6 +405,54 @@ def host_data_call(statements, functions: dict):
     return None
 
 
+# operations whose result's size depends on the values: the host waits for the GPU to learn it,
+# which a capture cannot (``operation not permitted when stream is capturing``, found on the GPU
+# in PyG's ``out[data.train_mask]``)
+SIZED_BY_VALUES = ("nonzero", "masked_select", "unique", "argwhere", "unique_consecutive")
+
+
+def data_dependent_shape(statements, module=None):
+    """(the node, what it is) of the first operation in ``statements`` whose result's size
+    depends on the tensors' values (a sync a graph cannot hold), else None: ``nonzero`` and its
+    kind, and indexing by a boolean mask: a subscript by a comparison (``x[x > 0]``), by
+    ``~m``, or by a name (or attribute) that ends in ``mask`` or that ``module`` binds to a
+    comparison or a tensor built with ``dtype=torch.bool`` or ``.bool()``."""
+    booleans = _boolean_names(module) if module is not None else set()
+
+    def boolean(index) -> bool:
+        if isinstance(index, cst.Comparison) or (isinstance(index, cst.UnaryOperation)
+                                                 and isinstance(index.operator, cst.BitInvert)):
+            return True
+        name = dotted(index)
+        return bool(name) and (name.split(".")[-1].lower().endswith("mask") or name in booleans)
+
+    for statement in statements:
+        for node in nodes(statement, (cst.Subscript, cst.Call)):
+            if isinstance(node, cst.Call):
+                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else dotted(node.func)
+                if method in SIZED_BY_VALUES or method in {f"torch.{m}" for m in SIZED_BY_VALUES}:
+                    return node, f"{method.split('.')[-1]}()"
+                continue
+            elements = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+            if any(boolean(e) for e in elements):
+                return node, "indexing by a boolean mask"
+    return None
+
+
+def _boolean_names(module) -> set:
+    """Names ``module`` binds (plainly) to a comparison, to a call with ``dtype=torch.bool`` or
+    to ``<...>.bool()``."""
+    found = set()
+    for assign in nodes(module, cst.Assign):
+        value = assign.value
+        made = isinstance(value, cst.Comparison) or (isinstance(value, cst.Call) and (
+            (isinstance(value.func, cst.Attribute) and value.func.attr.value == "bool")
+            or any(a.keyword and a.keyword.value == "dtype" and dotted(a.value) == "torch.bool" for a in value.args)))
+        if made:
+            found.update(n for t in assign.targets for n in plain_target_names(t.target))
+    return found
+
+
 HOST_FACTORIES = ("torch.arange", "torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.eye",
                   "torch.linspace", "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.tensor",
                   "torch.as_tensor", "torch.from_numpy")

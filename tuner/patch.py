@@ -34,7 +34,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (MOVE_METHODS, _is_number, backward_passes, calls_through, number_constants, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, _is_number, backward_passes, calls_through, data_dependent_shape, number_constants, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_prefetch,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
@@ -822,6 +822,7 @@ class _Rewriter:
             if shadowed:
                 raise NotAStep(f"it reads the global {shadowed[0]!r}, which the calling function binds too")
         check_body(captured, {*stepped, *models}, self.functions, zeroed_before)
+        self._refuse_data_dependent_shape(list(function.body.body), self.positions)
         numbers = varying_numbers(outer, skip=[statement], module=self.module)
         known = set(numbers) | number_constants(self.module)
         varying = next((a for a in call.args if _is_number(a.value, known, varying=set(numbers))), None)
@@ -971,6 +972,7 @@ class _Rewriter:
                               f"({type(jump).__name__.lower()}) on a value it computes; a captured step runs whole "
                               "at every replay (check it after the backward, before the optimizer step, or use "
                               "--scope fwd_bwd)")
+        self._refuse_data_dependent_shape(core, positions)
         found = host_data_call(core, functions)
         if found:
             call, what = found
@@ -1087,6 +1089,17 @@ class _Rewriter:
             raise self.refuse(f"line {line}: {name!r} is a Python number the loop changes and the step reads; a graph "
                               "captures one value, so every step after it changes would run eagerly (keep it in a "
                               f"tensor updated in place, e.g. {name}_t.fill_({name}), and use that in the step)")
+
+    def _refuse_data_dependent_shape(self, statements, positions) -> None:
+        """An operation in the step whose result's size depends on the values (``out[mask]``,
+        ``nonzero``): its host sync fails the capture, so the rewrite would crash where it runs."""
+        found = data_dependent_shape(statements, self.module)
+        if found:
+            node, what = found
+            raise self.refuse(f"line {positions[node].start.line}: {cst.Module([]).code_for_node(node)} in the step is "
+                              f"{what}, whose size depends on the values (a host sync a graph cannot hold); index "
+                              "with positions found once before the loop (idx = mask.nonzero(as_tuple=True)[0], "
+                              "then out[idx]) or weigh the loss by the mask")
 
     def _bound_on_every_path_to(self, node) -> set:
         """Names bound before ``node`` runs whatever path is taken: simple statements before it in

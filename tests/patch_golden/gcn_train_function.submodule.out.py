@@ -1,7 +1,8 @@
 """PyTorch Geometric's example loop (examples/gcn.py) without PyG: a two-layer GCN over a
 fixed graph (a dense normalised adjacency), trained full-batch; `train()` runs one step and
 returns `float(loss)`, `test()` reads the three masks' accuracies under no_grad, and the
-epoch loop calls both and logs every 50 epochs."""
+epoch loop calls both and logs every 50 epochs. The training nodes are picked by their
+positions (found once from the mask), as a graph needs: `out[train_mask]` is refused."""
 import os
 
 import torch
@@ -240,6 +241,7 @@ y = torch.randint(0, classes, (nodes,), device=device)
 split = torch.randperm(nodes, device=device)
 train_mask, val_mask, test_mask = (torch.zeros(nodes, dtype=torch.bool, device=device) for _ in range(3))
 train_mask[split[:140]], val_mask[split[140:640]], test_mask[split[640:]] = True, True, True
+train_idx = train_mask.nonzero(as_tuple=True)[0]
 
 
 class GCN(nn.Module):
@@ -260,7 +262,7 @@ def train():
     model.train()
     optimizer.zero_grad()
     out = model(x, adj)
-    loss = F.cross_entropy(out[train_mask], y[train_mask])
+    loss = F.cross_entropy(out[train_idx], y[train_idx])
     loss.backward()
     optimizer.step()
     return float(loss)
