@@ -53,10 +53,11 @@ BARE = "paired_timing/h200_bare_baseline_2026-11-29"   # a seeded sample of corp
 X2 = "paired_timing/h200_x2_current_2026-11-29"   # a seeded sample of earlier H200 full_iteration loops, profile's default today, two H200s
 CALLABLE = "paired_timing/h200_callable_2026-11-29"   # earlier loops again, profile's default with the graphed callable's figures, two H200s and one
 NEW_SHAPES = "paired_timing/h200_new_shapes_2026-11-30"   # ten public loop shapes written today, four of medium size, two H200s
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+STEP_FUNCTIONS = "paired_timing/h200_step_functions_2026-11-30"   # loops whose step is a function they call, two H200s
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -319,6 +320,13 @@ SETS = (
     *(s for part, where in (("a", "first six"), ("b", "other four"), ("c", "two after the fixes"))
       for s in each_scope(f"H200 pair, ten new shapes, {where}", f"{NEW_SHAPES}/{part}", GRAPH_PAIR,
                           f"{NEW_SHAPES}/{part}")),
+    # loops whose step is a function of the script they call (a JAX-style train_step, PyG's train()
+    # returning float(loss), Kipf's pygcn train(epoch) that evaluates and prints after its step),
+    # profiled and tuned once full_iteration captured them, on a machine of two H200s (a: four
+    # written for it and a corpus loop, b: two corpus loops after the first tunes), the model unchanged
+    *(s for part, where in (("a", "first"), ("b", "second"))
+      for s in each_scope(f"H200 pair, step functions, {where}", f"{STEP_FUNCTIONS}/{part}", GRAPH_PAIR,
+                          f"{STEP_FUNCTIONS}/{part}")),
 )
 
 

@@ -648,8 +648,8 @@ def test_a_step_inside_a_call_of_the_scripts_code_refuses_a_whole_step_graph_onl
     script.write_text(LIVE_OUT.format(body=(
         "def backward_and_step(loss, opt):\n    loss.backward()\n    opt.step()\n\n\n"
         "for x in data:\n    opt.zero_grad()\n    loss = model(x).sum()\n    backward_and_step(loss, opt)\n")))
-    with pytest.raises(PatchRefused, match="line 15: the step runs inside backward_and_step\\(\\), which a graph cannot "
-                       "capture whole: the model's forward runs outside it"):
+    with pytest.raises(PatchRefused, match="line 15: the step runs inside backward_and_step\\(\\), which no graph can "
+                       "hold: the loop calls the model before the call too"):
         make_patch(script, "full_iteration")
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
     with pytest.raises(PatchRefused, match="runs inside a call of the script's own code"):
@@ -2059,7 +2059,8 @@ def test_a_backward_made_in_a_helper_makes_a_training_loop(tmp_path):
     spec = discover(script)
     assert (spec.line, spec.kind, spec.through_calls, spec.loss) == (13, "train", True, "loss")
     assert "_cg_graph_forward(model, accumulate=True)" in make_patch(script, "fwd_bwd").diff()
-    with pytest.raises(PatchRefused, match="line 13: backward\\(\\) or the optimizer step runs inside a call"):
+    with pytest.raises(PatchRefused, match="line 15: the step runs inside forward_backward\\(\\), which no graph can "
+                       "hold: the loop runs backward\\(\\) or an optimizer step outside the call too"):
         make_patch(script, "full_iteration")
 
 
@@ -2321,14 +2322,16 @@ PLAIN_STEP = "    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.b
      ["_cg_step_graph = _CgFullIterationGraph(step, [opt], [model])", "    loss = _cg_step_graph(x)"]),
     # the model and optimizer handed in too, by keyword: a function that passes them on by name
     ("model, opt, x", PLAIN_STEP, "for x in data:\n    loss = step(model, opt, x=x)\n",
-     ["def _cg_step(_cg_arg0, _cg_arg1, _cg_arg2):", "    return step(_cg_arg0, _cg_arg1, x=_cg_arg2)",
-      "_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model])", "    loss = _cg_step_graph(model, opt, x)"]),
+     ["def _cg_step_positional(_cg_arg0, _cg_arg1, _cg_arg2):", "    return step(_cg_arg0, _cg_arg1, x=_cg_arg2)",
+      "_cg_step_graph = _CgFullIterationGraph(_cg_step_positional, [opt], [model])",
+      "    loss = _cg_step_graph(model, opt, x)"]),
     # PyG's `return float(loss)`: a copy that returns the tensor, read after the replay; its
     # model.train() made again before each replay, and a result the loop keeps copied out
     ("", "    model.train()\n" + PLAIN_STEP.replace("model(x)", "model(data[0])").replace("return loss",
                                                                                        "return float(loss), loss"),
      "losses = []\nfor epoch in range(3):\n    value, kept = step()\n    losses.append(kept)\n",
-     ["def _cg_step():", "    return loss", "_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model], clone_outputs=True)",
+     ["def _cg_step_tensors():", "    return loss",
+      "_cg_step_graph = _CgFullIterationGraph(_cg_step_tensors, [opt], [model], clone_outputs=True)",
       "    model.train()\n    _cg_loss = _cg_step_graph()  # cg-advise: replays the captured step()\n"
       "    value, kept = float(_cg_loss), _cg_loss\n"]),
 ])
@@ -2371,16 +2374,72 @@ def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loo
      "the loop runs backward\\(\\) or an optimizer step outside the call too"),
     ("x", "    model.train(x.numel() > 3)\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n",
      "sets the model's mode from a value"),
+    # found by the review: what a graph would bake in, run once, or change in its copy
+    ("x", PLAIN_STEP.replace(".mean()", ".mean() * cfg['scale']"),
+     "cfg = {'scale': 1.0}\nfor i, x in enumerate(data):\n    cfg['scale'] = 1 / (i + 1)\n    loss = step(x)\n",
+     "it reads the global 'cfg', whose attribute or item the loop sets"),
+    ("x", PLAIN_STEP.replace("    return loss", "    record(loss)"),
+     "history = []\n\n\ndef record(value):\n    history.append(value)\n\n\nfor x in data:\n    step(x)\n",
+     r"calls record\(\), Python-side work"),
+    ("x, losses", PLAIN_STEP.replace("    return loss", "    with torch.no_grad():\n        losses.append(loss)"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", r"calls losses\.append\(\)"),
+    ("x, losses", PLAIN_STEP.replace("    return loss", "    losses += [loss]"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", "it changes its argument 'losses' in place"),
+    ("x", "    x.mul_(0.5)\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n",
+     "it changes its argument 'x' in place; a graph would change its copy"),
+    ("x", PLAIN_STEP.replace("    return loss", "    return loss, opt.param_groups[0]['lr']"),
+     "for x in data:\n    loss, lr = step(x)\n", r"it returns opt\.param_groups\[0\]\['lr'\], which a replay cannot update"),
+    ("x", PLAIN_STEP, "_cg_step_graph = None\nfor x in data:\n    loss = step(x)\n",
+     "the script already uses _cg_step_graph, a name the rewrite emits"),
+    ("x", PLAIN_STEP.replace("    loss.backward()\n    opt.step()",
+                             "    scaler.scale(loss).backward()\n    scaler.step(opt)\n    scaler.update()"),
+     "scaler = torch.cuda.amp.GradScaler(enabled=False)\nfor x in data:\n    loss = step(x)\n",
+     r"scaler\.scale\(\) inside it: a GradScaler"),
+    ("x", PLAIN_STEP, "for run in range(2):\n    model = nn.Linear(4, 1)\n    for x in data:\n        loss = step(x)\n",
+     "'model', passed as 'model', is bound again inside the loop"),
 ])
 def test_a_step_function_one_replay_cannot_stand_for_is_refused_saying_why(params, body, loop, refused, tmp_path):
     """What a capture would run once (Python state, host reads and data), what it would bake in
     (a global the loop binds again, a number that changes), what it would split (a step under a
     condition, a forward outside the call), and gradients the calls add up: refused, naming it."""
     script = tmp_path / "step_function.py"
-    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(params=params, body=body, loop=loop)))
-    with pytest.raises(PatchRefused, match="the step runs inside step\\(\\), which a graph cannot capture whole: .*"
-                       + refused):
+    # the model and optimizer handed in: the function's own step cannot be rewritten in it either
+    loop = re.sub(r"(?<![.\w])step\((.*)\)", r"step(model, opt, \1)", loop).replace("opt, )", "opt)")
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(params=f"model, opt, {params}".rstrip(", "), body=body,
+                                                                loop=loop)))
+    with pytest.raises(PatchRefused, match="the step runs inside step\\(\\), (which|and) .*" + refused):
         make_patch(script, "full_iteration")
+
+
+def test_a_step_function_the_calling_function_defines_again_is_refused(tmp_path):
+    """The checks read the module's function; a local one of that name is what the call runs."""
+    script = tmp_path / "step_function.py"
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(
+        params="x", body=PLAIN_STEP, loop="def main():\n    def step(x):\n        return x\n\n"
+                                            "    for x in data:\n        loss = step(x)\n")))
+    with pytest.raises(PatchRefused, match="the calling function binds a step of its own"):
+        make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("body, loop, expected", [
+    # the parameters named otherwise than the caller's arguments
+    (PLAIN_STEP, "for x in data:\n    loss = step(model, opt, x)\n",
+     ["_cg_step_graph = _CgFullIterationGraph(step, [opt], [model])", "    loss = _cg_step_graph(model, opt, x)"]),
+    # a keyword call and `return float(loss)`: the copy and the positional wrapper apart
+    (PLAIN_STEP.replace("return loss", "return float(loss)"), "for x in data:\n    value = step(model, opt, x=x)\n",
+     ["def _cg_step_tensors(net, optimizer, x):", "    return _cg_step_tensors(_cg_arg0, _cg_arg1, x=_cg_arg2)",
+      "    _cg_loss = _cg_step_graph(model, opt, x)  # cg-advise: replays the captured step()\n    value = float(_cg_loss)"]),
+])
+def test_a_step_function_of_its_own_names_is_captured_whole(body, loop, expected, tmp_path):
+    """`train_step(net, opt, x)` whose parameters are `model, optimizer`: the models and
+    optimizers are read through the call's arguments."""
+    script = tmp_path / "step_function.py"
+    body = body.replace("opt.", "optimizer.").replace("model(", "net(")
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(params="net, optimizer, x", body=body, loop=loop)))
+    patched = make_patch(script, "full_iteration").patched
+    for text in expected:
+        assert text in patched, text
+    exec(compile(patched, str(script), "exec"), {})
 
 
 def test_a_copy_of_the_step_function_in_a_function_that_shadows_its_globals_is_refused(tmp_path):
@@ -2389,7 +2448,8 @@ def test_a_copy_of_the_step_function_in_a_function_that_shadows_its_globals_is_r
     script = tmp_path / "step_function.py"
     body = PLAIN_STEP.replace("model(x)", "model(data[0])").replace("return loss", "return float(loss)")
     script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(
-        params="", body=body, loop="def main():\n    data = [None]\n    for epoch in range(3):\n        loss = step()\n")))
+        params="model, opt", body=body,
+        loop="def main():\n    data = [None]\n    for epoch in range(3):\n        loss = step(model, opt)\n")))
     with pytest.raises(PatchRefused, match="reads the global 'data', which the calling function binds too"):
         make_patch(script, "full_iteration")
 
@@ -2401,6 +2461,7 @@ def test_a_copy_of_the_step_function_in_a_function_that_shadows_its_globals_is_r
     ("    loss = model(x)[~keep].pow(2).mean()\n", "indexing by a boolean mask"),
     ("    loss = model(x)[x.nonzero()[:, 0]].pow(2).mean()\n", "nonzero()"),
     ("    loss = torch.masked_select(model(x), x[:, :1] > 0).mean()\n", "masked_select()"),
+    ("    loss = model(x)[train_mask.bool()].pow(2).mean()\n", "indexing by a boolean mask"),
 ])
 def test_a_step_whose_sizes_depend_on_the_values_refuses_full_iteration(step_line, what, tmp_path):
     """PyG's `out[data.train_mask]`: the host waits for the mask's count, which a capture
@@ -2420,3 +2481,66 @@ def test_a_step_whose_sizes_depend_on_the_values_refuses_full_iteration(step_lin
     script.write_text(LIVE_OUT.format(body=body.replace(step_line, "    loss = model(x)[index].pow(2).mean()\n")
                                       .replace("for x", "index = train_mask.nonzero(as_tuple=True)[0]\nfor x")))
     assert "_cg_step_graph(x)" in make_patch(script, "full_iteration").patched
+
+
+EPOCH_STEP = ("def train(epoch):\n    model.train()\n    opt.zero_grad()\n    loss = model(data[0]).pow(2).mean(){scale}\n"
+              "    loss.backward()\n    opt.step()\n    if epoch % 2 == 0:\n        print(loss.item())\n{tail}\n\n")
+
+
+@pytest.mark.parametrize("tail, loop, expected", [
+    # Kipf's pygcn: the function keeps its host work; its step statements become the graph's,
+    # made right after it, where its model and optimizer exist already
+    ("", "for epoch in range(3):\n    train(epoch)\n",
+     ["def train(epoch):\n    model.train()\n    loss = _cg_step_graph()  # cg-advise: replays the captured step\n",
+      "    return loss\n\n\n_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model])\n\n\nfor epoch"]),
+    # called from main(): the graph is a global the function reads
+    ("", "def main():\n    for epoch in range(3):\n        train(epoch)\n\n\nmain()\n",
+     ["    return loss\n\n\n_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model])\n\n\ndef main"]),
+    # the loss handed to the caller, who may keep it past the next replay: copies
+    ("    return loss", "losses = [train(epoch) for epoch in range(3)]\nfor epoch in range(3):\n    train(epoch)\n",
+     ["_CgFullIterationGraph(_cg_step, [opt], [model], clone_outputs=True)"]),
+])
+def test_a_step_function_with_host_work_around_its_step_has_its_step_captured(tail, loop, expected, tmp_path):
+    """Where the call cannot be captured whole (it prints after the step), the function's own
+    step statements are, as a loop body's would be, and it calls the graph in their place."""
+    script = tmp_path / "epoch_step.py"
+    script.write_text(LIVE_OUT.format(body=EPOCH_STEP.format(scale="", tail=tail) + loop))
+    patched = make_patch(script, "full_iteration").patched
+    for text in expected:
+        assert text in patched, text
+    namespace = {}
+    exec(compile(patched, str(script), "exec"), namespace)   # runs eagerly on the CPU: the helper's fallback
+    assert namespace["_cg_step_graph"].graph is None
+
+
+def test_a_step_function_whose_step_reads_the_loops_counter_is_refused(tmp_path):
+    """`train(epoch)` whose step scales the loss by ``epoch``: a graph would hold its first value."""
+    script = tmp_path / "epoch_step.py"
+    script.write_text(LIVE_OUT.format(body=EPOCH_STEP.format(scale=" * epoch", tail="")
+                                      + "for epoch in range(3):\n    train(epoch)\n"))
+    with pytest.raises(PatchRefused, match="the step runs inside train\\(\\), and a graph can capture neither the call "
+                       "whole .* nor its step statements: its step reads 'epoch', a Python number the loop changes"):
+        make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("caller, expected", [
+    ("for epoch in range(3):\n    train(epoch)\n",
+     "\n_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model])\n\nfor epoch in range(3):\n"),
+    ("def main():\n    for epoch in range(3):\n        train(epoch)\n\n\nmain()\n",
+     "    global _cg_step_graph\n    _cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model])\n"),
+    ("train(0)\nfor epoch in range(3):\n    train(epoch)\n", None),
+])
+def test_a_step_function_defined_before_its_model_gets_its_graph_before_the_loop(caller, expected, tmp_path):
+    """The model and optimizer made after the function: the graph is made before the calling
+    loop (a global where the loop is in a function), and refused where the function is called
+    before it would exist."""
+    script = tmp_path / "epoch_step.py"
+    script.write_text("import torch\nfrom torch import nn\n\n\n" + EPOCH_STEP.format(scale="", tail="")
+                      + LIVE_OUT.split("\n", 2)[2].format(body=caller))
+    if expected is None:
+        with pytest.raises(PatchRefused, match="it is called elsewhere too"):
+            make_patch(script, "full_iteration")
+        return
+    patched = make_patch(script, "full_iteration").patched
+    assert expected in patched
+    exec(compile(patched, str(script), "exec"), {})

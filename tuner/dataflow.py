@@ -408,6 +408,8 @@ def host_data_call(statements, functions: dict):
 # operations whose result's size depends on the values: the host waits for the GPU to learn it,
 # which a capture cannot (``operation not permitted when stream is capturing``, found on the GPU
 # in PyG's ``out[data.train_mask]``)
+BOOLEAN_METHODS = ("bool", "ne", "eq", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or", "logical_xor",
+                   "isnan", "isinf", "isfinite", "isneginf", "isposinf")
 SIZED_BY_VALUES = ("nonzero", "masked_select", "unique", "argwhere", "unique_consecutive")
 
 
@@ -423,6 +425,12 @@ def data_dependent_shape(statements, module=None):
         if isinstance(index, cst.Comparison) or (isinstance(index, cst.UnaryOperation)
                                                  and isinstance(index.operator, cst.BitInvert)):
             return True
+        if isinstance(index, cst.Call):   # m.bool(), labels.ne(-100), torch.isfinite(x)
+            method = index.func.attr.value if isinstance(index.func, cst.Attribute) else dotted(index.func)
+            return method.split(".")[-1] in BOOLEAN_METHODS
+        if isinstance(index, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.SimpleString)
+                                                    and "mask" in e.slice.value.value.lower() for e in index.slice):
+            return True   # batch["attention_mask"]
         name = dotted(index)
         return bool(name) and (name.split(".")[-1].lower().endswith("mask") or name in booleans)
 
@@ -432,6 +440,8 @@ def data_dependent_shape(statements, module=None):
                 method = node.func.attr.value if isinstance(node.func, cst.Attribute) else dotted(node.func)
                 if method in SIZED_BY_VALUES or method in {f"torch.{m}" for m in SIZED_BY_VALUES}:
                     return node, f"{method.split('.')[-1]}()"
+                if method == "torch.where" and len(node.args) == 1:
+                    return node, "where() of a condition alone (its nonzero positions)"
                 continue
             elements = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
             if any(boolean(e) for e in elements):
@@ -1006,6 +1016,12 @@ def number_constants(module) -> set:
 
     module.visit(Finder())
     return {name for name, ok in bound.items() if ok}
+
+
+def is_number_expression(expr, known: set, varying: set) -> bool:
+    """Whether ``expr`` is a plain Python number made from ``varying`` (and ``known`` numbers):
+    ``i``, ``step % 4``, ``1 / (i + 1)``; a number a graph would hold at its first value."""
+    return _is_number(expr, known, varying)
 
 
 def _is_number(expr, known: set, varying: set = frozenset()) -> bool:

@@ -34,9 +34,9 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (MOVE_METHODS, _is_number, backward_passes, calls_through, data_dependent_shape, number_constants, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
-                       is_prefetch,
+                       is_number_expression, is_prefetch, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
@@ -46,10 +46,13 @@ from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in,
 from .harness import COMPILE_MARK
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
-from .step_function import (NotAStep, bind_arguments, check_body, declared_global, free_names, mode_calls,
-                            returned_host_read, step_call, without_return_read)
+from .step_function import (NotAStep, bind_arguments, bound_from, changes_argument, check_body, declared_global, free_names,
+                            function_models, mode_calls, refuse_returned_values,
+                            returned_host_read, set_through, state_keeping_call, step_call, step_receivers,
+                            without_return_read)
 from .templates import HELPERS
 
+NOT_GLOBAL = "its optimizer or model is not a global"   # why a step function's own body is not rewritten
 PATCH_SCOPES = ("submodule", "fwd_bwd", "full_iteration", ALLREDUCE_OUTSIDE, "compile", "forward")
 # scopes whose capture failed under DDP on the GPU (bench/gpu_ddp.py; bench/results/ddp_h200.md)
 DDP_FAILED_ON_GPU = {
@@ -203,6 +206,9 @@ class _Rewriter:
         self.compile_eager = ""          # compile: what its graphs leave to eager (``_check_sparse``)
         self.builtins_routed = False     # emitted code reads a builtin the script rebinds (tuner.hygiene)
         self.helper_inputs = None        # full_iteration: the names passed to the helper's call
+        self.step_params = []            # full_iteration in a step function: its parameters, inputs of the step
+        self.returned = set()            # full_iteration: the names the replay hands back
+        self.function_rewrite = None     # (the step function, what replaces it) where its own body is rewritten
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
@@ -242,7 +248,7 @@ class _Rewriter:
                 before, new_loop = self._full_iteration(loop, outer, scope, positions)
         else:
             before, new_loop = self._module_scope(loop)
-        transformer = _Splice(loop, new_loop, outer, before, self.declared)
+        transformer = _Splice(loop, new_loop, outer, before, self.declared, self.function_rewrite)
         module = wrapper.module.visit(transformer)
         if not transformer.inserted:
             raise self.refuse("could not place the setup code before the loop")
@@ -740,9 +746,10 @@ class _Rewriter:
 
     def _called_step(self, loop, outer, scope):
         """full_iteration of a step the loop calls as a function of the script (``loss =
-        train_step(model, optimizer, x, y)``, PyG's ``loss = train()``): the call is captured
-        whole and the loop calls the graph in its place, handing it the call's arguments. Only
-        where one replay does what a call does (``tuner.step_function``); else refused, saying why."""
+        train_step(model, optimizer, x, y)``, PyG's ``loss = train()``): the call captured whole,
+        the loop calling the graph in its place with the call's arguments, where one replay does
+        what a call does; else the function's own step statements, as a loop body's
+        (``_captured_in_function``). Refused, saying why, where neither can (``tuner.step_function``)."""
         spec, positions = self.spec, self.positions
         body = list(loop.body.body)
         at = [s for s in body if positions[s].start.line <= (spec.step_call or 0) <= positions[s].end.line]
@@ -758,30 +765,93 @@ class _Rewriter:
                               "line (a loss scaler's __call__?); cg-advise captures such a step only as "
                               "`[result =] step_function(args)` (try --scope fwd_bwd)")
         statement, (targets, call), name = at[0], found, function.name.value
+        index, line = body.index(statement), positions[statement].start.line
         try:
-            return self._captured_call(loop, outer, scope, body.index(statement), targets, call, function)
+            self._check_step_call(outer, scope, body, index, call, function)
         except NotAStep as why:
-            raise self.refuse(f"line {positions[statement].start.line}: the step runs inside {name}(), which a "
-                              f"graph cannot capture whole: {why} (try --scope fwd_bwd)") from None
+            raise self.refuse(f"line {line}: the step runs inside {name}(), which no graph can hold: {why} "
+                              "(try --scope fwd_bwd)") from None
+        try:
+            return self._captured_call(loop, outer, scope, index, targets, call, function)
+        except NotAStep as why:
+            whole = why
+        self.spec = spec
+        try:
+            return self._captured_in_function(loop, outer, scope, call, function)
+        except NotAStep as why:
+            self.spec = spec
+            if why.args[0] != NOT_GLOBAL:
+                raise self.refuse(f"line {line}: the step runs inside {name}(), and a graph can capture neither the "
+                                  f"call whole ({whole}) nor its step statements: {why} (try --scope fwd_bwd)") from None
+        raise self.refuse(f"line {line}: the step runs inside {name}(), which a graph cannot capture whole: {whole} "
+                          "(try --scope fwd_bwd)")
+
+    def _check_step_call(self, outer, scope, body, index, call, function) -> None:
+        """NotAStep where no graph can stand for the call, whole or in part: the loop runs a
+        backward or a step outside it too, or calls the model before it (what it hands the call
+        may come from the model, and the graph's copy would cut the backward off from it); the
+        function reads a global the script binds again, or one whose attribute or item the loop
+        sets (a graph keeps the first value); it changes an argument in place (the graph changes
+        its copy); the calling function defines its own function of that name; or the script
+        already uses the names the rewrite emits."""
+        spec, name = self.spec, function.name.value
+        stepped = {dotted(c.func.value) for c in calls_in(function.body, lambda c: is_method(c, None, "step"))}
+        steppers = stepped | set(self._optimizers())   # not an environment's env.step(action)
+        runs_step = lambda c: is_method(c, None, "backward") or any(is_method(c, o, "step") for o in steppers)  # noqa: E731
+        if any(c for s in body if s is not body[index] for c in calls_through(s, self.functions) if runs_step(c)):
+            raise NotAStep("the loop runs backward() or an optimizer step outside the call too")
+        model_roots = {m.split(".")[0] for m in spec.models or [spec.model] if m}
+        calls_model = lambda c: dotted(c.func).split(".")[0] in model_roots  # noqa: E731
+        if any(calls_in(s, calls_model) for s in body[:index]):
+            raise NotAStep("the loop calls the model before the call too; the graph's copy of what it hands the "
+                           "call would cut the backward off from it")
+        free = free_names(function)
+        own = {n.name.value for g in nodes(function.body, cst.Global) for n in g.names}
+        changed = sorted(free & (self._bound_from_loop(outer) | declared_global(self.module) - own))
+        if changed:
+            raise NotAStep(f"it reads the global {changed[0]!r}, which the script binds again while it runs; a graph "
+                           "would keep its first value (pass it as an argument)")
+        through = sorted(free & set_through(outer))
+        if through:
+            raise NotAStep(f"it reads the global {through[0]!r}, whose attribute or item the loop sets; a graph would "
+                           "keep the first value")
+        changed_argument = changes_argument(function)
+        if changed_argument:
+            raise NotAStep(f"it changes its argument {changed_argument!r} in place; a graph would change its copy")
+        scaled = next((c for c in calls_in(function.body, lambda c: (is_method(c, None, "step") and c.args)
+                                           or is_method(c, None, "scale") or is_method(c, None, "unscale_"))), None)
+        if scaled is not None:
+            raise NotAStep(f"{cst.Module([]).code_for_node(scaled.func)}() inside it: a GradScaler or a scheduler "
+                           "steps there, which keeps the optimizer step out of a graph")
+        if sum(name in bound_from(self.module, i, i + 1) for i in range(len(self.module.body))) > 1:
+            raise NotAStep(f"the script defines {name} more than once")
+        if isinstance(scope, cst.FunctionDef) and name in names_rebound(scope) | {
+                f.name.value for f in nodes(scope.body, cst.FunctionDef)}:
+            raise NotAStep(f"the calling function binds a {name} of its own")
+        taken = sorted(n for n in names_read(self.module) | names_rebound(self.module) if n.startswith("_cg_"))
+        if taken:
+            raise NotAStep(f"the script already uses {taken[0]}, a name the rewrite emits (patched already?)")
+
+    def _bound_from_loop(self, outer) -> set:
+        """The globals bound from the module statement that holds ``outer`` on, in it or after
+        it: values that may change once a step function has run (set before it, they are the
+        setup a graph made at its first call sees)."""
+        node = outer
+        while self.parents.get(node) is not None and self.parents[node] is not self.module:
+            node = self.parents[node]
+        return bound_from(self.module, self.module.body.index(node)) if node in self.module.body else set()
 
     def _captured_call(self, loop, outer, scope, index, targets, call, function):
-        """``_called_step``'s rewrite, or NotAStep."""
+        """``_called_step``'s call captured whole, or NotAStep."""
         spec, body, name = self.spec, list(loop.body.body), function.name.value
         statement = body[index]
         if spec.scaler or spec.scheduler or spec.lr_set:
             raise NotAStep("a GradScaler or a learning-rate schedule keeps the optimizer step out of the graph, "
                            "and the step runs inside the call")
-        stepped = list(dict.fromkeys(dotted(c.func.value) for c in calls_in(function.body, lambda c: is_method(c, None, "step"))))
-        steppers = {*stepped, *self._optimizers()}   # not an environment's env.step(action)
-        runs_step = lambda c: is_method(c, None, "backward") or any(is_method(c, o, "step") for o in steppers)  # noqa: E731
-        if any(c for s in body if s is not statement for c in calls_through(s, self.functions) if runs_step(c)):
-            raise NotAStep("the loop runs backward() or an optimizer step outside the call too")
         bound = bind_arguments(function, call)
         params = {p.name.value for p in function.params.params + function.params.kwonly_params}
         made = set().union(*map(names_assigned, function.body.body))
         rebound = names_rebound(outer)
-        caller = (names_rebound(scope) | {p.name.value for p in scope.params.params + scope.params.kwonly_params}
-                  if isinstance(scope, cst.FunctionDef) else set())
 
         def outside(inner: str) -> str:
             # what the call site names the function's ``inner`` (an argument, or a global it reads)
@@ -794,21 +864,14 @@ class _Rewriter:
                 if code.split(".")[0] in rebound:
                     raise NotAStep(f"{code!r}, passed as {root!r}, is bound again inside the loop")
                 return f"{code}.{rest}" if rest else code
-            if root in params or root in made or root in caller:
-                raise NotAStep(f"{root!r} is the function's own (a default, or bound in it) or the caller's")
+            if root in params or root in made:
+                raise NotAStep(f"{root!r} is the function's own (a default, or bound in it)")
             return inner
 
-        called = {dotted(c.func).split(".")[0] for c in calls_in(function.body, lambda c: True)}
-        models = [m for m in dict.fromkeys(spec.models or [spec.model]) if m and m.split(".")[0] in called]
+        stepped = step_receivers(function)
+        models = function_models(function, bound, spec.models or [spec.model])
         if not stepped or not models:
             raise NotAStep("the model's forward runs outside it" if stepped else "its optimizer is not named in it")
-        model_roots = {m.split(".")[0] for m in spec.models or [spec.model] if m}
-        calls_model = lambda c: dotted(c.func).split(".")[0] in model_roots  # noqa: E731
-        if any(calls_in(s, calls_model) for s in body[:index]):
-            # what it hands the call may come from the model: a copy in the graph's buffers
-            # would cut the backward off from it
-            raise NotAStep("the loop calls the model before the call too; the graph's copy of what it hands the "
-                           "call would cut the backward off from it")
         optimizers, outer_models = [outside(o) for o in stepped], [outside(m) for m in models]
         zeroed_before = any(zeroes_grads(s, (*optimizers, *outer_models)) for s in body[:index])
         read_after = returned_host_read(function)
@@ -816,33 +879,31 @@ class _Rewriter:
         if read_after is not None:
             # PyG's `return float(loss)`: the graph's function returns the tensors it reads, and
             # the loop reads them after each replay; a copy of the function, so other callers keep it
-            value, names = read_after
-            captured = without_return_read(function, f"_cg_{name}", names)
+            value, tensors = read_after
+            captured = without_return_read(function, f"_cg_{name}_tensors", tensors)
+            caller = (names_rebound(scope) | {p.name.value for p in scope.params.params + scope.params.kwonly_params}
+                      if isinstance(scope, cst.FunctionDef) else set())
             shadowed = sorted(free_names(function) & caller)
-            if shadowed:
+            if shadowed:   # the copy is defined beside the loop, where the caller's name would be read
                 raise NotAStep(f"it reads the global {shadowed[0]!r}, which the calling function binds too")
         check_body(captured, {*stepped, *models}, self.functions, zeroed_before)
         self._refuse_data_dependent_shape(list(function.body.body), self.positions)
         numbers = varying_numbers(outer, skip=[statement], module=self.module)
         known = set(numbers) | number_constants(self.module)
-        varying = next((a for a in call.args if _is_number(a.value, known, varying=set(numbers))), None)
+        varying = next((a for a in call.args if is_number_expression(a.value, known, set(numbers))), None)
         if varying is not None:
             raise NotAStep(f"it is passed {cst.Module([]).code_for_node(varying.value)}, a Python number that changes "
                            "every iteration, which a graph would hold at its first value (pass a tensor updated in "
                            "place instead)")
-        free = free_names(function)
-        changed = sorted(free & ((rebound if not isinstance(scope, cst.FunctionDef) else set())
-                                 | declared_global(self.module)))
-        if changed:
-            raise NotAStep(f"it reads the global {changed[0]!r}, which the script binds again while it runs; a graph "
-                           "would keep its first value (pass it as an argument)")
-        modes = []
-        for mode in mode_calls(function):
+        modes = {}
+        for mode in mode_calls(function):   # the last call per model sets its flags
             mode_call = mode.body[0].value
             if any(not isinstance(a.value, (cst.Name, cst.Integer)) or a.keyword for a in mode_call.args):
                 raise NotAStep("it sets the model's mode from a value")
             args = ", ".join(cst.Module([]).code_for_node(a.value) for a in mode_call.args)
-            modes.append(f"{outside(dotted(mode_call.func.value))}.{mode_call.func.attr.value}({args})\n")
+            receiver = outside(dotted(mode_call.func.value))
+            modes.pop(receiver, None)
+            modes[receiver] = f"{receiver}.{mode_call.func.attr.value}({args})\n"
         self.spec = spec = replace(spec, optimizers=optimizers, optimizer=optimizers[0], models=outer_models,
                                    model=outer_models[0])
         if not self._optimizer_steps_in_graphs():
@@ -852,32 +913,89 @@ class _Rewriter:
         step = captured.name.value
         setup = [captured] if captured is not function else []
         if any(a.keyword for a in call.args):   # the helper hands its inputs on by position
-            names = [f"_cg_arg{i}" for i in range(len(call.args))]
-            passed = ", ".join(f"{a.keyword.value}={n}" if a.keyword else n for a, n in zip(call.args, names))
-            setup += cst.parse_module(f"def _cg_step({', '.join(names)}):\n"
+            arg_names = [f"_cg_arg{i}" for i in range(len(call.args))]
+            passed = ", ".join(f"{a.keyword.value}={n}" if a.keyword else n for a, n in zip(call.args, arg_names))
+            setup += cst.parse_module(f"def _cg_{name}_positional({', '.join(arg_names)}):\n"
                                       f'    """{name}() as the loop calls it, captured whole by cg-advise (scope '
                                       f'full_iteration)."""\n    return {step}({passed})\n').body
-            step = "_cg_step"
+            step = f"_cg_{name}_positional"
         returned = set(plain_target_names(targets)) if targets is not None else set()
         read = ""
         if read_after is not None:   # the replay hands back the tensors; the loop reads them
-            renames = {n: f"_cg_{n}" for n in names}
+            renames = {n: f"_cg_{n}" for n in tensors}
             read = (cst.Module([_renamed_reads(cst.parse_statement(f"{cst.Module([]).code_for_node(targets)} = "
                                                                    f"{cst.Module([]).code_for_node(value)}\n"),
                                                renames)]).code if targets is not None else "")
             targets = cst.parse_expression(", ".join(renames.values()))
+        else:
+            refuse_returned_values(function)
         clone = ", clone_outputs=True" if keeps_reference([outer], returned, skip=[statement]) else ""
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
                                   f"[{', '.join(outer_models)}]{clone})\n").body
         target = f"{cst.Module([]).code_for_node(targets)} = " if targets is not None else ""
-        replay = cst.parse_module("".join(modes) + f"{target}_cg_step_graph({', '.join(inputs)})  # cg-advise: "
+        replay = cst.parse_module("".join(modes.values()) + f"{target}_cg_step_graph({', '.join(inputs)})  # cg-advise: "
                                   f"replays the captured {name}()\n" + read).body
-        self.helper_inputs = len(inputs)
-        self.zero_grad_dropped = not zeroed_before
+        held = {*optimizers, *outer_models}
+        self.helper_inputs = sum(1 for code in inputs if code not in held)   # the tensors it copies in
+        self.zero_grad_dropped = not zeroed_before   # the function's zero_grad runs in the graph, none on the host
         new_body = body[:index] + [replay[0].with_changes(leading_lines=statement.leading_lines), *replay[1:]] \
             + body[index + 1:]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _captured_in_function(self, loop, outer, scope, call, function):
+        """The step function's own step statements captured, as a loop's would be, where it does
+        host work around them (Kipf's pygcn: ``train(epoch)`` evaluates and prints after its
+        optimizer step): the function calls the graph in their place and keeps the rest. Its
+        optimizers and models must be globals, bound once (the graph, a global the function
+        reads, holds them); NOT_GLOBAL where they are not, else NotAStep naming what else stops it."""
+        spec = self.spec
+        params = [p.name.value for p in function.params.params + function.params.kwonly_params]
+        bound = bind_arguments(function, call)
+        held = [*step_receivers(function), *function_models(function, bound, spec.models or [spec.model])]
+        roots = {n.split(".")[0] for n in held}
+        if not held or not roots <= free_names(function):
+            raise NotAStep(NOT_GLOBAL)
+        if roots & (self._bound_from_loop(outer) | declared_global(self.module)):
+            raise NotAStep("its optimizer or model is bound again once it has run (in or after the loop that calls it)")
+        numbers = varying_numbers(outer, module=self.module)
+        known = set(numbers) | number_constants(self.module)
+        counted = {p for p, value in bound.items() if is_number_expression(value, known, set(numbers))}
+        models = [m for m in held if m not in step_receivers(function)]
+        self.spec = replace(spec, batch=[], optimizers=step_receivers(function), optimizer=step_receivers(function)[0],
+                            models=models, model=models[0] if models else None)
+        self.step_params = params
+        try:
+            setup, new_function = self._full_iteration(function, function, function, self.positions)
+        except PatchRefused as refused:
+            raise NotAStep(str(refused).split(": cannot apply full_iteration: ", 1)[-1]) from None
+        finally:
+            self.step_params = []
+        step_def, graph = setup[:-1], setup[-1]
+        graph_call = next(c for c in nodes(new_function, cst.Call) if dotted(c.func) == "_cg_step_graph")
+        passed = sorted(counted & {dotted(a.value) for a in graph_call.args})
+        if passed:
+            raise NotAStep(f"its step reads {passed[0]!r}, a Python number the loop changes at every call")
+        if self.declared[1]:
+            raise NotAStep(f"its step reads {self.declared[1][0]!r} before binding it")
+        effect = next((c for c in (state_keeping_call(s, self.functions) for s in step_def) if c is not None), None)
+        if effect is not None:
+            raise NotAStep(f"its step calls {dotted(effect.func)}(), which keeps Python state: a graph would run it "
+                           "once, at capture")
+        if any(isinstance(r.value, cst.Name) and r.value.value in self.returned for r in nodes(new_function, cst.Return)) \
+                and "clone_outputs" not in cst.Module([graph]).code:   # handed to the caller, who may keep it
+            graph = cst.parse_statement(cst.Module([graph]).code.rstrip().rstrip(")") + ", clone_outputs=True)\n")
+        at = self.module.body.index(function)
+        if roots <= bound_from(self.module, 0, at) and not roots & bound_from(self.module, at + 1):
+            # its models and optimizers exist where it is defined: the graph is made right after it
+            self.function_rewrite = (function, [new_function, *step_def, graph])
+            return [], loop
+        if len([c for c in nodes(self.module, cst.Call) if dotted(c.func) == function.name.value]) != 1:
+            raise NotAStep("its optimizer or model is made after it, and it is called elsewhere too, where the "
+                           "graph made before the calling loop may not exist yet")
+        self.function_rewrite = (function, [new_function, *step_def])
+        declare = cst.parse_module("global _cg_step_graph\n").body if isinstance(scope, cst.FunctionDef) else []
+        return [*declare, graph], loop
 
     def _micro_steps(self, loop, body, end, outer, scope, positions):
         """Gradient accumulation inside the iteration (nanoGPT: ``for micro_step in range(k)``
@@ -1001,7 +1119,7 @@ class _Rewriter:
         # of the body, for the next iteration) is an input too, never a value the capture bakes in
         rebound = names_rebound(outer, skip=steps)
         variant = list(dict.fromkeys([*spec.batch, *plain_target_names(loop.target)] if isinstance(loop, cst.For) else
-                                     spec.batch)) + sorted(rebound) + list(picks.values())
+                                     spec.batch)) + self.step_params + sorted(rebound) + list(picks.values())
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         self._refuse_varying_numbers(inputs, outer, core, positions, steps, unmovable)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
@@ -1017,6 +1135,7 @@ class _Rewriter:
         self.declared = (scope, unbound)
         inputs += carried
         returns = self._live_outs(core, inputs, scope, positions, aliases, steps)
+        self.returned = set(returns)
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
         returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
@@ -1399,12 +1518,17 @@ def _autocast_without_cache(statement):
 class _Splice(cst.CSTTransformer):
     """Swaps our loop for its rewrite and puts the setup statements right before the outer loop."""
 
-    def __init__(self, loop, new_loop, outer, before, declared=(None, ())):
+    def __init__(self, loop, new_loop, outer, before, declared=(None, ()), function_rewrite=None):
         self.loop, self.new_loop, self.outer, self.before = loop, new_loop, outer, before
         self.function, self.declared = declared
+        self.function_rewrite = function_rewrite   # (a step function, the statements that replace it)
         self.inserted = False
 
     def leave_FunctionDef(self, original, updated):
+        if self.function_rewrite and original is self.function_rewrite[0]:
+            new_function, *added = self.function_rewrite[1]
+            blank = [cst.EmptyLine(indent=False)] * 2
+            return cst.FlattenSentinel([new_function, *(s.with_changes(leading_lines=blank) for s in added)])
         if original is not self.function or not self.declared:
             return updated
         body = list(updated.body.body)
@@ -1425,6 +1549,8 @@ class _Splice(cst.CSTTransformer):
             updated = self.new_loop
         if original is self.outer:
             self.inserted = True
+            if not self.before:   # the setup went beside a step function (``_captured_in_function``)
+                return updated
             first, *rest = self.before
             blank = [cst.EmptyLine(indent=False)]
             leading = updated.leading_lines or (blank if isinstance(first, cst.FunctionDef) else [])

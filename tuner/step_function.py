@@ -26,7 +26,8 @@ from typing import Optional
 
 import libcst as cst
 
-from .dataflow import has_sync, host_data_call, is_method, names_assigned, names_read, zeroes_grads
+from .dataflow import (has_sync, host_data_call, host_value_binding, is_method, names_assigned, names_rebound,
+                       names_read, zeroes_grads)
 from .discover import calls_backward, calls_in, dotted, host_call, nodes
 
 MODE_METHODS = ("train", "eval")
@@ -116,16 +117,16 @@ def check_body(function: cst.FunctionDef, receivers: set, functions: dict, zeroe
                            "a captured step needs one of each at every call")
         if not isinstance(statement, cst.For) and names_read(getattr(statement, "test", cst.Name("_"))) & made:
             raise NotAStep(f"{name}() branches on a value it computes; a graph holds one branch")
-    for statement in body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                    targets = small.targets if isinstance(small, cst.Assign) else [small]
-                    if any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) for t in targets):
-                        raise NotAStep(f"{name}() sets an attribute or an item (Python state a graph sets once)")
-                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _keeps_state(small.value):
-                    what = cst.Module([]).code_for_node(small.value.func)
-                    raise NotAStep(f"{name}() calls {what}(), Python-side work a graph would run once, at capture")
+    for line in nodes(function.body, cst.SimpleStatementLine):   # in blocks too (a `with autocast()`)
+        for small in line.body:
+            if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = small.targets if isinstance(small, cst.Assign) else [small]
+                if any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and _root(t.target) not in made
+                       for t in targets):
+                    raise NotAStep(f"{name}() sets an attribute or an item (Python state a graph sets once)")
+    effect = state_keeping_call(function.body, functions)
+    if effect is not None:
+        raise NotAStep(f"{name}() calls {dotted(effect.func)}(), Python-side work a graph would run once, at capture")
     backwards = [i for i, s in enumerate(body) if calls_backward(s)]
     steps = [i for i, s in enumerate(body) if _steps(s)]
     if len(backwards) != 1 or not steps or steps[0] < backwards[0]:
@@ -165,6 +166,115 @@ def without_return_read(function: cst.FunctionDef, name: str, names: list) -> cs
     body = [doc] + body[1 if has_doc else 0:-1] + [returned.with_changes(leading_lines=body[-1].leading_lines)]
     return function.with_changes(name=cst.Name(name), body=function.body.with_changes(body=body),
                                  leading_lines=[cst.EmptyLine(indent=False)])
+
+
+def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Call]:
+    """The first call in ``node`` that keeps Python state, which a graph runs once, at capture:
+    a method call standing as a statement of its own (``losses.append(loss)``, in a block too)
+    that is no tensor's in-place op and none of the step's own, or a call of the script's own
+    function that sets an attribute, an item or a global, or makes such a call, ``depth`` deep
+    (``record(loss)`` appending to a global list). None where there is none."""
+    for expr in nodes(node, cst.Expr):
+        if isinstance(expr.value, cst.Call) and _keeps_state(expr.value):
+            return expr.value
+    for call in calls_in(node, lambda c: isinstance(c.func, cst.Name) and c.func.value in functions):
+        inner = functions[call.func.value]
+        if inner is node:
+            continue
+        made = set().union(*map(names_assigned, inner.body.body))
+        sets = any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and _root(t.target) not in made
+                   for a in nodes(inner.body, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                   for t in (a.targets if isinstance(a, cst.Assign) else [a]))
+        if sets or nodes(inner.body, (cst.Global, cst.Nonlocal)) or (depth and state_keeping_call(inner.body, functions,
+                                                                                                  depth - 1)):
+            return call
+    return None
+
+
+def changes_argument(function: cst.FunctionDef) -> Optional[str]:
+    """A parameter the function changes in place (``x.mul_(0.5)``, ``x[0] = 0``, ``x += 1``,
+    ``losses += [...]``), or None: a graph's replay would change the copy it was handed."""
+    params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+    rebound = set().union(*map(names_assigned, function.body.body))
+    for call in calls_in(function.body, lambda c: isinstance(c.func, cst.Attribute)):
+        method = call.func.attr.value
+        if method.endswith("_") and not method.startswith("_") and _root(call.func.value) in params - rebound:
+            return _root(call.func.value)
+    for node in nodes(function.body, (cst.Assign, cst.AugAssign)):
+        for target in (node.targets if isinstance(node, cst.Assign) else [node]):
+            in_place = isinstance(node, cst.AugAssign) or not isinstance(target.target, cst.Name)
+            if in_place and _root(target.target) in params:
+                return _root(target.target)
+    return None
+
+
+def step_receivers(function: cst.FunctionDef) -> list:
+    """The names whose ``.step()`` the function calls: its optimizers (as it names them)."""
+    return list(dict.fromkeys(dotted(c.func.value) for c in calls_in(function.body, lambda c: is_method(c, None, "step"))
+                              if dotted(c.func.value)))
+
+
+def function_models(function: cst.FunctionDef, bound: dict, models: list) -> list:
+    """The models discovery named (as the calling loop names them) as the function names them
+    and calls them: the parameter an argument is handed to (``train_step(net, ...)``'s
+    ``model``), or the global itself."""
+    called = {dotted(c.func).split(".")[0] for c in calls_in(function.body, lambda c: True)}
+    params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+    inside = [p for p, value in bound.items() if dotted(value) in models]
+    inside += [m for m in models if m and m.split(".")[0] not in params]
+    return [m for m in dict.fromkeys(inside) if m.split(".")[0] in called]
+
+
+def refuse_returned_values(function: cst.FunctionDef) -> None:
+    """NotAStep unless the function returns nothing, or names it binds (tensors the replay
+    writes again): a Python value (``opt.param_groups[0]["lr"]``, a count) keeps its capture's
+    value, and a parameter handed back is the graph's copy."""
+    last = function.body.body[-1] if function.body.body else None
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
+            and last.body[0].value is not None):
+        return
+    value = last.body[0].value
+    items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+    made = set().union(*map(names_assigned, function.body.body[:-1]))
+    plain = next((i for i in items if not (isinstance(i, cst.Name) and i.value in made)), None)
+    if plain is not None:
+        raise NotAStep(f"it returns {cst.Module([]).code_for_node(plain)}, which a replay cannot update (return "
+                       "tensors it computes)")
+    for item in items:
+        binding = host_value_binding(function.body.body, item.value)
+        if binding is not None:
+            raise NotAStep(f"it returns {item.value}, a Python value a replay cannot update")
+
+
+def bound_from(module: cst.Module, start: int, stop: Optional[int] = None) -> set:
+    """The names the module's top-level statements ``start`` to ``stop`` bind, inside their
+    blocks too but not in the functions and classes they define (whose names count)."""
+    names = set()
+    for statement in module.body[start:stop]:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            names |= names_assigned(statement)
+        else:
+            names |= names_rebound(statement, skip=list(nodes(statement, (cst.FunctionDef, cst.ClassDef))))
+    return names
+
+
+def set_through(node) -> set:
+    """The names whose attribute or item ``node`` sets (``cfg.scale = ...``, ``cfg["lr"] += ...``)."""
+    found = set()
+    for assign in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        for target in (assign.targets if isinstance(assign, cst.Assign) else [assign]):
+            if isinstance(target.target, (cst.Attribute, cst.Subscript)):
+                found.add(_root(target.target))
+    return found - {None}
+
+
+def _root(expr) -> Optional[str]:
+    """The name an attribute or item path starts from (``a`` of ``a.b[0].c``)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def mode_calls(function: cst.FunctionDef) -> list:

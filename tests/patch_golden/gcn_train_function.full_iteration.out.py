@@ -346,7 +346,7 @@ def test():
 
 epochs = int(os.environ.get("CG_STEPS", "200"))
 
-def _cg_train():
+def _cg_train_tensors():
     """train() up to its return value, captured whole by cg-advise
     (scope full_iteration); the loop reads the value after each replay."""
     model.train()
@@ -357,7 +357,7 @@ def _cg_train():
     optimizer.step()
     return loss
 
-_cg_step_graph = _CgFullIterationGraph(_cg_train, [optimizer], [model])
+_cg_step_graph = _CgFullIterationGraph(_cg_train_tensors, [optimizer], [model])
 
 for epoch in range(1, epochs + 1):
     model.train()

@@ -316,11 +316,11 @@ def main():
     batches = [(torch.randn(64, 32, device=device), torch.randint(0, 10, (64,), device=device)) for _ in range(16)]
     history = []
 
-    def _cg_step(_cg_arg0, _cg_arg1, _cg_arg2):
+    def _cg_train_step_positional(_cg_arg0, _cg_arg1, _cg_arg2):
         """train_step() as the loop calls it, captured whole by cg-advise (scope full_iteration)."""
         return train_step(_cg_arg0, _cg_arg1, batch=_cg_arg2)
 
-    _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model], clone_outputs=True)
+    _cg_step_graph = _CgFullIterationGraph(_cg_train_step_positional, [optimizer], [model], clone_outputs=True)
 
     for step in range(int(os.environ.get("CG_STEPS", "200"))):
         inputs, targets = batches[step % len(batches)]

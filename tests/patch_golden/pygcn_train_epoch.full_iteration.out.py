@@ -1,0 +1,392 @@
+"""Kipf's pygcn (train.py) with a dense adjacency: GraphConvolution layers (input @ weight,
+then adj @ support, plus bias), dropout, log_softmax and NLL over index tensors; `train(epoch)`
+takes the time, runs the step, then (unless fastmode) evaluates in eval mode, computes the
+validation loss and accuracy with the script's `accuracy()` and prints every epoch's figures
+with `.item()`; the loop calls it once an epoch and `test()` runs at the end."""
+import math
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+import collections.abc
+import contextlib
+import warnings as _cg_warnings
+
+
+class _CgFullIterationGraph:
+    """cg-advise: the training step (forward, loss, backward and, unless they must stay eager,
+    the optimizer steps) is captured in one CUDA graph on the first call and replayed after.
+    Inputs (tensors, or tuples, lists and dicts of them) are copied into static buffers; a
+    batch of another shape runs the step eagerly, and so does every step of a model that is
+    not on a CUDA device (a script's CPU fallback runs as it did).
+    Warm-up runs real steps on a side stream; afterwards the models and the optimizer state
+    are put back in place, so training starts from the same point as without the graph."""
+
+    def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None,
+                 optimizers_in_graph=True):
+        self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        # False: the optimizers step eagerly after each replay (a GradScaler, a scheduler, micro-steps)
+        # and are left as they are: made capturable, an eager Adam step launches more kernels
+        self.optimizers_in_graph = optimizers_in_graph
+        self.models = [m for m in models if isinstance(m, torch.nn.Module)]
+        self.clone_outputs = clone_outputs  # the loop keeps outputs past the next replay, which overwrites them
+        # micro-steps: each replay's backward adds into the gradients, which the script zeroes
+        # (or sets to None) after its optimizer step, outside the graph
+        self.accumulate = accumulate
+        # a DistributedDataParallel model whose all-reduce stays out of the graph: the step is
+        # captured under its no_sync(), and each replay's gradients are averaged over the ranks here
+        self.allreduce = allreduce
+        self.graph = None
+        self.replays = 0       # since the last capture
+        self.quick = 0         # settings changed within a few replays of the capture before, in a row
+        self.eager = False     # the optimizers' settings change every few steps: no graph pays off
+        self.trained = None    # at the capture: which parameters required grad (None: not captured yet)
+
+    def _zero_grad(self, set_to_none=True):
+        for owner in self.optimizers + self.models:   # models too: a hand-written update has no optimizer
+            owner.zero_grad(set_to_none=set_to_none)
+
+    def __call__(self, *inputs):
+        tensors, layout = self._flatten(inputs)
+        if self.graph is not None and [p.requires_grad for p in self.captured_params] != self.trained:
+            # parameters frozen or unfrozen since the capture (a backbone trained after the head):
+            # the graph's backward and optimizer step hold the old set; captured again, warmed up
+            # as the first time, so that the optimizer state the newly trained ones need is made
+            self.graph = None
+        if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
+            self._settings_changed()
+        if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
+            if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
+                self._zero_grad()
+            return self.step(*inputs)
+        if self.graph is None:
+            # a capture again (the optimizers' settings changed) finds everything warmed up and
+            # the state made: no warm-up, and no copy of the state (twice the parameters for Adam)
+            # first: no capture yet, or parameters frozen, unfrozen or added (a param group) since
+            params = self._params()
+            flags = [p.requires_grad for p in params]   # as the step is called, before its own changes
+            first = (self.trained is None or flags != self.trained
+                     or list(map(id, params)) != list(map(id, self.captured_params)))
+            self.layout = layout
+            self.static_tensors = [t.detach().clone() for t in tensors]
+            self.static_inputs = self._unflatten(layout, iter(self.static_tensors))
+            if first and self.optimizers_in_graph:
+                self._make_capturable()
+            groups = self._group_values()
+            if first:
+                saved = self._snapshot()
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side), self._no_sync():
+                    for _ in range(self.warmup):
+                        self._zero_grad()
+                        self.step(*self.static_inputs)
+                torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            self._zero_grad()
+            if self.accumulate:   # gradients that exist make the captured backward add into them
+                self.grads = [(p, torch.zeros_like(p)) for p in self._params() if p.requires_grad]
+                for p, grad in self.grads:
+                    p.grad = grad
+            # under a process group NCCL's watchdog thread queries events during the capture,
+            # which a global-mode capture takes as an error: only this thread's calls must not
+            distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+            mode = "thread_local" if distributed else "global"
+            with self._no_sync(), torch.cuda.graph(self.graph, capture_error_mode=mode):
+                self.static_outputs = self.step(*self.static_inputs)
+            self.output_tensors, self.output_layout = self._flatten(self.static_outputs)
+            # the gradient tensors the captured backward made and writes into at every replay
+            self.graph_grads = [(p, p.grad) for p in params if p.grad is not None]
+            if first:
+                self._restore(saved)
+            for group, values in groups:   # a group's own Python counters the warm-up and capture moved
+                group.update(values)
+            self.settings, self.replays = self._settings(), 0
+            self.captured_params, self.trained = params, flags
+            self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
+                                  if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
+            self._check_outputs(self.output_layout)
+        try:
+            same = layout == self.layout
+        except Exception:  # a non-tensor value that cannot be compared
+            same = False
+        if self.accumulate:
+            self._attach_grads()
+        if not same:
+            if not self.accumulate:
+                self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
+            return self.step(*inputs)
+        for static, t in zip(self.static_tensors, tensors):
+            static.copy_(t)
+        self.graph.replay()
+        self.replays += 1
+        if not self.accumulate:
+            self._reattach_grads()
+        if self.allreduce is not None:
+            self._average_gradients()
+        if self.clone_outputs:
+            return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
+        return self.static_outputs
+
+    def _group_values(self):
+        return [(group, {key: value for key, value in group.items() if key != "params"})
+                for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def _settings(self):
+        # what the captured optimizer steps hold as constants: each param group's entries (a
+        # learning rate set by a scheduler or by hand), the same objects while nothing changed,
+        # so that comparing them reads no tensor
+        return [tuple(group.items()) for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def _same_settings(self):
+        try:
+            same = self._settings() == self.settings
+        except Exception:  # a setting replaced by a tensor whose comparison is no single bool
+            same = False
+        # a CPU tensor setting (an lr a scheduler fills in place) is read at capture: by value
+        return same and all(float(tensor) == value for tensor, value in self.host_settings)
+
+    def _settings_changed(self):
+        # a scheduler stepped between epochs (or a learning rate set by hand) since the capture:
+        # captured again with the new values. Changed again and again within a few replays of
+        # each capture (set every few steps, outside the loop), captured each time would be
+        # slower than eager: those steps run eagerly from then on
+        self.quick = self.quick + 1 if self.replays < 10 else 0
+        if self.quick >= 2:
+            self.eager = True
+            _cg_warnings.warn("cg-advise: the optimizer's settings (learning rate, ...) change every few steps; "
+                              "the training step runs eagerly from here on", stacklevel=3)
+        self.graph = None
+
+    def _no_sync(self):
+        return self.allreduce.no_sync() if self.allreduce is not None else contextlib.nullcontext()
+
+    def _average_gradients(self):
+        # what DDP's hooks would have done in the backward: the mean of every rank's gradients
+        # (of the wrapped module's parameters only, as DDP), and, as DDP's forward does with
+        # broadcast_buffers, rank 0's buffers (BatchNorm statistics) for the next replay
+        ddp = self.allreduce
+        group = ddp.process_group
+        grads = [p.grad for p in ddp.module.parameters() if p.requires_grad and p.grad is not None]
+        flat = torch._utils._flatten_dense_tensors(grads)
+        torch.distributed.all_reduce(flat, group=group)
+        flat /= torch.distributed.get_world_size(group)
+        for grad, mean in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+            grad.copy_(mean)
+        if getattr(ddp, "broadcast_buffers", False):
+            for buffer in ddp.module.buffers():
+                torch.distributed.broadcast(buffer, 0, group=group)
+
+    def _params(self):
+        params = ([p for optimizer in self.optimizers for group in optimizer.param_groups for p in group["params"]]
+                  + [p for model in self.models for p in model.parameters()])
+        return list({id(p): p for p in params}.values())
+
+    def _attach_grads(self):
+        # the graph adds into its own gradient tensors: after the script's zero_grad (None, or
+        # another tensor) they start again from zero, or from what the script left there
+        for p, grad in self.grads:
+            if p.grad is None:
+                grad.zero_()
+            elif p.grad is not grad:
+                grad.copy_(p.grad)
+            p.grad = grad
+
+    def _reattach_grads(self):
+        # a script that sets the gradients to None outside the step (a skipped step's
+        # zero_grad(set_to_none=True) after a non-finite norm) cut them off from the graph's:
+        # without this, every later step would find no gradient and train nothing
+        for p, grad in self.graph_grads:
+            if p.grad is not grad:
+                p.grad = grad
+
+    def _states(self):
+        return [state for optimizer in self.optimizers for state in optimizer.state.values()]
+
+    @staticmethod
+    def _flatten(value):
+        """(tensors, layout): the tensors of a batch (tensors, tuples, lists, dicts), and its
+        structure with their shapes; other values are part of the layout, so a batch of another
+        shape or with another such value runs the step eagerly."""
+        if torch.is_tensor(value):
+            return [value], ("tensor", tuple(value.shape), value.dtype, value.device)
+        if isinstance(value, (tuple, list, collections.abc.Mapping)):
+            mapping = isinstance(value, collections.abc.Mapping)
+            tensors, layouts = [], []
+            for item in (value.values() if mapping else value):
+                found, layout = _CgFullIterationGraph._flatten(item)
+                tensors += found
+                layouts.append(layout)
+            return tensors, (type(value), tuple(value.keys()) if mapping else None, tuple(layouts))
+        return [], ("value", value)
+
+    def _on_cuda(self, tensors):
+        return any(t.is_cuda for t in self._params() + tensors)
+
+    @staticmethod
+    def _check_outputs(layout):
+        """A value the step hands back must be a tensor (or a structure of them) that each
+        replay rewrites in place; a float or another object would keep its capture-time value."""
+        if layout[0] == "value":
+            if layout[1] is not None and not isinstance(layout[1], (bool, int, str)):
+                raise TypeError(f"cg-advise: the captured step returns a {type(layout[1]).__name__}, which a "
+                                "CUDA graph cannot update on replay; compute it after the step")
+        elif layout[0] != "tensor":
+            for item in layout[2]:
+                _CgFullIterationGraph._check_outputs(item)
+
+    @staticmethod
+    def _unflatten(layout, tensors):
+        if layout[0] == "tensor":
+            return next(tensors)
+        if layout[0] == "value":
+            return layout[1]
+        kind, keys, layouts = layout
+        items = [_CgFullIterationGraph._unflatten(item, tensors) for item in layouts]
+        if keys is not None:
+            return kind(dict(zip(keys, items)))
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
+
+    def _make_capturable(self):
+        # an optimizer the patch could not rewrite (built by a caller, or outside the Adam
+        # family) must still step inside the graph: capturable, its step counts on the GPU
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                if group.get("capturable") is False:
+                    group["capturable"] = True
+                    for p in group["params"]:
+                        state = optimizer.state.get(p, {})
+                        for key in ("step", "mu_product"):   # NAdam keeps mu_product beside its step
+                            if torch.is_tensor(state.get(key)):
+                                state[key] = state[key].to(p.device)
+
+    def _snapshot(self):
+        # the models' parameters and buffers, the optimized parameters, and the optimizer state
+        # that exists already (each tensor once)
+        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params()
+        tensors += [v for state in self._states() for v in state.values() if torch.is_tensor(v)]
+        unique = {id(t): t for t in tensors}
+        return [(t, t.detach().clone()) for t in unique.values()]
+
+    # the state torch.optim makes at a first step that does not start at zero; the rest starts
+    # there (SGD's momentum buffer is the first gradient itself, which a zero buffer gives too
+    # unless the script set dampening)
+    _FIRST_VALUES = {("NAdam", "mu_product"): 1.0, ("ASGD", "mu"): 1.0, ("ASGD", "eta"): "lr", ("Rprop", "step_size"): "lr"}
+
+    @torch.no_grad()
+    def _restore(self, saved):
+        # in place, since the graph holds these very tensors; state made by the warm-up starts
+        # where the optimizer's first step starts it (a NAdam's mu_product left at zero would
+        # zero its bias correction), what existed before goes back to its saved value
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    for key, value in optimizer.state.get(p, {}).items():
+                        if torch.is_tensor(value):
+                            first = self._first_value(optimizer, group, key)
+                            value.fill_(complex(first, first) if value.is_complex() else first)
+        for tensor, copy in saved:
+            tensor.copy_(copy)
+
+    def _first_value(self, optimizer, group, key):
+        inner = getattr(optimizer, "optimizer", optimizer)   # a wrapper's (accelerate's) optimizer
+        for (name, state_key), value in self._FIRST_VALUES.items():
+            if key == state_key and isinstance(inner, getattr(torch.optim, name, ())):
+                lr = group["lr"]
+                return (float(lr) if torch.is_tensor(lr) else lr) if value == "lr" else value
+        return 0.0
+
+torch.manual_seed(42)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+fastmode, epochs = False, int(os.environ.get("CG_STEPS", "200"))
+n, nfeat, nclass = 2708, 256, 7
+features = torch.rand(n, nfeat).gt(0.95).float()
+features = features / features.sum(1, keepdim=True).clamp(min=1)
+edges = torch.randint(0, n, (2, 5429))
+adj = torch.zeros(n, n)
+adj[edges[0], edges[1]] = 1.0
+adj = ((adj + adj.t()) > 0).float() + torch.eye(n)
+adj = adj / adj.sum(1, keepdim=True)
+labels = torch.randint(0, nclass, (n,))
+idx_train, idx_val, idx_test = torch.arange(140), torch.arange(200, 500), torch.arange(500, 1500)
+features, adj, labels = features.to(device), adj.to(device), labels.to(device)
+idx_train, idx_val, idx_test = idx_train.to(device), idx_val.to(device), idx_test.to(device)
+
+
+class GraphConvolution(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(out_features))
+        stdv = 1.0 / math.sqrt(out_features)
+        self.weight.data.uniform_(-stdv, stdv)
+        self.bias.data.uniform_(-stdv, stdv)
+
+    def forward(self, input, adj):
+        support = torch.mm(input, self.weight)
+        return torch.mm(adj, support) + self.bias
+
+
+class GCN(nn.Module):
+    def __init__(self, nfeat, nhid, nclass, dropout):
+        super().__init__()
+        self.gc1, self.gc2, self.dropout = GraphConvolution(nfeat, nhid), GraphConvolution(nhid, nclass), dropout
+
+    def forward(self, x, adj):
+        x = F.relu(self.gc1(x, adj))
+        x = F.dropout(x, self.dropout, training=self.training)
+        return F.log_softmax(self.gc2(x, adj), dim=1)
+
+
+def accuracy(output, labels):
+    preds = output.max(1)[1].type_as(labels)
+    correct = preds.eq(labels).double()
+    return correct.sum() / len(labels)
+
+
+model = GCN(nfeat=nfeat, nhid=16, nclass=nclass, dropout=0.5).to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4, capturable=torch.cuda.is_available())
+
+
+def train(epoch):
+    t = time.time()
+    model.train()
+    acc_train, loss_train, output = _cg_step_graph()  # cg-advise: replays the captured step
+
+    if not fastmode:
+        model.eval()
+        output = model(features, adj)
+
+    loss_val = F.nll_loss(output[idx_val], labels[idx_val])
+    acc_val = accuracy(output[idx_val], labels[idx_val])
+    if epoch % 50 == 0:
+        print(f"Epoch: {epoch + 1:04d} loss_train: {loss_train.item():.4f} acc_train: {acc_train.item():.4f} "
+              f"loss_val: {loss_val.item():.4f} acc_val: {acc_val.item():.4f} time: {time.time() - t:.4f}s"[:-14])
+
+
+def _cg_step():
+    """One training iteration, captured whole by cg-advise (scope full_iteration)."""
+    output = model(features, adj)
+    loss_train = F.nll_loss(output[idx_train], labels[idx_train])
+    acc_train = accuracy(output[idx_train], labels[idx_train])
+    loss_train.backward()
+    optimizer.step()
+    return acc_train, loss_train, output
+
+
+_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model])
+
+
+def test():
+    model.eval()
+    output = model(features, adj)
+    loss_test = F.nll_loss(output[idx_test], labels[idx_test])
+    acc_test = accuracy(output[idx_test], labels[idx_test])
+    print(f"Test set results: loss= {loss_test.item():.4f} accuracy= {acc_test.item():.4f}")
+
+
+for epoch in range(epochs):
+    train(epoch)
+test()
