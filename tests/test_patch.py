@@ -2422,8 +2422,8 @@ def test_a_step_function_the_calling_function_defines_again_is_refused(tmp_path)
 
 
 @pytest.mark.parametrize("body, loop, expected", [
-    # the parameters named otherwise than the caller's arguments
-    (PLAIN_STEP, "for x in data:\n    loss = step(model, opt, x)\n",
+    # the parameters named otherwise than the caller's arguments; a tensor made from its loss returned
+    (PLAIN_STEP.replace("return loss", "return loss.detach()"), "for x in data:\n    loss = step(model, opt, x)\n",
      ["_cg_step_graph = _CgFullIterationGraph(step, [opt], [model])", "    loss = _cg_step_graph(model, opt, x)"]),
     # a keyword call and `return float(loss)`: the copy and the positional wrapper apart
     (PLAIN_STEP.replace("return loss", "return float(loss)"), "for x in data:\n    value = step(model, opt, x=x)\n",

@@ -226,8 +226,8 @@ def function_models(function: cst.FunctionDef, bound: dict, models: list) -> lis
 
 
 def refuse_returned_values(function: cst.FunctionDef) -> None:
-    """NotAStep unless the function returns nothing, or names it binds (tensors the replay
-    writes again): a Python value (``opt.param_groups[0]["lr"]``, a count) keeps its capture's
+    """NotAStep unless the function returns nothing, or what it makes from names it binds
+    (``loss``, ``loss.detach()``, ``outputs.logits``: tensors the replay writes again): a Python value (``opt.param_groups[0]["lr"]``, a count) keeps its capture's
     value, and a parameter handed back is the graph's copy."""
     last = function.body.body[-1] if function.body.body else None
     if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
@@ -236,14 +236,14 @@ def refuse_returned_values(function: cst.FunctionDef) -> None:
     value = last.body[0].value
     items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
     made = set().union(*map(names_assigned, function.body.body[:-1]))
-    plain = next((i for i in items if not (isinstance(i, cst.Name) and i.value in made)), None)
-    if plain is not None:
+    plain = next((i for i in items if _root(i) not in made), None)
+    if plain is not None:   # opt.param_groups[0]["lr"], len(batch): not made from what it computes
         raise NotAStep(f"it returns {cst.Module([]).code_for_node(plain)}, which a replay cannot update (return "
                        "tensors it computes)")
     for item in items:
-        binding = host_value_binding(function.body.body, item.value)
+        binding = host_value_binding(function.body.body, _root(item))
         if binding is not None:
-            raise NotAStep(f"it returns {item.value}, a Python value a replay cannot update")
+            raise NotAStep(f"it returns {_root(item)}, a Python value a replay cannot update")
 
 
 def bound_from(module: cst.Module, start: int, stop: Optional[int] = None) -> set:
@@ -271,9 +271,11 @@ def set_through(node) -> set:
 
 
 def _root(expr) -> Optional[str]:
-    """The name an attribute or item path starts from (``a`` of ``a.b[0].c``)."""
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
+    """The name an attribute, item or method path starts from (``a`` of ``a.b[0].c``, of
+    ``a.detach()``)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)) or (isinstance(expr, cst.Call)
+                                                               and isinstance(expr.func, cst.Attribute)):
+        expr = expr.func.value if isinstance(expr, cst.Call) else expr.value
     return expr.value if isinstance(expr, cst.Name) else None
 
 
