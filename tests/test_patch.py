@@ -2544,3 +2544,18 @@ def test_a_step_function_defined_before_its_model_gets_its_graph_before_the_loop
     patched = make_patch(script, "full_iteration").patched
     assert expected in patched
     exec(compile(patched, str(script), "exec"), {})
+
+
+@pytest.mark.parametrize("before, set_line, read, path", [
+    ("cfg = {'scale': 1.0}\n", "    cfg['scale'] = 1 / (i + 1)\n", "cfg['scale']", "cfg['scale']"),
+    ("import types\ncfg = types.SimpleNamespace(scale=1.0)\n", "    cfg.scale = 1 / (i + 1)\n", "cfg.scale", "cfg.scale"),
+])
+def test_a_value_the_loop_sets_through_an_attribute_or_key_and_the_step_reads_is_refused(before, set_line, read, path,
+                                                                                        tmp_path):
+    """`cfg["scale"] = 1 / (i + 1)` outside the step, read in it: a graph reads what it read at
+    capture, so every replay would use the first value (found by the review of 2026-11-30)."""
+    script = tmp_path / "set_around.py"
+    script.write_text(LIVE_OUT.format(body=before) + "for i, x in enumerate(data):\n" + set_line + "    opt.zero_grad()\n"
+                      f"    loss = model(x).pow(2).mean() * {read}\n    loss.backward()\n    opt.step()\n")
+    with pytest.raises(PatchRefused, match=f"the loop sets {re.escape(path)} outside the step, which the step reads"):
+        make_patch(script, "full_iteration")

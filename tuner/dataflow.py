@@ -677,6 +677,22 @@ def paths_read(statement) -> set:
     return paths
 
 
+def keyed_path(expr) -> str:
+    """``cfg.scale`` of an attribute, ``cfg['scale']`` of an item with a constant string key
+    (quotes as written), '' of anything else."""
+    if isinstance(expr, cst.Attribute):
+        return dotted(expr)
+    if (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
+            and isinstance(expr.slice[0].slice.value, cst.SimpleString) and dotted(expr.value)):
+        return f"{dotted(expr.value)}[{expr.slice[0].slice.value.evaluated_value!r}]"
+    return ""
+
+
+def keyed_paths_read(node) -> set:
+    """The attribute paths and constant-key items ``node`` mentions (``keyed_path``)."""
+    return {p for n in nodes(node, (cst.Attribute, cst.Subscript)) for p in [keyed_path(n)] if p}
+
+
 NUMBER_CALLS = ("min", "max", "abs", "float", "int", "round", "pow", "len")
 
 

@@ -36,7 +36,7 @@ from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
-                       is_number_expression, is_prefetch, number_constants,
+                       is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
@@ -1122,6 +1122,7 @@ class _Rewriter:
                                      spec.batch)) + self.step_params + sorted(rebound) + list(picks.values())
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         self._refuse_varying_numbers(inputs, outer, core, positions, steps, unmovable)
+        self._refuse_values_set_around(outer, core, steps, positions)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
@@ -1219,6 +1220,23 @@ class _Rewriter:
                               f"{what}, whose size depends on the values (a host sync a graph cannot hold); index "
                               "with positions found once before the loop (idx = mask.nonzero(as_tuple=True)[0], "
                               "then out[idx]) or weigh the loss by the mask")
+
+    def _refuse_values_set_around(self, outer, core, steps, positions) -> None:
+        """A value the loop sets through an attribute or a constant key outside the step and
+        the step reads (``cfg["scale"] = 1 / (i + 1)``, ``self.hidden = hidden.detach()``): a
+        graph holds what it read at capture, a Python value or a tensor object, so every replay
+        would read that (found by the review of 2026-11-30)."""
+        set_around = {}
+        for node in nodes(outer, (cst.Assign, cst.AugAssign), skip=steps):
+            for target in (node.targets if isinstance(node, cst.Assign) else [node]):
+                path = keyed_path(target.target)
+                if path:
+                    set_around.setdefault(path, node)
+        found = sorted(set_around.keys() & set().union(*map(keyed_paths_read, core)))
+        if found:
+            raise self.refuse(f"line {positions[set_around[found[0]]].start.line}: the loop sets {found[0]} outside the "
+                              "step, which the step reads; a graph would read the value of its capture at every "
+                              "replay (keep it in a tensor updated in place, or set it inside the step)")
 
     def _bound_on_every_path_to(self, node) -> set:
         """Names bound before ``node`` runs whatever path is taken: simple statements before it in
