@@ -17,6 +17,11 @@ loop's statements. It may only where one replay of the captured call does what a
 
 ``model.train()`` and ``model.eval()`` in it run on the host only: the call site makes them
 again before each replay, so that the model's flags are the eager run's.
+
+Where the call cannot be captured whole because the function does host work around its step
+(Kipf's pygcn ``train(epoch)`` evaluates and prints after its optimizer step), its own step
+statements are captured as a loop body's are (``tuner.patch._Rewriter._captured_in_function``),
+if its models and optimizers are globals that nothing binds again once it has run.
 """
 
 from __future__ import annotations
