@@ -197,6 +197,17 @@ def names_assigned(statement, paths: bool = False) -> set:
     return names
 
 
+def parameter_names(function: cst.FunctionDef) -> list:
+    """The names of a function's positional-or-keyword and keyword-only parameters, in order."""
+    return [p.name.value for p in function.params.params + function.params.kwonly_params]
+
+
+def is_docstring(statement) -> bool:
+    """Whether a body's first statement is its docstring (a string on its own line)."""
+    return (isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, cst.SimpleString))
+
+
 def names_rebound(node, skip=()) -> set:
     """Names bound anywhere inside ``node`` (assignments, loop targets, ``with ... as``),
     not descending into the nodes in ``skip``."""
@@ -421,13 +432,15 @@ def data_dependent_shape(statements, module=None):
     comparison or a tensor built with ``dtype=torch.bool`` or ``.bool()``."""
     booleans = _boolean_names(module) if module is not None else set()
 
+    def called(call) -> str:   # `nonzero` of x.nonzero(), `torch.where` of torch.where(m)
+        return call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted(call.func)
+
     def boolean(index) -> bool:
         if isinstance(index, cst.Comparison) or (isinstance(index, cst.UnaryOperation)
                                                  and isinstance(index.operator, cst.BitInvert)):
             return True
         if isinstance(index, cst.Call):   # m.bool(), labels.ne(-100), torch.isfinite(x)
-            method = index.func.attr.value if isinstance(index.func, cst.Attribute) else dotted(index.func)
-            return method.split(".")[-1] in BOOLEAN_METHODS
+            return called(index).split(".")[-1] in BOOLEAN_METHODS
         if isinstance(index, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.SimpleString)
                                                     and "mask" in e.slice.value.value.lower() for e in index.slice):
             return True   # batch["attention_mask"]
@@ -437,7 +450,7 @@ def data_dependent_shape(statements, module=None):
     for statement in statements:
         for node in nodes(statement, (cst.Subscript, cst.Call)):
             if isinstance(node, cst.Call):
-                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else dotted(node.func)
+                method = called(node)
                 if method in SIZED_BY_VALUES or method in {f"torch.{m}" for m in SIZED_BY_VALUES}:
                     return node, f"{method.split('.')[-1]}()"
                 if method == "torch.where" and len(node.args) == 1:
@@ -679,7 +692,7 @@ def paths_read(statement) -> set:
 
 def keyed_path(expr) -> str:
     """``cfg.scale`` of an attribute, ``cfg['scale']`` of an item with a constant string key
-    (quotes as written), '' of anything else."""
+    (its value's repr, whichever quotes the script wrote), '' of anything else."""
     if isinstance(expr, cst.Attribute):
         return dotted(expr)
     if (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
@@ -732,7 +745,7 @@ def varying_numbers(node, skip=(), module=None) -> dict:
     while changed:   # a number computed from a number computed from the counter
         changed = False
         for name, assign in assignments:
-            if name not in numbers and _is_number(assign.value, set(numbers) | constants, varying=set(numbers)):
+            if name not in numbers and is_number_expression(assign.value, set(numbers) | constants, varying=set(numbers)):
                 numbers[name] = assign
                 changed = True
     return numbers
@@ -1023,7 +1036,7 @@ def number_constants(module) -> set:
         def visit_Assign(self, assign: cst.Assign) -> None:
             for target in assign.targets:
                 for name in plain_target_names(target.target):
-                    ok = isinstance(target.target, cst.Name) and _is_number(assign.value, set())
+                    ok = isinstance(target.target, cst.Name) and is_number_expression(assign.value, set())
                     bound[name] = bound.get(name, True) and ok
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -1034,13 +1047,7 @@ def number_constants(module) -> set:
     return {name for name, ok in bound.items() if ok}
 
 
-def is_number_expression(expr, known: set, varying: set) -> bool:
-    """Whether ``expr`` is a plain Python number made from ``varying`` (and ``known`` numbers):
-    ``i``, ``step % 4``, ``1 / (i + 1)``; a number a graph would hold at its first value."""
-    return _is_number(expr, known, varying)
-
-
-def _is_number(expr, known: set, varying: set = frozenset()) -> bool:
+def is_number_expression(expr, known: set, varying: set = frozenset()) -> bool:
     """Arithmetic on number literals, attributes and ``known`` names; with ``varying``, one of
     those must be read."""
     def number(e) -> bool:
@@ -1239,7 +1246,7 @@ def host_value_argument(statements, models: set, module, scope=None):
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
             return False   # `data.edge_index`, `batch[0]`: a tensor as often as not
         # arithmetic on numbers only: a name being resolved is not one (`images = (images - 0.5) / 0.5`)
-        return _is_number(expr, known - seen - unknown)
+        return is_number_expression(expr, known - seen - unknown)
 
     for statement in statements:
         for call in calls_in(statement, lambda c: dotted(c.func) in models):

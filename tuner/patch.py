@@ -36,8 +36,8 @@ from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
-                       is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
-                       keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, plain_target_names, read_first,
+                       is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
+                       keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
@@ -207,7 +207,6 @@ class _Rewriter:
         self.builtins_routed = False     # emitted code reads a builtin the script rebinds (tuner.hygiene)
         self.helper_inputs = None        # full_iteration: the names passed to the helper's call
         self.step_params = []            # full_iteration in a step function: its parameters, inputs of the step
-        self.returned = set()            # full_iteration: the names the replay hands back
         self.function_rewrite = None     # (the step function, what replaces it) where its own body is rewritten
         self.ddp = None   # the loop's DDP model built last in the file
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
@@ -795,8 +794,7 @@ class _Rewriter:
         its copy); the calling function defines its own function of that name; or the script
         already uses the names the rewrite emits."""
         spec, name = self.spec, function.name.value
-        stepped = {dotted(c.func.value) for c in calls_in(function.body, lambda c: is_method(c, None, "step"))}
-        steppers = stepped | set(self._optimizers())   # not an environment's env.step(action)
+        steppers = {*step_receivers(function), *self._optimizers()}   # not an environment's env.step(action)
         runs_step = lambda c: is_method(c, None, "backward") or any(is_method(c, o, "step") for o in steppers)  # noqa: E731
         if any(c for s in body if s is not body[index] for c in calls_through(s, self.functions) if runs_step(c)):
             raise NotAStep("the loop runs backward() or an optimizer step outside the call too")
@@ -832,6 +830,14 @@ class _Rewriter:
         if taken:
             raise NotAStep(f"the script already uses {taken[0]}, a name the rewrite emits (patched already?)")
 
+    def _counted_by(self, outer, skip=()):
+        """A test of an expression: is it a plain Python number that changes from one iteration
+        of the loops in ``outer`` to the next (``varying_numbers``: the counter, a weight ramped
+        from it), which a graph would hold at its first value."""
+        numbers = varying_numbers(outer, skip=skip, module=self.module)
+        known = set(numbers) | number_constants(self.module)
+        return lambda expr: is_number_expression(expr, known, set(numbers))
+
     def _bound_from_loop(self, outer) -> set:
         """The globals bound from the module statement that holds ``outer`` on, in it or after
         it: values that may change once a step function has run (set before it, they are the
@@ -849,7 +855,7 @@ class _Rewriter:
             raise NotAStep("a GradScaler or a learning-rate schedule keeps the optimizer step out of the graph, "
                            "and the step runs inside the call")
         bound = bind_arguments(function, call)
-        params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+        params = set(parameter_names(function))
         made = set().union(*map(names_assigned, function.body.body))
         rebound = names_rebound(outer)
 
@@ -881,16 +887,14 @@ class _Rewriter:
             # the loop reads them after each replay; a copy of the function, so other callers keep it
             value, tensors = read_after
             captured = without_return_read(function, f"_cg_{name}_tensors", tensors)
-            caller = (names_rebound(scope) | {p.name.value for p in scope.params.params + scope.params.kwonly_params}
-                      if isinstance(scope, cst.FunctionDef) else set())
+            caller = names_rebound(scope) | set(parameter_names(scope)) if isinstance(scope, cst.FunctionDef) else set()
             shadowed = sorted(free_names(function) & caller)
             if shadowed:   # the copy is defined beside the loop, where the caller's name would be read
                 raise NotAStep(f"it reads the global {shadowed[0]!r}, which the calling function binds too")
         check_body(captured, {*stepped, *models}, self.functions, zeroed_before)
         self._refuse_data_dependent_shape(list(function.body.body), self.positions)
-        numbers = varying_numbers(outer, skip=[statement], module=self.module)
-        known = set(numbers) | number_constants(self.module)
-        varying = next((a for a in call.args if is_number_expression(a.value, known, set(numbers))), None)
+        counted = self._counted_by(outer, skip=[statement])
+        varying = next((a for a in call.args if counted(a.value)), None)
         if varying is not None:
             raise NotAStep(f"it is passed {cst.Module([]).code_for_node(varying.value)}, a Python number that changes "
                            "every iteration, which a graph would hold at its first value (pass a tensor updated in "
@@ -950,7 +954,6 @@ class _Rewriter:
         optimizers and models must be globals, bound once (the graph, a global the function
         reads, holds them); NOT_GLOBAL where they are not, else NotAStep naming what else stops it."""
         spec = self.spec
-        params = [p.name.value for p in function.params.params + function.params.kwonly_params]
         bound = bind_arguments(function, call)
         held = [*step_receivers(function), *function_models(function, bound, spec.models or [spec.model])]
         roots = {n.split(".")[0] for n in held}
@@ -958,13 +961,12 @@ class _Rewriter:
             raise NotAStep(NOT_GLOBAL)
         if roots & (self._bound_from_loop(outer) | declared_global(self.module)):
             raise NotAStep("its optimizer or model is bound again once it has run (in or after the loop that calls it)")
-        numbers = varying_numbers(outer, module=self.module)
-        known = set(numbers) | number_constants(self.module)
-        counted = {p for p, value in bound.items() if is_number_expression(value, known, set(numbers))}
+        counted_by = self._counted_by(outer)
+        counted = {p for p, value in bound.items() if counted_by(value)}
         models = [m for m in held if m not in step_receivers(function)]
         self.spec = replace(spec, batch=[], optimizers=step_receivers(function), optimizer=step_receivers(function)[0],
                             models=models, model=models[0] if models else None)
-        self.step_params = params
+        self.step_params = parameter_names(function)
         try:
             setup, new_function = self._full_iteration(function, function, function, self.positions)
         except PatchRefused as refused:
@@ -982,9 +984,13 @@ class _Rewriter:
         if effect is not None:
             raise NotAStep(f"its step calls {dotted(effect.func)}(), which keeps Python state: a graph would run it "
                            "once, at capture")
-        if any(isinstance(r.value, cst.Name) and r.value.value in self.returned for r in nodes(new_function, cst.Return)) \
-                and "clone_outputs" not in cst.Module([graph]).code:   # handed to the caller, who may keep it
-            graph = cst.parse_statement(cst.Module([graph]).code.rstrip().rstrip(")") + ", clone_outputs=True)\n")
+        returned = {n for a in nodes(new_function, cst.Assign) if a.value is graph_call
+                    for t in a.targets for n in plain_target_names(t.target)}   # what the replay hands back
+        assign, helper = graph.body[0], graph.body[0].value
+        if any(isinstance(r.value, cst.Name) and r.value.value in returned for r in nodes(new_function, cst.Return)) \
+                and not any(a.keyword and a.keyword.value == "clone_outputs" for a in helper.args):
+            # handed to the caller, who may keep it past the next replay
+            graph = graph.with_changes(body=[assign.with_changes(value=_with_keyword(helper, "clone_outputs", "True"))])
         at = self.module.body.index(function)
         if roots <= bound_from(self.module, 0, at) and not roots & bound_from(self.module, at + 1):
             # its models and optimizers exist where it is defined: the graph is made right after it
@@ -1136,7 +1142,6 @@ class _Rewriter:
         self.declared = (scope, unbound)
         inputs += carried
         returns = self._live_outs(core, inputs, scope, positions, aliases, steps)
-        self.returned = set(returns)
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
         returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
@@ -1251,7 +1256,7 @@ class _Rewriter:
                 names |= set().union(*map(names_assigned, [s for s in statements[:statements.index(node)]
                                                            if isinstance(s, cst.SimpleStatementLine)]))
             if isinstance(block, cst.FunctionDef):
-                names |= {p.name.value for p in block.params.params + block.params.kwonly_params}
+                names |= set(parameter_names(block))
                 break
             node = block
         return names
@@ -1550,7 +1555,7 @@ class _Splice(cst.CSTTransformer):
         if original is not self.function or not self.declared:
             return updated
         body = list(updated.body.body)
-        docstring = 1 if body and _is_docstring(body[0]) else 0
+        docstring = 1 if body and is_docstring(body[0]) else 0
         lines = "".join(f"{name} = None  # cg-advise: the captured step takes it on every path\n"
                         for name in self.declared)
         body[docstring:docstring] = cst.parse_module(lines).body
@@ -1607,17 +1612,11 @@ def _with_first_import(module: cst.Module, line: str) -> cst.Module:
     """``line`` (an import) before every statement of the module but its docstring and
     ``from __future__`` imports: before any use, whichever import comes after the loop."""
     body = list(module.body)
-    at = 1 if body and _is_docstring(body[0]) else 0
+    at = 1 if body and is_docstring(body[0]) else 0
     while at < len(body) and isinstance(body[at], cst.SimpleStatementLine) and isinstance(body[at].body[0], cst.ImportFrom) \
             and body[at].body[0].module is not None and dotted(body[at].body[0].module) == "__future__":
         at += 1
     return module.with_changes(body=body[:at] + list(cst.parse_module(line).body) + body[at:])
-
-
-def _is_docstring(statement) -> bool:
-    """Whether a body's first statement is its docstring (a string on its own line)."""
-    return (isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
-            and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def _add_helper(module: cst.Module, scope: str, extra: str = "", rebound: frozenset = frozenset(),

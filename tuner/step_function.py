@@ -31,8 +31,8 @@ from typing import Optional
 
 import libcst as cst
 
-from .dataflow import (has_sync, host_data_call, host_value_binding, is_method, names_assigned, names_rebound,
-                       names_read, zeroes_grads)
+from .dataflow import (MOVE_METHODS, has_sync, host_data_call, host_value_binding, is_docstring, is_method,
+                       names_assigned, names_rebound, names_read, parameter_names, zeroes_grads)
 from .discover import calls_backward, calls_in, dotted, host_call, nodes
 
 MODE_METHODS = ("train", "eval")
@@ -69,7 +69,7 @@ def bind_arguments(function: cst.FunctionDef, call: cst.Call) -> dict:
             or params.posonly_params:
         raise NotAStep(f"{function.name.value}() takes *args, **kwargs or positional-only parameters")
     names = [p.name.value for p in params.params]
-    keywords = {p.name.value for p in params.params + params.kwonly_params}
+    keywords = set(parameter_names(function))
     bound = {}
     for i, arg in enumerate(call.args):
         if arg.star:
@@ -111,7 +111,7 @@ def check_body(function: cst.FunctionDef, receivers: set, functions: dict, zeroe
     if host_data_call(body, functions):
         raise NotAStep(f"{name}() reads host data (an iterator, Python's random): a graph would replay its first value")
     moved = [c for c in calls_in(function.body, lambda c: isinstance(c.func, cst.Attribute)
-                                 and c.func.attr.value in ("to", "cuda"))]
+                                 and c.func.attr.value in MOVE_METHODS)]
     if moved:
         raise NotAStep(f"{name}() moves tensors with .{moved[0].func.attr.value}() inside the step; a capture cannot "
                        "copy from the host: move the batch before the call")
@@ -122,13 +122,8 @@ def check_body(function: cst.FunctionDef, receivers: set, functions: dict, zeroe
                            "a captured step needs one of each at every call")
         if not isinstance(statement, cst.For) and names_read(getattr(statement, "test", cst.Name("_"))) & made:
             raise NotAStep(f"{name}() branches on a value it computes; a graph holds one branch")
-    for line in nodes(function.body, cst.SimpleStatementLine):   # in blocks too (a `with autocast()`)
-        for small in line.body:
-            if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = small.targets if isinstance(small, cst.Assign) else [small]
-                if any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and _root(t.target) not in made
-                       for t in targets):
-                    raise NotAStep(f"{name}() sets an attribute or an item (Python state a graph sets once)")
+    if _sets_outside(function.body, made):   # in blocks too (a `with autocast()`)
+        raise NotAStep(f"{name}() sets an attribute or an item (Python state a graph sets once)")
     effect = state_keeping_call(function.body, functions)
     if effect is not None:
         raise NotAStep(f"{name}() calls {dotted(effect.func)}(), Python-side work a graph would run once, at capture")
@@ -166,9 +161,7 @@ def without_return_read(function: cst.FunctionDef, name: str, names: list) -> cs
     doc = cst.parse_statement(f'"""{function.name.value}() up to its return value, captured whole by cg-advise\n'
                               '    (scope full_iteration); the loop reads the value after each replay."""\n')
     body = list(function.body.body)
-    has_doc = isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
-        and isinstance(body[0].body[0].value, cst.SimpleString)
-    body = [doc] + body[1 if has_doc else 0:-1] + [returned.with_changes(leading_lines=body[-1].leading_lines)]
+    body = [doc] + body[1 if is_docstring(body[0]) else 0:-1] + [returned.with_changes(leading_lines=body[-1].leading_lines)]
     return function.with_changes(name=cst.Name(name), body=function.body.with_changes(body=body),
                                  leading_lines=[cst.EmptyLine(indent=False)])
 
@@ -186,10 +179,7 @@ def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Ca
         inner = functions[call.func.value]
         if inner is node:
             continue
-        made = set().union(*map(names_assigned, inner.body.body))
-        sets = any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and _root(t.target) not in made
-                   for a in nodes(inner.body, (cst.Assign, cst.AugAssign, cst.AnnAssign))
-                   for t in (a.targets if isinstance(a, cst.Assign) else [a]))
+        sets = _sets_outside(inner.body, set().union(*map(names_assigned, inner.body.body)))
         if sets or nodes(inner.body, (cst.Global, cst.Nonlocal)) or (depth and state_keeping_call(inner.body, functions,
                                                                                                   depth - 1)):
             return call
@@ -199,7 +189,7 @@ def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Ca
 def changes_argument(function: cst.FunctionDef) -> Optional[str]:
     """A parameter the function changes in place (``x.mul_(0.5)``, ``x[0] = 0``, ``x += 1``,
     ``losses += [...]``), or None: a graph's replay would change the copy it was handed."""
-    params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+    params = set(parameter_names(function))
     rebound = set().union(*map(names_assigned, function.body.body))
     for call in calls_in(function.body, lambda c: isinstance(c.func, cst.Attribute)):
         method = call.func.attr.value
@@ -224,7 +214,7 @@ def function_models(function: cst.FunctionDef, bound: dict, models: list) -> lis
     and calls them: the parameter an argument is handed to (``train_step(net, ...)``'s
     ``model``), or the global itself."""
     called = {dotted(c.func).split(".")[0] for c in calls_in(function.body, lambda c: True)}
-    params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+    params = set(parameter_names(function))
     inside = [p for p, value in bound.items() if dotted(value) in models]
     inside += [m for m in models if m and m.split(".")[0] not in params]
     return [m for m in dict.fromkeys(inside) if m.split(".")[0] in called]
@@ -275,6 +265,14 @@ def set_through(node) -> set:
     return found - {None}
 
 
+def _sets_outside(node, made: set) -> bool:
+    """Whether ``node`` sets an attribute or an item of something it did not make (``made``:
+    the names it binds): Python state outside it, which a graph would set once, at capture."""
+    return any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and _root(t.target) not in made
+               for a in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+               for t in (a.targets if isinstance(a, cst.Assign) else [a]))
+
+
 def _root(expr) -> Optional[str]:
     """The name an attribute, item or method path starts from (``a`` of ``a.b[0].c``, of
     ``a.detach()``)."""
@@ -293,7 +291,7 @@ def mode_calls(function: cst.FunctionDef) -> list:
 
 def free_names(function: cst.FunctionDef) -> set:
     """The names the function reads but neither takes as a parameter nor binds: its globals."""
-    params = {p.name.value for p in function.params.params + function.params.kwonly_params}
+    params = set(parameter_names(function))
     return names_read(function.body) - params - set().union(*map(names_assigned, function.body.body))
 
 
