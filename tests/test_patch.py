@@ -2334,6 +2334,10 @@ PLAIN_STEP = "    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.b
       "_cg_step_graph = _CgFullIterationGraph(_cg_step_tensors, [opt], [model], clone_outputs=True)",
       "    model.train()\n    _cg_loss = _cg_step_graph()  # cg-advise: replays the captured step()\n"
       "    value, kept = float(_cg_loss), _cg_loss\n"]),
+    # an argument changed in place: the replay changes the graph's copy, which goes back into
+    # the loop's tensor (by its position in the call, the keyword wrapper's order)
+    ("model, x", "    x.mul_(0.5)\n" + PLAIN_STEP, "for x in data:\n    loss = step(model, x=x)\n",
+     ["_cg_step_graph = _CgFullIterationGraph(_cg_step_positional, [opt], [model], changed_inputs=[1])"]),
 ])
 def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loop, replay, tmp_path):
     """`loss = train_step(model, opt, x)` or PyG's `loss = train()`: the call is the step; the
@@ -2384,9 +2388,9 @@ def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loo
     ("x, losses", PLAIN_STEP.replace("    return loss", "    with torch.no_grad():\n        losses.append(loss)"),
      "losses = []\nfor x in data:\n    step(x, losses)\n", r"calls losses\.append\(\)"),
     ("x, losses", PLAIN_STEP.replace("    return loss", "    losses += [loss]"),
-     "losses = []\nfor x in data:\n    step(x, losses)\n", "it changes its argument 'losses' in place"),
-    ("x", "    x.mul_(0.5)\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n",
-     "it changes its argument 'x' in place; a graph would change its copy"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", "it stores into its argument 'losses'; a graph would store into its copy"),
+    ("x, extra", PLAIN_STEP.replace("    return loss", "    extra['seen'] = loss"),
+     "extra = {}\nfor x in data:\n    step(x, extra)\n", "it stores into its argument 'extra'"),
     ("x", PLAIN_STEP.replace("    return loss", "    return loss, opt.param_groups[0]['lr']"),
      "for x in data:\n    loss, lr = step(x)\n", r"it returns opt\.param_groups\[0\]\['lr'\], which a replay cannot update"),
     ("x", PLAIN_STEP, "_cg_step_graph = None\nfor x in data:\n    loss = step(x)\n",
@@ -2559,3 +2563,112 @@ def test_a_value_the_loop_sets_through_an_attribute_or_key_and_the_step_reads_is
                       f"    loss = model(x).pow(2).mean() * {read}\n    loss.backward()\n    opt.step()\n")
     with pytest.raises(PatchRefused, match=f"the loop sets {re.escape(path)} outside the step, which the step reads"):
         make_patch(script, "full_iteration")
+
+
+IN_PLACE_STEP = ("for x, y in pairs:\n    opt.zero_grad()\n    loss = (model(x) - y).pow(2).mean()\n{change}"
+                 "    loss.backward()\n    opt.step()\n")
+PAIRS = "pairs = [(torch.randn(2, 4), torch.randn(2, 1)) for _ in range(3)]\n"
+
+
+@pytest.mark.parametrize("change, positions", [
+    ("    x.mul_(0.5)\n", "[0]"),
+    ("    y.clamp_(-1, 1)\n", "[1]"),
+    ("    x[:, 0] = 0.0\n", "[0]"),
+    ("    torch.mul(y, 2, out=y)\n", "[1]"),
+    ("    x.mul_(0.5)\n    y.add_(1)\n", "[0, 1]"),
+    ("    z = loss * 2\n    z.mul_(0.5)\n", None),
+])
+def test_a_batch_the_step_changes_in_place_is_copied_back_after_each_replay(change, positions, tmp_path):
+    """Eager changes the loop's own tensor (and the list it came from); a replay changes the
+    graph's copy of it, so the helper copies that back into the loop's tensor: the inputs'
+    positions the step changes are handed to it (none where it changes its own tensors)."""
+    patched = _patched(tmp_path, PAIRS + IN_PLACE_STEP.format(change=change))
+    helper = "_cg_step_graph = _CgFullIterationGraph(_cg_step, [opt], [model]"
+    assert (helper + f", changed_inputs={positions})" if positions else helper + ")") in patched
+
+
+def test_a_step_that_stores_into_its_batch_by_key_is_refused(tmp_path):
+    script = _written(tmp_path, "batches = [{'x': torch.randn(2, 4)} for _ in range(3)]\n"
+                      "for batch in batches:\n    opt.zero_grad()\n    loss = model(batch['x']).pow(2).mean()\n"
+                      "    batch['loss'] = loss.detach()\n    loss.backward()\n    opt.step()\n")
+    with pytest.raises(PatchRefused, match=r"line 11: the step stores into its input \(batch\['loss'\] = \.\.\.\); "
+                                           "a graph would store into its copy of it, once, at capture"):
+        make_patch(script, "full_iteration")
+
+
+def _run_to_its_end(script) -> dict:
+    namespace = {"__name__": "__main__"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(script.read_text(), str(script), "exec"), namespace)
+    namespace["caught"] = [str(w.message) for w in caught]
+    return namespace
+
+
+ON_THE_GPU_IN_PLACE = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+pairs = [(torch.randn(2, 4, device="cuda"), torch.randn(2, 1, device="cuda")) for _ in range(8)]
+for x, y in pairs:
+    opt.zero_grad()
+    loss = (model(x) - y).pow(2).mean()
+    x.mul_(0.5)
+    y[:, 0] = y[:, 0] + loss.detach()
+    loss.backward()
+    opt.step()
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_a_batch_changed_in_place_ends_as_eager_leaves_it(tmp_path):
+    """Run to its end, the rewrite leaves the loop's batches and the model as eager does."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(ON_THE_GPU_IN_PLACE)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, "full_iteration").patched)
+    ran = [_run_to_its_end(script) for script in (eager, graphed)]
+    assert ran[1]["_cg_step_graph"].replays == 7
+    for (a, b), (c, d) in zip(ran[0]["pairs"], ran[1]["pairs"]):
+        torch.testing.assert_close(a, c)
+        torch.testing.assert_close(b, d)
+    torch.testing.assert_close(ran[0]["model"].weight, ran[1]["model"].weight)
+
+
+@requires_cuda
+def test_on_the_gpu_a_step_that_puts_other_tensors_into_its_input_runs_eagerly_as_eager_does():
+    """A step that replaces an item of its input (``batch[0] = batch[0] * 0.5``) made the graph
+    read the tensor of the capture at every replay; the helper sees it and runs eagerly."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    results = []
+    for graphed in (False, True):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches = [[torch.randn(2, 4, device="cuda")] for _ in range(6)]
+
+        def step(batch, model=model, opt=opt):
+            batch[0] = batch[0] * 0.5
+            loss = model(batch[0]).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = namespace["_CgFullIterationGraph"](step, [opt], [model]) if graphed else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for batch in batches:
+                if run is None:
+                    opt.zero_grad()
+                    step(batch)
+                else:
+                    run(batch)
+        results.append((model.weight.detach().clone(), [str(w.message) for w in caught], run))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    assert any("stores into its inputs" in message for message in results[1][1])
+    assert results[1][2].eager and results[1][2].graph is None

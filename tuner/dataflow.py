@@ -197,6 +197,47 @@ def names_assigned(statement, paths: bool = False) -> set:
     return names
 
 
+def root_name(expr) -> Optional[str]:
+    """The name an attribute, item or method path starts from (``a`` of ``a.b[0].c``, of
+    ``a.detach()``)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)) or (isinstance(expr, cst.Call)
+                                                               and isinstance(expr.func, cst.Attribute)):
+        expr = expr.func.value if isinstance(expr, cst.Call) else expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def is_keyed_store(target) -> bool:
+    """Whether an assignment's target stores by a constant key or an attribute (``batch["pred"]``,
+    ``state.step``): into a container or an object, not into a tensor's values (``x[:, 0]``)."""
+    if isinstance(target, cst.Attribute):
+        return True
+    return isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(
+        getattr(target.slice[0].slice, "value", None), (cst.SimpleString, cst.ConcatenatedString))
+
+
+def changed_in_place(statements, names: set) -> list:
+    """Of ``names``, those the statements change in place, in the order met: an in-place method
+    on one or on a part of one (``x.mul_(0.5)``, ``batch["x"].clamp_(0)``), an ``out=`` into one,
+    a store into one (``x[:, 0] = 0``, ``cfg.scale = 2``) or an augmented assignment (``x += 1``:
+    in place for a tensor). A graph's replay changes its own copies of its inputs, so these must
+    reach the caller's objects another way (or the rewrite is refused)."""
+    found = []
+    for statement in statements:
+        for call in calls_in(statement, lambda c: isinstance(c.func, cst.Attribute)):
+            method = call.func.attr.value
+            if method.endswith("_") and not method.startswith("_"):
+                found.append(root_name(call.func.value))
+        for arg in nodes(statement, (cst.Arg,)):
+            if arg.keyword is not None and arg.keyword.value == "out":
+                found += [root_name(e.value) for e in arg.value.elements] if isinstance(
+                    arg.value, (cst.Tuple, cst.List)) else [root_name(arg.value)]
+        for node in nodes(statement, (cst.Assign, cst.AugAssign)):
+            for target in (node.targets if isinstance(node, cst.Assign) else [node]):
+                if isinstance(node, cst.AugAssign) or isinstance(target.target, (cst.Attribute, cst.Subscript)):
+                    found.append(root_name(target.target))
+    return [name for name in dict.fromkeys(found) if name in names]
+
+
 def parameter_names(function: cst.FunctionDef) -> list:
     """The names of a function's positional-or-keyword and keyword-only parameters, in order."""
     return [p.name.value for p in function.params.params + function.params.kwonly_params]

@@ -39,14 +39,14 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
-                       zeroes_grads)
+                       zeroes_grads, changed_in_place, is_keyed_store, root_name)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
 from .harness import COMPILE_MARK
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
-from .step_function import (NotAStep, bind_arguments, bound_from, changes_argument, check_body, declared_global, free_names,
+from .step_function import (NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, declared_global, free_names,
                             function_models, mode_calls, refuse_returned_values,
                             returned_host_read, set_through, state_keeping_call, step_call, step_receivers,
                             without_return_read)
@@ -813,9 +813,9 @@ class _Rewriter:
         if through:
             raise NotAStep(f"it reads the global {through[0]!r}, whose attribute or item the loop sets; a graph would "
                            "keep the first value")
-        changed_argument = changes_argument(function)
-        if changed_argument:
-            raise NotAStep(f"it changes its argument {changed_argument!r} in place; a graph would change its copy")
+        stored = stores_into_argument(function)
+        if stored:
+            raise NotAStep(f"it stores into its argument {stored!r}; a graph would store into its copy, once, at capture")
         scaled = next((c for c in calls_in(function.body, lambda c: (is_method(c, None, "step") and c.args)
                                            or is_method(c, None, "scale") or is_method(c, None, "unscale_"))), None)
         if scaled is not None:
@@ -934,6 +934,10 @@ class _Rewriter:
         else:
             refuse_returned_values(function)
         clone = ", clone_outputs=True" if keeps_reference([outer], returned, skip=[statement]) else ""
+        changed = [i for i, a in enumerate(call.args) for name in changed_in_place(function.body.body, set(bound))
+                   if a.value is bound[name]]
+        if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
+            clone += f", changed_inputs={changed}"
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
                                   f"[{', '.join(outer_models)}]{clone})\n").body
@@ -1129,6 +1133,7 @@ class _Rewriter:
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         self._refuse_varying_numbers(inputs, outer, core, positions, steps, unmovable)
         self._refuse_values_set_around(outer, core, steps, positions)
+        self._refuse_stores_into_inputs(core, inputs, positions)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
@@ -1159,6 +1164,9 @@ class _Rewriter:
         clone += ", accumulate=True" if accumulate else ""
         if self.optimizer_outside or accumulate:   # its step runs eagerly after each replay
             clone += ", optimizers_in_graph=False"
+        changed = changed_in_place(core, set(inputs))
+        if changed:   # `x.mul_(0.5)` on the loop's batch: the replay changes the graph's copy, copied back
+            clone += f", changed_inputs={[inputs.index(name) for name in changed]}"
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
             clone += f", allreduce=_cg_if_ddp({self.ddp.name})"
@@ -1225,6 +1233,18 @@ class _Rewriter:
                               f"{what}, whose size depends on the values (a host sync a graph cannot hold); index "
                               "with positions found once before the loop (idx = mask.nonzero(as_tuple=True)[0], "
                               "then out[idx]) or weigh the loss by the mask")
+
+    def _refuse_stores_into_inputs(self, core, inputs, positions) -> None:
+        """A store into an input by key or attribute (``batch["pred"] = out``): the graph would
+        store into its copy at capture, read that object from then on, and never hand it to the
+        loop's batch. (An in-place change of an input's tensors is copied back: ``changed_inputs``.)"""
+        for node in (n for statement in core for n in nodes(statement, (cst.Assign,))):
+            for target in node.targets:
+                store = target.target
+                if is_keyed_store(store) and root_name(store) in inputs:
+                    raise self.refuse(f"line {positions[node].start.line}: the step stores into its input "
+                                      f"({cst.Module([]).code_for_node(store)} = ...); a graph would store into its "
+                                      "copy of it, once, at capture (bind a name of its own instead)")
 
     def _refuse_values_set_around(self, outer, core, steps, positions) -> None:
         """A value the loop sets through an attribute or a constant key outside the step and

@@ -32,7 +32,8 @@ from typing import Optional
 import libcst as cst
 
 from .dataflow import (MOVE_METHODS, has_sync, host_data_call, host_value_binding, is_docstring, is_method,
-                       names_assigned, names_rebound, names_read, parameter_names, zeroes_grads)
+                       is_keyed_store, names_assigned, names_rebound, names_read, parameter_names, root_name,
+                       zeroes_grads)
 from .discover import calls_backward, calls_in, dotted, host_call, nodes
 
 MODE_METHODS = ("train", "eval")
@@ -186,20 +187,17 @@ def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Ca
     return None
 
 
-def changes_argument(function: cst.FunctionDef) -> Optional[str]:
-    """A parameter the function changes in place (``x.mul_(0.5)``, ``x[0] = 0``, ``x += 1``,
-    ``losses += [...]``), or None: a graph's replay would change the copy it was handed."""
+def stores_into_argument(function: cst.FunctionDef) -> Optional[str]:
+    """A parameter the function stores into otherwise than through its tensors' values
+    (``losses += [loss]``, ``x += 1``, ``batch["pred"] = out``, ``state.step = 1``), or None: a
+    graph would store into the copy it was handed, once, at capture. A change of an argument's
+    tensors in place (``x.mul_(0.5)``, ``x[:, 0] = 0``) is copied back instead (``changed_in_place``)."""
     params = set(parameter_names(function))
-    rebound = set().union(*map(names_assigned, function.body.body))
-    for call in calls_in(function.body, lambda c: isinstance(c.func, cst.Attribute)):
-        method = call.func.attr.value
-        if method.endswith("_") and not method.startswith("_") and _root(call.func.value) in params - rebound:
-            return _root(call.func.value)
     for node in nodes(function.body, (cst.Assign, cst.AugAssign)):
         for target in (node.targets if isinstance(node, cst.Assign) else [node]):
-            in_place = isinstance(node, cst.AugAssign) or not isinstance(target.target, cst.Name)
-            if in_place and _root(target.target) in params:
-                return _root(target.target)
+            store = target.target
+            if root_name(store) in params and (isinstance(node, cst.AugAssign) or is_keyed_store(store)):
+                return root_name(store)
     return None
 
 
@@ -231,14 +229,14 @@ def refuse_returned_values(function: cst.FunctionDef) -> None:
     value = last.body[0].value
     items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
     made = set().union(*map(names_assigned, function.body.body[:-1]))
-    plain = next((i for i in items if _root(i) not in made), None)
+    plain = next((i for i in items if root_name(i) not in made), None)
     if plain is not None:   # opt.param_groups[0]["lr"], len(batch): not made from what it computes
         raise NotAStep(f"it returns {cst.Module([]).code_for_node(plain)}, which a replay cannot update (return "
                        "tensors it computes)")
     for item in items:
-        binding = host_value_binding(function.body.body, _root(item))
+        binding = host_value_binding(function.body.body, root_name(item))
         if binding is not None:
-            raise NotAStep(f"it returns {_root(item)}, a Python value a replay cannot update")
+            raise NotAStep(f"it returns {root_name(item)}, a Python value a replay cannot update")
 
 
 def bound_from(module: cst.Module, start: int, stop: Optional[int] = None) -> set:
@@ -261,25 +259,16 @@ def set_through(node) -> set:
     for assign in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
         for target in (assign.targets if isinstance(assign, cst.Assign) else [assign]):
             if isinstance(target.target, (cst.Attribute, cst.Subscript)):
-                found.add(_root(target.target))
+                found.add(root_name(target.target))
     return found - {None}
 
 
 def _sets_outside(node, made: set) -> bool:
     """Whether ``node`` sets an attribute or an item of something it did not make (``made``:
     the names it binds): Python state outside it, which a graph would set once, at capture."""
-    return any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and _root(t.target) not in made
+    return any(not isinstance(t.target, (cst.Name, cst.Tuple, cst.List)) and root_name(t.target) not in made
                for a in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))
                for t in (a.targets if isinstance(a, cst.Assign) else [a]))
-
-
-def _root(expr) -> Optional[str]:
-    """The name an attribute, item or method path starts from (``a`` of ``a.b[0].c``, of
-    ``a.detach()``)."""
-    while isinstance(expr, (cst.Attribute, cst.Subscript)) or (isinstance(expr, cst.Call)
-                                                               and isinstance(expr.func, cst.Attribute)):
-        expr = expr.func.value if isinstance(expr, cst.Call) else expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def mode_calls(function: cst.FunctionDef) -> list:

@@ -21,8 +21,11 @@ class _CgFullIterationGraph:
     are put back in place, so training starts from the same point as without the graph."""
 
     def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None,
-                 optimizers_in_graph=True):
+                 optimizers_in_graph=True, changed_inputs=()):
         self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        # the positions of the inputs the step changes in place (x.mul_(0.5)): a replay changes
+        # the graph's copies, which go back into the caller's tensors, as eager would have changed them
+        self.changed_inputs = tuple(changed_inputs)
         # False: the optimizers step eagerly after each replay (a GradScaler, a scheduler, micro-steps)
         # and are left as they are: made capturable, an eager Adam step launches more kernels
         self.optimizers_in_graph = optimizers_in_graph
@@ -104,6 +107,16 @@ class _CgFullIterationGraph:
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
+            copied = set(map(id, self.static_tensors))
+            if any(id(t) not in copied for t in self._flatten(self.static_inputs)[0]):
+                # the step put other tensors into its inputs (batch["x"] = ...): the graph reads
+                # those, which no copy of the next batch reaches, and the caller's never get them
+                self.eager, self.graph = True, None
+                _cg_warnings.warn("cg-advise: the training step stores into its inputs (batch[key] = ...); "
+                                  "it runs eagerly", stacklevel=2)
+                if not self.accumulate:
+                    self._zero_grad()
+                return self.step(*inputs)
         try:
             same = layout == self.layout
         except Exception:  # a non-tensor value that cannot be compared
@@ -118,6 +131,11 @@ class _CgFullIterationGraph:
             static.copy_(t)
         self.graph.replay()
         self.replays += 1
+        if self.changed_inputs:
+            with torch.no_grad():
+                for start, end in self._changed_spans(inputs):
+                    for t, static in zip(tensors[start:end], self.static_tensors[start:end]):
+                        t.copy_(static)
         if not self.accumulate:
             self._reattach_grads()
         if self.allreduce is not None:
@@ -125,6 +143,16 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _changed_spans(self, inputs):
+        # where the tensors of each changed input lie among the flattened inputs
+        spans, start = [], 0
+        for k, value in enumerate(inputs):
+            end = start + len(self._flatten(value)[0])
+            if k in self.changed_inputs:
+                spans.append((start, end))
+            start = end
+        return spans
 
     def _group_values(self):
         return [(group, {key: value for key, value in group.items() if key != "params"})
