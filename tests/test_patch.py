@@ -2338,6 +2338,20 @@ PLAIN_STEP = "    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.b
     # the loop's tensor (by its position in the call, the keyword wrapper's order)
     ("model, x", "    x.mul_(0.5)\n" + PLAIN_STEP, "for x in data:\n    loss = step(model, x=x)\n",
      ["_cg_step_graph = _CgFullIterationGraph(_cg_step_positional, [opt], [model], changed_inputs=[1])"]),
+    # a loss added up on the GPU as it comes back: the sum is made before the next replay
+    ("x", PLAIN_STEP.replace("return loss", "return loss.detach()"),
+     "running = torch.zeros(())\nfor x in data:\n    running += step(x)\nprint(running.item())\n",
+     ["_cg_step_graph = _CgFullIterationGraph(step, [opt], [model])\n", "    running += _cg_step_graph(x)  # cg-advise"]),
+    # added into a list, which keeps what it is handed: copies
+    ("x", PLAIN_STEP.replace("return loss", "return loss.detach().reshape(1)"),
+     "losses = []\nfor x in data:\n    losses += step(x)\n",
+     ["_cg_step_graph = _CgFullIterationGraph(step, [opt], [model], clone_outputs=True)",
+      "    losses += _cg_step_graph(x)  # cg-advise"]),
+    # PyG's float, added up: read after the replay
+    ("", "    model.train()\n" + PLAIN_STEP.replace("model(x)", "model(data[0])").replace("return loss",
+                                                                                       "return float(loss)"),
+     "total = 0.0\nfor epoch in range(3):\n    total += step()\n",
+     ["    _cg_loss = _cg_step_graph()  # cg-advise: replays the captured step()\n    total += float(_cg_loss)\n"]),
 ])
 def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loop, replay, tmp_path):
     """`loss = train_step(model, opt, x)` or PyG's `loss = train()`: the call is the step; the

@@ -923,17 +923,21 @@ class _Rewriter:
                                       f'    """{name}() as the loop calls it, captured whole by cg-advise (scope '
                                       f'full_iteration)."""\n    return {step}({passed})\n').body
             step = f"_cg_{name}_positional"
-        returned = set(plain_target_names(targets)) if targets is not None else set()
+        added = isinstance(targets, cst.AugAssign)   # `running += train_step(...)`
+        returned = set(plain_target_names(targets)) if targets is not None and not added else set()
+        # what the replay hands back is overwritten by the next: copied out where the loop keeps
+        # it (added into a list, `losses += train_step(...)`, keeps its items)
+        kept = self._list_bound(targets.target.value) if added else keeps_reference([outer], returned, skip=[statement])
         read = ""
         if read_after is not None:   # the replay hands back the tensors; the loop reads them
             renames = {n: f"_cg_{n}" for n in tensors}
-            read = (cst.Module([_renamed_reads(cst.parse_statement(f"{cst.Module([]).code_for_node(targets)} = "
+            read = (cst.Module([_renamed_reads(cst.parse_statement(f"{_bound_as(targets)}"
                                                                    f"{cst.Module([]).code_for_node(value)}\n"),
                                                renames)]).code if targets is not None else "")
             targets = cst.parse_expression(", ".join(renames.values()))
         else:
             refuse_returned_values(function)
-        clone = ", clone_outputs=True" if keeps_reference([outer], returned, skip=[statement]) else ""
+        clone = ", clone_outputs=True" if kept else ""
         changed = [i for i, a in enumerate(call.args) for name in changed_in_place(function.body.body, set(bound))
                    if a.value is bound[name]]
         if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
@@ -941,7 +945,7 @@ class _Rewriter:
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
                                   f"[{', '.join(outer_models)}]{clone})\n").body
-        target = f"{cst.Module([]).code_for_node(targets)} = " if targets is not None else ""
+        target = _bound_as(targets) if targets is not None else ""
         replay = cst.parse_module("".join(modes.values()) + f"{target}_cg_step_graph({', '.join(inputs)})  # cg-advise: "
                                   f"replays the captured {name}()\n" + read).body
         held = {*optimizers, *outer_models}
@@ -950,6 +954,14 @@ class _Rewriter:
         new_body = body[:index] + [replay[0].with_changes(leading_lines=statement.leading_lines), *replay[1:]] \
             + body[index + 1:]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _list_bound(self, name: str) -> bool:
+        """Whether the script binds ``name`` to a list or tuple anywhere (``+=`` then keeps the
+        items it is handed)."""
+        return any(isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) or (
+            isinstance(a.value, cst.Call) and dotted(a.value.func) in ("list", "tuple", "collections.deque", "deque"))
+            for a in nodes(self.module, (cst.Assign, cst.AnnAssign)) if a.value is not None
+            and name in {n for t in (a.targets if isinstance(a, cst.Assign) else [a]) for n in plain_target_names(t.target)})
 
     def _captured_in_function(self, loop, outer, scope, call, function):
         """The step function's own step statements captured, as a loop's would be, where it does
@@ -1493,6 +1505,12 @@ def _renamed_reads(statement, renames: dict):
             return updated.with_changes(value=renames.get(updated.value, updated.value))
 
     return statement.visit(Rename())
+
+
+def _bound_as(targets) -> str:
+    """``"loss = "`` for an assignment's targets, ``"running += "`` for an augmented assignment."""
+    code = cst.Module([]).code_for_node
+    return code(targets.target) + code(targets.operator) if isinstance(targets, cst.AugAssign) else f"{code(targets)} = "
 
 
 def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:

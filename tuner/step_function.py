@@ -46,12 +46,14 @@ class NotAStep(Exception):
 
 def step_call(statement) -> Optional[tuple]:
     """(targets or None, the call) where ``statement`` is ``[targets =] name(args)`` alone on
-    its line, else None."""
+    its line, else None; for ``total += name(args)`` the targets are the AugAssign itself."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
         return None
     small = statement.body[0]
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         value, targets = small.value, small.targets[0].target
+    elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+        value, targets = small.value, small
     elif isinstance(small, cst.Expr):
         value, targets = small.value, None
     else:
