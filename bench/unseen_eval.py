@@ -54,10 +54,11 @@ X2 = "paired_timing/h200_x2_current_2026-11-29"   # a seeded sample of earlier H
 CALLABLE = "paired_timing/h200_callable_2026-11-29"   # earlier loops again, profile's default with the graphed callable's figures, two H200s and one
 NEW_SHAPES = "paired_timing/h200_new_shapes_2026-11-30"   # ten public loop shapes written today, four of medium size, two H200s
 STEP_FUNCTIONS = "paired_timing/h200_step_functions_2026-11-30"   # loops whose step is a function they call, two H200s
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+IN_PLACE = "paired_timing/h200_in_place_2026-11-30"   # loops that change their batch in place, two new shapes, two H200s
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES, STEP_FUNCTIONS)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -327,6 +328,11 @@ SETS = (
     *(s for part, where in (("a", "first"), ("b", "second"))
       for s in each_scope(f"H200 pair, step functions, {where}", f"{STEP_FUNCTIONS}/{part}", GRAPH_PAIR,
                           f"{STEP_FUNCTIONS}/{part}")),
+    # two loops that change their batch in place inside the step (copied back after each replay
+    # since today), a CNN under AMP with a cosine schedule and a DataLoader, and a GRU tagger whose
+    # step function's loss the loop adds up (`running += train_step(...)`), profiled and tuned once
+    # full_iteration captured them, on a machine of two H200s, the model unchanged
+    *each_scope("H200 pair, in-place batches and two new shapes", f"{IN_PLACE}/a", GRAPH_PAIR, f"{IN_PLACE}/a"),
 )
 
 

@@ -94,18 +94,21 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     890 to 885 of 992. The last 15: ten loops of public shapes written on 2026-11-30, four of
     medium size, profiled with today's default and tuned on a machine of two H200s (two of them
     again after the fixes their first tunes found): full_iteration 4 of 7, fwd_bwd 8 of 8, all
-    steady; 780 of 992 before them."""
+    steady; 780 of 992 before them. The last 8: four loops written on 2026-11-30 once
+    full_iteration copied back a batch changed in place and captured `running += train_step(...)`,
+    on another pair: full_iteration 4 of 4, fwd_bwd 4 of 4 (3 inside the interval); 802 of 1018 and
+    908 inside before them."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 1018
-    assert hits >= 798
+    assert total == 1026
+    assert hits >= 806
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 908 and inside / counted <= 0.95
+    assert inside >= 911 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -164,10 +167,11 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # bootstrap's baseline 6 and 13); with ten loops of public shapes written on 2026-11-30, four of
     # medium size, on another pair: 144 of 222 and 191 of 220 (4 of 7 and 8 of 8 there); with six
     # loops whose step is a function they call (the next session), on another pair: 148 of 227 and
-    # 197 of 226 (4 of 5 and 6 of 6 there)
+    # 197 of 226 (4 of 5 and 6 of 6 there); with two loops that change their batch in place and
+    # two new shapes (the same day): 152 of 231 and 201 of 230 (4 of 4 and 4 of 4 there)
     h200 = by_scope(unseen.NOW_H200)
-    assert h200["full_iteration"][1] == 227 and h200["full_iteration"][0] >= 144
-    assert h200["fwd_bwd"][1] == 226 and h200["fwd_bwd"][0] >= 193
+    assert h200["full_iteration"][1] == 231 and h200["full_iteration"][0] >= 148
+    assert h200["fwd_bwd"][1] == 230 and h200["fwd_bwd"][0] >= 197
     shapes = by_scope((unseen.NEW_SHAPES,))
     assert shapes["full_iteration"] == [4, 7] and shapes["fwd_bwd"] == [8, 8]
     steps = by_scope((unseen.STEP_FUNCTIONS,))
@@ -181,8 +185,8 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     bare = by_scope((unseen.BARE,))
     assert bare["full_iteration"] == [5, 6] and bare["fwd_bwd"] == [8, 9]
     model = pr.load_model()
-    assert unseen.bare_against_bootstrap(model, "full_iteration") == (40, 33, 60)   # every bare set
-    assert unseen.bare_against_bootstrap(model, "fwd_bwd") == (53, 55, 65)
+    assert unseen.bare_against_bootstrap(model, "full_iteration") == (44, 37, 64)   # every bare set
+    assert unseen.bare_against_bootstrap(model, "fwd_bwd") == (57, 59, 69)
     # the step functions (2026-11-30, the next session): from the bootstrap's baseline 2 of 5 and 5 of 6
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.STEP_FUNCTIONS,)) == (4, 2, 5)
     assert unseen.bare_against_bootstrap(model, "fwd_bwd", (unseen.STEP_FUNCTIONS,)) == (6, 5, 6)
@@ -265,15 +269,15 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     (steady, counted, above, below), (rest, others, tiny_above, tiny_below) = regimes["steady"], regimes["tiny or short"]
     sets = [s for s in unseen.evaluate(pr.load_model())
             if s["scope"] == "full_iteration" and s["rows"].startswith(unseen.NOW + unseen.NOW_H200)]
-    assert counted + others == sum(s["measurements"] for s in sets) == 279
+    assert counted + others == sum(s["measurements"] for s in sets) == 283
     assert steady + rest == sum(s["hits"] for s in sets)
     assert steady + above + below == counted and rest + tiny_above + tiny_below == others
-    assert (counted, others) == (184, 95) and steady >= 143 and steady / counted > 0.78 > 0.6 > rest / others
+    assert (counted, others) == (187, 96) and steady >= 146 and steady / counted > 0.78 > 0.6 > rest / others
     # lean above: tiny steps 36 above against 12 below (32 against 10 before the 14 tunes of 2026-11-29
     # with the callable figures), steady 22 against 12
     assert tiny_above > 2.5 * tiny_below and above > 1.5 * below
     hits, tiny, step_above, step_below = regimes["tiny step"]
-    assert (hits, tiny) == (35, 73) and step_above > 2 * step_below   # what the caveat says
+    assert (hits, tiny) == (36, 74) and step_above > 2 * step_below   # what the caveat says
     assert tiny < others and hits <= rest
 
 
@@ -305,7 +309,7 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     sets = unseen.evaluate(pr.load_model())
     found = {(gpu, scope): unseen.per_workload(sets, prefixes, scope)
              for gpu, prefixes in (("H100", unseen.NOW), ("H200", unseen.NOW_H200)) for scope in unseen.GRAPH_PAIR}
-    assert [n for _, n in found.values()] == [32, 31, 94, 97]
+    assert [n for _, n in found.values()] == [32, 31, 98, 101]
     assert found["H100", "full_iteration"][0] >= 29 and found["H100", "fwd_bwd"][0] >= 30
     assert found["H200", "full_iteration"][0] >= 55 and found["H200", "fwd_bwd"][0] >= 70
     assert unseen.per_workload(sets, (unseen.H200_NEVER,), "full_iteration") == (9, 10)
@@ -399,9 +403,9 @@ def test_two_candidates_of_one_tune_read_the_eager_loop_apart(unseen):
     eager windows larger under fwd_bwd than the 1.07 both scopes are charged. With ten loops of
     public shapes on another pair (2026-11-30): 155 of 208 (46 of 53)."""
     assert unseen.eager_between_candidates(unseen.NOW) == (39, 50, 6)
-    assert unseen.eager_between_candidates(unseen.NOW_H200) == (158, 212, 47)
+    assert unseen.eager_between_candidates(unseen.NOW_H200) == (162, 216, 47)
     assert unseen.eager_between_candidates((unseen.CALLABLE,)) == (8, 14, 5)
-    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (212, 212, 0)   # every pair counted
+    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (216, 216, 0)   # every pair counted
 
 
 def test_fwd_bwd_s_eager_windows_read_slower_than_full_iteration_s_on_the_h200(unseen):
@@ -421,7 +425,7 @@ def test_fwd_bwd_s_eager_windows_read_slower_than_full_iteration_s_on_the_h200(u
     # the H200's fwd_bwd misses, steady and not: 26 of 29 measured above the prediction
     regimes = unseen.by_regime(pr.load_model(), "fwd_bwd", unseen.NOW_H200)
     hits, total, above, below = (sum(r[k] for r in (regimes["steady"], regimes["tiny or short"])) for k in range(4))
-    assert (hits, total, above, below) == (197, 226, 26, 3)
+    assert (hits, total, above, below) == (201, 230, 26, 3)
 
 
 def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(unseen):
@@ -442,7 +446,7 @@ def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(u
 
     model = pr.load_model()
     steady_only = {k: v for k, v in model.items() if k != pr.UNSTEADY_INTERVAL}
-    for scope, before, after, held_out in (("full_iteration", [64, 95], [80, 95], (81, 95)),
+    for scope, before, after, held_out in (("full_iteration", [65, 96], [81, 96], (82, 96)),
                                            ("fwd_bwd", [37, 54], [50, 54], (49, 54))):
         assert unseen.interval_by_regime(steady_only, scope)["tiny or short"] == before
         regimes = unseen.interval_by_regime(model, scope)
@@ -454,5 +458,5 @@ def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(u
         low, high = residuals[max((n + 1) // 10, 1) - 1], residuals[min(-(-9 * (n + 1) // 10), n) - 1]
         assert model[pr.UNSTEADY_INTERVAL][scope] == pytest.approx([low, high], rel=1e-9)
         assert low < 0 < high and high > -low   # measured above the prediction more than below
-    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [170, 184]
-    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [188, 223]
+    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [173, 187]
+    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [191, 227]

@@ -1,6 +1,7 @@
-"""A loop that changes its batch in place inside the step, after the forward: the inputs of a
-fixed set of batches decay a little at every visit (x.mul_), and the targets are nudged by
-the loss (y[:, 0] = ...). Eager changes the batches of the list; a rewrite must too."""
+"""A loop that changes its batch in place inside the step, between the backward and the
+optimizer step: the inputs of a fixed set of batches decay a little at every visit (x.mul_),
+and the targets are nudged by the loss (y[:, 0] = ...). Eager changes the batches of the
+list; a rewrite must too."""
 import os
 
 import torch
@@ -15,9 +16,9 @@ for step in range(steps):
     x, y = pairs[step % len(pairs)]
     opt.zero_grad(set_to_none=True)
     loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
     x.mul_(0.999)
     y[:, 0] = y[:, 0] * 0.999 + 0.001 * loss.detach()
-    loss.backward()
     opt.step()
     if step % 100 == 0:
         print(f"step {step} loss {loss.item():.5f}")
