@@ -2372,7 +2372,7 @@ def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loo
      "for x in data:\n    loss = step(x)\n", r"reads a value on the host \(print\(\)\)"),
     ("x", "    x = x.to('cpu')\n" + PLAIN_STEP, "for x in data:\n    loss = step(x)\n", r"moves tensors with \.to\(\)"),
     ("x, losses", PLAIN_STEP.replace("    return loss", "    losses.append(loss)"),
-     "losses = []\nfor x in data:\n    step(x, losses)\n", r"calls losses\.append\(\), Python-side work"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", r"changes what it is handed \(losses\.append\(loss\)\)"),
     ("x", PLAIN_STEP.replace("    opt.zero_grad()\n", ""), "for x in data:\n    loss = step(x)\n",
      "neither step\\(\\) nor the loop zeroes the gradients"),
     ("", PLAIN_STEP.replace("(x)", "(batch)"), "for batch in data:\n    loss = step()\n",
@@ -2400,11 +2400,11 @@ def test_a_step_the_loop_calls_as_a_function_is_captured_whole(params, body, loo
      "history = []\n\n\ndef record(value):\n    history.append(value)\n\n\nfor x in data:\n    step(x)\n",
      r"calls record\(\), Python-side work"),
     ("x, losses", PLAIN_STEP.replace("    return loss", "    with torch.no_grad():\n        losses.append(loss)"),
-     "losses = []\nfor x in data:\n    step(x, losses)\n", r"calls losses\.append\(\)"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", r"changes what it is handed \(losses\.append\(loss\)\)"),
     ("x, losses", PLAIN_STEP.replace("    return loss", "    losses += [loss]"),
-     "losses = []\nfor x in data:\n    step(x, losses)\n", "it stores into its argument 'losses'; a graph would store into its copy"),
+     "losses = []\nfor x in data:\n    step(x, losses)\n", r"changes what it is handed \(losses \+= \[loss\]\): a graph would change its own copy"),
     ("x, extra", PLAIN_STEP.replace("    return loss", "    extra['seen'] = loss"),
-     "extra = {}\nfor x in data:\n    step(x, extra)\n", "it stores into its argument 'extra'"),
+     "extra = {}\nfor x in data:\n    step(x, extra)\n", r"changes what it is handed \(extra\['seen'\] = loss\)"),
     ("x", PLAIN_STEP.replace("    return loss", "    return loss, opt.param_groups[0]['lr']"),
      "for x in data:\n    loss, lr = step(x)\n", r"it returns opt\.param_groups\[0\]\['lr'\], which a replay cannot update"),
     ("x", PLAIN_STEP, "_cg_step_graph = None\nfor x in data:\n    loss = step(x)\n",
@@ -2605,8 +2605,8 @@ def test_a_step_that_stores_into_its_batch_by_key_is_refused(tmp_path):
     script = _written(tmp_path, "batches = [{'x': torch.randn(2, 4)} for _ in range(3)]\n"
                       "for batch in batches:\n    opt.zero_grad()\n    loss = model(batch['x']).pow(2).mean()\n"
                       "    batch['loss'] = loss.detach()\n    loss.backward()\n    opt.step()\n")
-    with pytest.raises(PatchRefused, match=r"line 11: the step stores into its input \(batch\['loss'\] = \.\.\.\); "
-                                           "a graph would store into its copy of it, once, at capture"):
+    with pytest.raises(PatchRefused, match=r"line 11: the step changes the batch it is handed "
+                                           r"\(batch\['loss'\] = loss\.detach\(\)\): a graph would change its own copy"):
         make_patch(script, "full_iteration")
 
 
@@ -2686,3 +2686,109 @@ def test_on_the_gpu_a_step_that_puts_other_tensors_into_its_input_runs_eagerly_a
     torch.testing.assert_close(results[0][0], results[1][0])
     assert any("stores into its inputs" in message for message in results[1][1])
     assert results[1][2].eager and results[1][2].graph is None
+
+
+@pytest.mark.parametrize("change, positions", [
+    ("    torch.clamp_(x, -0.1, 0.1)\n", "[0]"),
+    ("    torch.nn.functional.relu(y, inplace=True)\n", "[1]"),
+    ("    torch.nn.init.zeros_(y)\n", "[1]"),
+])
+def test_an_in_place_function_of_the_batch_is_copied_back_too(change, positions, tmp_path):
+    patched = _patched(tmp_path, PAIRS + IN_PLACE_STEP.format(change=change))
+    assert f"_CgFullIterationGraph(_cg_step, [opt], [model], changed_inputs={positions})" in patched
+
+
+@pytest.mark.parametrize("step_body, helper", [
+    # the batch unpacked inside the function: x is a part of it, its change a change of the batch
+    ("    x, y = batch\n    opt.zero_grad()\n    loss = (model(x) - y).pow(2).mean()\n    loss.backward()\n"
+     "    x.mul_(0.5)\n    opt.step()\n    return loss",
+     "_CgFullIterationGraph(step, [opt], [model], changed_inputs=[0])"),
+    ("    x = batch[0].view(2, 4)\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.backward()\n"
+     "    for t in batch:\n        t.clamp_(-1, 1)\n    opt.step()\n    return loss",
+     "_CgFullIterationGraph(step, [opt], [model], changed_inputs=[0])"),
+    # the model handed in is not an input whose tensors change (clip_grad_norm_ of its parameters)
+    ("    opt.zero_grad()\n    loss = model(batch[0]).pow(2).mean()\n    loss.backward()\n"
+     "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    opt.step()\n    return loss",
+     "_CgFullIterationGraph(step, [opt], [model])\n"),
+])
+def test_a_step_function_that_changes_a_part_of_its_batch_copies_the_batch_back(step_body, helper, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=f"batches = [(x, x[:, :1]) for x in data]\n\n\ndef step(batch):\n{step_body}\n\n\n"
+                                           "for batch in batches:\n    loss = step(batch)\n"))
+    assert helper in make_patch(script, "full_iteration").patched
+
+
+@pytest.mark.parametrize("body, refused", [
+    ("batches = [{'x': x, 'labels': x[:, :1]} for x in data]\nfor batch in batches:\n    opt.zero_grad()\n"
+     "    out = model(batch['x'])\n    labels = batch.pop('labels')\n    loss = (out - labels).pow(2).mean()\n"
+     "    loss.backward()\n    opt.step()\n",
+     r"the step changes the batch it is handed \(batch\.pop\('labels'\)\)"),
+    ("batches = [{'x': x, 'labels': x[:, :1]} for x in data]\n\n\ndef step(batch):\n    opt.zero_grad()\n"
+     "    labels = batch.pop('labels')\n    loss = (model(batch['x']) - labels).pow(2).mean()\n    loss.backward()\n"
+     "    opt.step()\n    return loss\n\n\nfor batch in batches:\n    loss = step(batch)\n",
+     r"changes what it is handed \(batch\.pop\('labels'\)\)"),
+])
+def test_a_step_that_takes_items_out_of_its_batch_is_refused(body, refused, tmp_path):
+    """Before, the rewrite was printed and its warm-up's second step failed (KeyError: 'labels'):
+    each warm-up step popped from the graph's copy of the batch."""
+    with pytest.raises(PatchRefused, match=refused):
+        make_patch(_written(tmp_path, body), "full_iteration")
+
+
+@pytest.mark.parametrize("loop, clones", [
+    ("running = 0.0\nfor x in data:\n    running += step(x)\n", False),
+    ("running = torch.zeros(())\nfor x in data:\n    running += step(x)\n", False),
+    # a list handed in from elsewhere (a parameter, a dict's value): its += keeps what it is given
+    ("def train(losses):\n    for x in data:\n        losses += step(x)\n\n\ntrain([])\n", True),
+])
+def test_a_step_function_added_up_copies_its_result_unless_the_sum_is_a_number_or_tensor(loop, clones, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(
+        params="x", body=PLAIN_STEP.replace("return loss", "return loss.detach().reshape(1)"), loop=loop)))
+    assert ("clone_outputs=True" in make_patch(script, "full_iteration").patched) is clones
+
+
+def test_the_helper_finds_each_changed_input_among_the_flattened_tensors():
+    """The copy back after a replay takes each changed input's tensors where the flattened
+    inputs hold them: a dict, a number and a tuple before them shift them."""
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    helper = namespace["_CgFullIterationGraph"](lambda *inputs: None, [], [], changed_inputs=[1, 3])
+    inputs = ({"a": torch.zeros(1), "b": torch.zeros(2)}, torch.zeros(3), 0.5, (torch.zeros(4), [torch.zeros(5)]))
+    assert helper._changed_spans(inputs) == [(2, 3), (3, 5)]
+
+
+ON_THE_GPU_CARRIED = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 4).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [torch.randn(2, 4, device="cuda") for _ in range(8)]
+memory = torch.zeros(2, 4, device="cuda")
+for x in data:
+    opt.zero_grad()
+    out = model(x + memory)
+    memory.mul_(0.5)
+    memory = memory + out.detach()
+    loss = (out - memory).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_state_the_loop_carries_and_changes_in_place_ends_as_eager_leaves_it(tmp_path):
+    """The carried tensor is the graph's own output from the second replay on: copied back
+    into, it would lose the step's new value (the review's case)."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(ON_THE_GPU_CARRIED)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, "full_iteration").patched)
+    assert "changed_inputs=[1]" in graphed.read_text()
+    ran = [_run_to_its_end(script) for script in (eager, graphed)]
+    assert ran[1]["_cg_step_graph"].replays == 8
+    torch.testing.assert_close(ran[0]["memory"], ran[1]["memory"])
+    torch.testing.assert_close(ran[0]["model"].weight, ran[1]["model"].weight)

@@ -215,18 +215,42 @@ def is_keyed_store(target) -> bool:
         getattr(target.slice[0].slice, "value", None), (cst.SimpleString, cst.ConcatenatedString))
 
 
+def aliases_of(statements, names: set) -> dict:
+    """Name -> the one of ``names`` it may be a view or a part of (each of them itself): the
+    names the statements bind from one by unpacking, an item, an attribute or a method
+    (``x, y = batch``, ``x = batch["x"]``, ``x = batch[0].view(-1)``), or loop over it (``for t
+    in batch``). A change of theirs in place may be a change of it."""
+    reach = {name: name for name in names}
+    grown = True
+    while grown:
+        grown = False
+        for node in (n for statement in statements for n in nodes(statement, (cst.Assign, cst.For))):
+            source = reach.get(root_name(node.value if isinstance(node, cst.Assign) else node.iter))
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for name in (n for target in targets for n in plain_target_names(target)):
+                if source is not None and name not in reach:
+                    reach[name], grown = source, True
+    return reach
+
+
 def changed_in_place(statements, names: set) -> list:
-    """Of ``names``, those the statements change in place, in the order met: an in-place method
-    on one or on a part of one (``x.mul_(0.5)``, ``batch["x"].clamp_(0)``), an ``out=`` into one,
-    a store into one (``x[:, 0] = 0``, ``cfg.scale = 2``) or an augmented assignment (``x += 1``:
-    in place for a tensor). A graph's replay changes its own copies of its inputs, so these must
-    reach the caller's objects another way (or the rewrite is refused)."""
+    """Of ``names``, those the statements change in place, directly or through a name that may be
+    a view or a part of one (``aliases_of``), in the order met: an in-place method on one or on a
+    part of one (``x.mul_(0.5)``, ``batch["x"].clamp_(0)``), an in-place function of one
+    (``torch.clamp_(x, 0, 1)``, ``nn.init.zeros_(x)``, ``F.relu(x, inplace=True)``), an ``out=``
+    into one, a store into one (``x[:, 0] = 0``) or an augmented assignment (``x += 1``: in place
+    for a tensor). A graph's replay changes its own copies of its inputs, so these must reach
+    the caller's objects another way (or the rewrite is refused)."""
+    reach = aliases_of(statements, names)
     found = []
     for statement in statements:
-        for call in calls_in(statement, lambda c: isinstance(c.func, cst.Attribute)):
-            method = call.func.attr.value
-            if method.endswith("_") and not method.startswith("_"):
-                found.append(root_name(call.func.value))
+        for call in calls_in(statement, lambda c: True):
+            name = call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted(call.func)
+            inplace = any(a.keyword is not None and a.keyword.value == "inplace" for a in call.args)
+            if (name.endswith("_") and not name.startswith("_")) or inplace:
+                receiver = root_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
+                first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+                found.append(receiver if receiver in reach else root_name(first) if first is not None else None)
         for arg in nodes(statement, (cst.Arg,)):
             if arg.keyword is not None and arg.keyword.value == "out":
                 found += [root_name(e.value) for e in arg.value.elements] if isinstance(
@@ -235,7 +259,35 @@ def changed_in_place(statements, names: set) -> list:
             for target in (node.targets if isinstance(node, cst.Assign) else [node]):
                 if isinstance(node, cst.AugAssign) or isinstance(target.target, (cst.Attribute, cst.Subscript)):
                     found.append(root_name(target.target))
-    return [name for name in dict.fromkeys(found) if name in names]
+    return [name for name in dict.fromkeys(reach[n] for n in found if n in reach) if name in names]
+
+
+# the methods that change a container's structure: a graph's warm-up and capture would run them
+# on its copy of an input, again and again, and never on the caller's
+CONTAINER_METHODS = ("pop", "popitem", "update", "setdefault", "append", "extend", "insert", "clear", "remove")
+
+
+def changes_structure(statements, names: set):
+    """The first node by which the statements change the structure of one of ``names`` (or of a
+    part of one, ``aliases_of``), or None: a store by key or attribute (``batch["pred"] = out``,
+    in a tuple of targets too), a container method (``batch.pop("labels")``), a ``del``."""
+    reach = aliases_of(statements, names)
+    for statement in statements:
+        for node in nodes(statement, (cst.Assign, cst.Call, cst.Del)):
+            if isinstance(node, cst.Call):
+                if isinstance(node.func, cst.Attribute) and node.func.attr.value in CONTAINER_METHODS \
+                        and root_name(node.func.value) in reach:
+                    return node
+                continue
+            stores = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            while stores:
+                store = stores.pop()
+                if isinstance(store, (cst.Tuple, cst.List)):
+                    stores.extend(e.value for e in store.elements)
+                elif (isinstance(node, cst.Del) and isinstance(store, (cst.Subscript, cst.Attribute))
+                      or is_keyed_store(store)) and root_name(store) in reach:
+                    return node
+    return None
 
 
 def parameter_names(function: cst.FunctionDef) -> list:

@@ -39,7 +39,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
-                       zeroes_grads, changed_in_place, is_keyed_store, root_name)
+                       zeroes_grads, changed_in_place, changes_structure)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
@@ -815,7 +815,8 @@ class _Rewriter:
                            "keep the first value")
         stored = stores_into_argument(function)
         if stored:
-            raise NotAStep(f"it stores into its argument {stored!r}; a graph would store into its copy, once, at capture")
+            raise NotAStep(f"it changes what it is handed ({stored}): a graph would change its own copy, and only "
+                           "while it captures (read it without changing it)")
         scaled = next((c for c in calls_in(function.body, lambda c: (is_method(c, None, "step") and c.args)
                                            or is_method(c, None, "scale") or is_method(c, None, "unscale_"))), None)
         if scaled is not None:
@@ -926,8 +927,10 @@ class _Rewriter:
         added = isinstance(targets, cst.AugAssign)   # `running += train_step(...)`
         returned = set(plain_target_names(targets)) if targets is not None and not added else set()
         # what the replay hands back is overwritten by the next: copied out where the loop keeps
-        # it (added into a list, `losses += train_step(...)`, keeps its items)
-        kept = self._list_bound(targets.target.value) if added else keeps_reference([outer], returned, skip=[statement])
+        # it (added into a list, `losses += train_step(...)`, keeps its items; added into a number
+        # or a tensor, it makes a new value or adds in place)
+        kept = (not self._number_or_tensor(targets.target.value) if added
+                else keeps_reference([outer], returned, skip=[statement]))
         read = ""
         if read_after is not None:   # the replay hands back the tensors; the loop reads them
             renames = {n: f"_cg_{n}" for n in tensors}
@@ -938,8 +941,9 @@ class _Rewriter:
         else:
             refuse_returned_values(function)
         clone = ", clone_outputs=True" if kept else ""
-        changed = [i for i, a in enumerate(call.args) for name in changed_in_place(function.body.body, set(bound))
-                   if a.value is bound[name]]
+        tensors_changed = changed_in_place(function.body.body, set(bound) - {
+            p for p, value in bound.items() if dotted(value) in {*optimizers, *outer_models}})
+        changed = [i for i, a in enumerate(call.args) for name in tensors_changed if a.value is bound[name]]
         if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={changed}"
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
@@ -955,13 +959,17 @@ class _Rewriter:
             + body[index + 1:]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
 
-    def _list_bound(self, name: str) -> bool:
-        """Whether the script binds ``name`` to a list or tuple anywhere (``+=`` then keeps the
-        items it is handed)."""
-        return any(isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) or (
-            isinstance(a.value, cst.Call) and dotted(a.value.func) in ("list", "tuple", "collections.deque", "deque"))
-            for a in nodes(self.module, (cst.Assign, cst.AnnAssign)) if a.value is not None
-            and name in {n for t in (a.targets if isinstance(a, cst.Assign) else [a]) for n in plain_target_names(t.target)})
+    def _number_or_tensor(self, name: str) -> bool:
+        """Whether the script binds ``name`` only to numbers and torch calls (``running = 0.0``,
+        ``total = torch.zeros(())``), at least once: ``name += value`` then makes a new value or
+        adds into a tensor, and keeps no reference to ``value`` (a list's ``+=`` keeps its items)."""
+        values = [a.value for a in nodes(self.module, (cst.Assign, cst.AnnAssign)) if a.value is not None
+                  and name in {n for t in (a.targets if isinstance(a, cst.Assign) else [a])
+                               for n in plain_target_names(t.target)}]
+        number = lambda v: isinstance(v, (cst.Integer, cst.Float)) or (  # noqa: E731
+            isinstance(v, cst.UnaryOperation) and isinstance(v.expression, (cst.Integer, cst.Float)))
+        return bool(values) and all(number(v) or (isinstance(v, cst.Call) and dotted(v.func).startswith("torch."))
+                                    for v in values)
 
     def _captured_in_function(self, loop, outer, scope, call, function):
         """The step function's own step statements captured, as a loop's would be, where it does
@@ -1247,16 +1255,15 @@ class _Rewriter:
                               "then out[idx]) or weigh the loss by the mask")
 
     def _refuse_stores_into_inputs(self, core, inputs, positions) -> None:
-        """A store into an input by key or attribute (``batch["pred"] = out``): the graph would
-        store into its copy at capture, read that object from then on, and never hand it to the
-        loop's batch. (An in-place change of an input's tensors is copied back: ``changed_inputs``.)"""
-        for node in (n for statement in core for n in nodes(statement, (cst.Assign,))):
-            for target in node.targets:
-                store = target.target
-                if is_keyed_store(store) and root_name(store) in inputs:
-                    raise self.refuse(f"line {positions[node].start.line}: the step stores into its input "
-                                      f"({cst.Module([]).code_for_node(store)} = ...); a graph would store into its "
-                                      "copy of it, once, at capture (bind a name of its own instead)")
+        """A change of an input's structure (``batch["pred"] = out``, ``labels = batch.pop("labels")``,
+        ``changes_structure``): the graph's warm-up and capture would make it on its copy of the
+        batch, again and again (a second pop fails), and the loop's batch would never get it. (An
+        in-place change of an input's tensors is copied back: ``changed_inputs``.)"""
+        node = changes_structure(core, set(inputs))
+        if node is not None:
+            raise self.refuse(f"line {positions[node].start.line}: the step changes the batch it is handed "
+                              f"({cst.Module([]).code_for_node(node).strip()}): a graph would change its own copy, "
+                              "and only while it captures (read it without changing it: labels = batch['labels'])")
 
     def _refuse_values_set_around(self, outer, core, steps, positions) -> None:
         """A value the loop sets through an attribute or a constant key outside the step and

@@ -32,7 +32,7 @@ from typing import Optional
 import libcst as cst
 
 from .dataflow import (MOVE_METHODS, has_sync, host_data_call, host_value_binding, is_docstring, is_method,
-                       is_keyed_store, names_assigned, names_rebound, names_read, parameter_names, root_name,
+                       changes_structure, names_assigned, names_rebound, names_read, parameter_names, root_name,
                        zeroes_grads)
 from .discover import calls_backward, calls_in, dotted, host_call, nodes
 
@@ -190,17 +190,16 @@ def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Ca
 
 
 def stores_into_argument(function: cst.FunctionDef) -> Optional[str]:
-    """A parameter the function stores into otherwise than through its tensors' values
-    (``losses += [loss]``, ``x += 1``, ``batch["pred"] = out``, ``state.step = 1``), or None: a
-    graph would store into the copy it was handed, once, at capture. A change of an argument's
-    tensors in place (``x.mul_(0.5)``, ``x[:, 0] = 0``) is copied back instead (``changed_in_place``)."""
+    """How the function changes an argument otherwise than through its tensors' values
+    (``losses += [loss]``, ``x += 1``, ``batch["pred"] = out``, ``batch.pop("labels")``, through
+    a part of it too: ``changes_structure``), as its source, or None: a graph would change the
+    copy it was handed, at its warm-up and capture only. A change of an argument's tensors in
+    place (``x.mul_(0.5)``, ``x[:, 0] = 0``) is copied back instead (``changed_in_place``)."""
     params = set(parameter_names(function))
-    for node in nodes(function.body, (cst.Assign, cst.AugAssign)):
-        for target in (node.targets if isinstance(node, cst.Assign) else [node]):
-            store = target.target
-            if root_name(store) in params and (isinstance(node, cst.AugAssign) or is_keyed_store(store)):
-                return root_name(store)
-    return None
+    node = changes_structure(function.body.body, params)
+    if node is None:
+        node = next((a for a in nodes(function.body, cst.AugAssign) if root_name(a.target) in params), None)
+    return cst.Module([]).code_for_node(node).strip() if node is not None else None
 
 
 def step_receivers(function: cst.FunctionDef) -> list:

@@ -113,8 +113,8 @@ class _CgFullIterationGraph:
                 # the step put other tensors into its inputs (batch["x"] = ...): the graph reads
                 # those, which no copy of the next batch reaches, and the caller's never get them
                 self.eager, self.graph = True, None
-                _cg_warnings.warn("cg-advise: the training step stores into its inputs (batch[key] = ...); "
-                                  "it runs eagerly", stacklevel=2)
+                _cg_warnings.warn("cg-advise: the training step puts other tensors into its inputs "
+                                  "(batch[0] = ...); it runs eagerly", stacklevel=2)
                 if not self.accumulate:
                     self._zero_grad()
                 return self.step(*inputs)
@@ -133,10 +133,12 @@ class _CgFullIterationGraph:
         self.graph.replay()
         self.replays += 1
         if self.changed_inputs:
+            outputs = set(map(id, self.output_tensors))
             with torch.no_grad():
                 for start, end in self._changed_spans(inputs):
                     for t, static in zip(tensors[start:end], self.static_tensors[start:end]):
-                        t.copy_(static)
+                        if id(t) not in outputs:   # state the loop carries is the graph's output: new already
+                            t.copy_(static)
         if not self.accumulate:
             self._reattach_grads()
         if self.allreduce is not None:
