@@ -2792,3 +2792,68 @@ def test_on_the_gpu_state_the_loop_carries_and_changes_in_place_ends_as_eager_le
     assert ran[1]["_cg_step_graph"].replays == 8
     torch.testing.assert_close(ran[0]["memory"], ran[1]["memory"])
     torch.testing.assert_close(ran[0]["model"].weight, ran[1]["model"].weight)
+
+
+@pytest.mark.parametrize("loop, replay, clones", [
+    ("losses = []\nfor x in data:\n    losses.append(step(x))\n", "    losses.append(_cg_step_graph(x))  # cg-advise", True),
+    ("total = 0.0\nfor x in data:\n    total += float(step(x))\n", "    total += float(_cg_step_graph(x))  # cg-advise", False),
+    ("total = 0.0\nfor x in data:\n    total += step(x).item()\n", "    total += _cg_step_graph(x).item()  # cg-advise", False),
+])
+def test_a_step_function_called_inside_a_statement_is_replayed_in_its_place(loop, replay, clones, tmp_path):
+    """``losses.append(train_step(...))``: the replay takes the call's place in the statement,
+    its result copied out unless the statement reads it on the host at once."""
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(params="x", body=PLAIN_STEP, loop=loop)))
+    patched = make_patch(script, "full_iteration").patched
+    assert replay in patched
+    assert ("clone_outputs=True" in patched) is clones
+
+
+def test_a_step_function_called_in_a_comprehension_is_refused_saying_where(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body=STEP_FUNCTION.format(
+        params="x", body=PLAIN_STEP, loop="for epoch in range(2):\n    losses = [step(x) for x in data]\n")))
+    with pytest.raises(PatchRefused, match="called in a comprehension, a lambda, a conditional expression"):
+        make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("change, expected", [
+    ("    x /= 255.0\n", "changed_inputs=[0]"),   # in place on a tensor: copied back
+    ("    y.unsqueeze_(1)\n", None),   # a shape the warm-up would change again and again
+])
+def test_a_step_function_that_changes_its_argument_by_an_operator_or_its_shape(change, expected, tmp_path):
+    script = tmp_path / "train.py"
+    body = ("    opt.zero_grad()\n    loss = (model(x) - y[:, :1]).pow(2).mean()\n    loss.backward()\n"
+            f"{change}    opt.step()\n    return loss")
+    script.write_text(LIVE_OUT.format(body=PAIRS + STEP_FUNCTION.format(
+        params="x, y", body=body, loop="for x, y in pairs:\n    loss = step(x, y)\n")))
+    if expected:
+        assert expected in make_patch(script, "full_iteration").patched
+    else:
+        with pytest.raises(PatchRefused, match=r"changes what it is handed \(y\.unsqueeze_\(1\)\)"):
+            make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("body", [
+    "bank = torch.zeros(4)\nfor x in data:\n    opt.zero_grad()\n    out = model(x)\n    loss = out.pow(2).mean()\n"
+    "    loss.backward()\n    bank.mul_(0.9).add_(x.mean(0), alpha=0.1)\n    opt.step()\n",
+    "bank = torch.zeros(4)\n\n\ndef step(x):\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+    "    loss.backward()\n    bank.mul_(0.9).add_(x.mean(0), alpha=0.1)\n    opt.step()\n    return loss\n\n\n"
+    "for x in data:\n    loss = step(x)\n",
+])
+def test_a_global_tensor_the_step_changes_in_place_is_put_back_after_the_warm_up(body, tmp_path):
+    """The warm-up's three steps would update a memory bank three more times than eager: the
+    helper is handed it, to restore with the models."""
+    assert "[opt], [model], state=[bank])" in _patched(tmp_path, body)
+
+
+def test_the_helper_runs_eagerly_where_a_changed_input_shares_memory_with_another():
+    from tuner.templates import FULL_ITERATION
+
+    namespace = {"torch": torch}
+    exec(FULL_ITERATION, namespace)
+    helper = namespace["_CgFullIterationGraph"](lambda *inputs: None, [], [], changed_inputs=[0])
+    x, y = torch.zeros(3), torch.zeros(3)
+    assert helper._changed_share_memory((x, x), [x, x])
+    assert helper._changed_share_memory((x[:1], x[1:]), [x[:1], x[1:]])   # one storage: apart or not, eager
+    assert not helper._changed_share_memory((x, y), [x, y])

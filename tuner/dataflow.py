@@ -242,15 +242,19 @@ def changed_in_place(statements, names: set) -> list:
     for a tensor). A graph's replay changes its own copies of its inputs, so these must reach
     the caller's objects another way (or the rewrite is refused)."""
     reach = aliases_of(statements, names)
+    bound = set().union(*(names_rebound(s) for s in statements))
     found = []
     for statement in statements:
         for call in calls_in(statement, lambda c: True):
             name = call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted(call.func)
             inplace = any(a.keyword is not None and a.keyword.value == "inplace" for a in call.args)
-            if (name.endswith("_") and not name.startswith("_")) or inplace:
+            if (name.endswith("_") and not name.startswith("_") and name not in GRADIENT_FUNCTIONS) or inplace:
                 receiver = root_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
                 first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
-                found.append(receiver if receiver in reach else root_name(first) if first is not None else None)
+                # a function of torch's (`torch.clamp_(x, ...)`, `nn.init.zeros_(w)`, `F.relu(x,
+                # inplace=True)`) changes its first argument, a method (`label.fill_(v)`) its receiver
+                function = receiver is None or (receiver in TORCH_NAMESPACES and receiver not in set(reach) | bound)
+                found.append(root_name(first) if function and first is not None else None if function else receiver)
         for arg in nodes(statement, (cst.Arg,)):
             if arg.keyword is not None and arg.keyword.value == "out":
                 found += [root_name(e.value) for e in arg.value.elements] if isinstance(
@@ -262,18 +266,32 @@ def changed_in_place(statements, names: set) -> list:
     return [name for name in dict.fromkeys(reach[n] for n in found if n in reach) if name in names]
 
 
-# the methods that change a container's structure: a graph's warm-up and capture would run them
-# on its copy of an input, again and again, and never on the caller's
-CONTAINER_METHODS = ("pop", "popitem", "update", "setdefault", "append", "extend", "insert", "clear", "remove")
+# the names scripts import torch's functions under: a call through them is a function's, not a method's
+TORCH_NAMESPACES = ("torch", "th", "nn", "F", "functional", "init")
+# in-place functions that change the gradients of what they are handed, not its values
+GRADIENT_FUNCTIONS = ("clip_grad_norm_", "clip_grad_value_")
+# the methods that change a container's structure, or a tensor's shape: a graph's warm-up and
+# capture would run them on its copy of an input, again and again (a second pop fails, a second
+# unsqueeze_ adds another dimension), and never on the caller's
+CONTAINER_METHODS = ("pop", "popitem", "update", "setdefault", "append", "extend", "insert", "clear", "remove",
+                     "unsqueeze_", "squeeze_", "resize_", "resize_as_", "t_", "transpose_", "swapdims_", "swapaxes_",
+                     "as_strided_", "set_")
+LIST_VALUES = (cst.List, cst.Tuple, cst.ListComp, cst.Set, cst.Dict)
 
 
 def changes_structure(statements, names: set):
     """The first node by which the statements change the structure of one of ``names`` (or of a
     part of one, ``aliases_of``), or None: a store by key or attribute (``batch["pred"] = out``,
-    in a tuple of targets too), a container method (``batch.pop("labels")``), a ``del``."""
+    in a tuple of targets too), a container method (``batch.pop("labels")``, ``losses += [loss]``)
+    or a shape's (``y.unsqueeze_(1)``), a ``del``."""
     reach = aliases_of(statements, names)
     for statement in statements:
-        for node in nodes(statement, (cst.Assign, cst.Call, cst.Del)):
+        for node in nodes(statement, (cst.Assign, cst.AugAssign, cst.Call, cst.Del)):
+            if isinstance(node, cst.AugAssign):
+                if root_name(node.target) in reach and (isinstance(node.value, LIST_VALUES) or (
+                        isinstance(node.value, cst.Call) and dotted(node.value.func) in ("list", "tuple", "dict"))):
+                    return node
+                continue
             if isinstance(node, cst.Call):
                 if isinstance(node.func, cst.Attribute) and node.func.attr.value in CONTAINER_METHODS \
                         and root_name(node.func.value) in reach:

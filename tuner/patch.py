@@ -46,7 +46,7 @@ from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in,
 from .harness import COMPILE_MARK
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
-from .step_function import (NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, declared_global, free_names,
+from .step_function import (EMBEDDED, NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, declared_global, free_names,
                             function_models, mode_calls, refuse_returned_values,
                             returned_host_read, set_through, state_keeping_call, step_call, step_receivers,
                             without_return_read)
@@ -753,16 +753,17 @@ class _Rewriter:
         body = list(loop.body.body)
         at = [s for s in body if positions[s].start.line <= (spec.step_call or 0) <= positions[s].end.line]
         if not at:   # discovery placed no call (a step it found conditional): the one call that runs backward
-            at = [s for s in body if step_call(s) and calls_backward(self.functions.get(step_call(s)[1].func.value)
-                                                                      or cst.Pass())]
+            at = [s for s in body if step_call(s, self.functions) and calls_backward(
+                self.functions.get(step_call(s, self.functions)[1].func.value) or cst.Pass())]
             at = at if len(at) == 1 else []
-        found = step_call(at[0]) if at else None
+        found = step_call(at[0], self.functions) if at else None
         function = self.functions.get(found[1].func.value) if found else None
         if function is None or function not in self.module.body:
             raise self.refuse(f"line {spec.step_call or spec.line}: backward() or the optimizer step runs inside a "
-                              "call of the script's own code that is not a function of the module called on its own "
-                              "line (a loss scaler's __call__?); cg-advise captures such a step only as "
-                              "`[result =] step_function(args)` (try --scope fwd_bwd)")
+                              "call of the script's own code that cg-advise cannot stand a graph for: a method, "
+                              "a callable object (a loss scaler's __call__?), a function not defined at the "
+                              "module's top level, or one called in a comprehension, a lambda, a conditional "
+                              "expression or more than once in its statement (try --scope fwd_bwd)")
         statement, (targets, call), name = at[0], found, function.name.value
         index, line = body.index(statement), positions[statement].start.line
         try:
@@ -925,13 +926,19 @@ class _Rewriter:
                                       f'full_iteration)."""\n    return {step}({passed})\n').body
             step = f"_cg_{name}_positional"
         added = isinstance(targets, cst.AugAssign)   # `running += train_step(...)`
-        returned = set(plain_target_names(targets)) if targets is not None and not added else set()
+        embedded = targets is EMBEDDED   # `losses.append(train_step(...))`
+        returned = set(plain_target_names(targets)) if targets is not None and not (added or embedded) else set()
         # what the replay hands back is overwritten by the next: copied out where the loop keeps
         # it (added into a list, `losses += train_step(...)`, keeps its items; added into a number
-        # or a tensor, it makes a new value or adds in place)
-        kept = (not self._number_or_tensor(targets.target.value) if added
-                else keeps_reference([outer], returned, skip=[statement]))
+        # or a tensor, it makes a new value or adds in place); inside a statement, unless read on
+        # the host at once (`float(train_step(...))`, `train_step(...).item()`)
+        kept = (not self._number_or_tensor(targets.target.value) if added else
+                not _read_at_once(statement, call) if embedded else
+                keeps_reference([outer], returned, skip=[statement]))
         read = ""
+        if read_after is not None and embedded:
+            raise NotAStep(f"it returns {cst.Module([]).code_for_node(read_after[0])}, a Python value a replay cannot "
+                           "update, inside a larger statement (bind the call's result to a name first)")
         if read_after is not None:   # the replay hands back the tensors; the loop reads them
             renames = {n: f"_cg_{n}" for n in tensors}
             read = (cst.Module([_renamed_reads(cst.parse_statement(f"{_bound_as(targets)}"
@@ -946,18 +953,39 @@ class _Rewriter:
         changed = [i for i, a in enumerate(call.args) for name in tensors_changed if a.value is bound[name]]
         if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={changed}"
+        clone += self._state_outside(list(function.body.body), set(bound) | made, outer_models)
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
                                   f"[{', '.join(outer_models)}]{clone})\n").body
-        target = _bound_as(targets) if targets is not None else ""
-        replay = cst.parse_module("".join(modes.values()) + f"{target}_cg_step_graph({', '.join(inputs)})  # cg-advise: "
-                                  f"replays the captured {name}()\n" + read).body
+        comment = f"# cg-advise: replays the captured {name}()"
+        if embedded:   # the call's place in its statement taken by the replay
+            replay = [*cst.parse_module("".join(modes.values())).body, _with_call_replaced(
+                statement, call, cst.parse_expression(f"_cg_step_graph({', '.join(inputs)})"), comment)]
+        else:
+            target = _bound_as(targets) if targets is not None else ""
+            replay = cst.parse_module("".join(modes.values()) + f"{target}_cg_step_graph({', '.join(inputs)})  "
+                                      f"{comment}\n" + read).body
         held = {*optimizers, *outer_models}
         self.helper_inputs = sum(1 for code in inputs if code not in held)   # the tensors it copies in
         self.zero_grad_dropped = not zeroed_before   # the function's zero_grad runs in the graph, none on the host
         new_body = body[:index] + [replay[0].with_changes(leading_lines=statement.leading_lines), *replay[1:]] \
             + body[index + 1:]
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _state_outside(self, statements, own: set, models) -> str:
+        """``, state=[bank]`` for the globals the step changes in place that are neither its
+        own names (``own``: inputs, names it binds) nor the models, optimizers, scaler or
+        scheduler whose state the helper restores after its warm-up: without it, the warm-up's
+        steps would update a memory bank three more times. '' where there are none."""
+        spec = self.spec
+        held = {n.split(".")[0] for n in (*self._optimizers(), *models, spec.model, spec.scaler, spec.scheduler) if n}
+        own = own | set().union(*(names_rebound(s) for s in statements))   # a `for p in ...` inside it too
+        imported = {(a.asname.name.value if a.asname else dotted(a.name).split(".")[0])
+                    for i in nodes(self.module, (cst.Import, cst.ImportFrom)) if not isinstance(i.names, cst.ImportStar)
+                    for a in i.names if isinstance(a.asname.name if a.asname else a.name, (cst.Name, cst.Attribute))}
+        own |= imported   # torch.nn.utils.clip_grad_norm_(...) changes no module
+        state = changed_in_place(statements, set().union(*map(names_read, statements)) - own - held - {"self"})
+        return f", state=[{', '.join(state)}]" if state else ""
 
     def _number_or_tensor(self, name: str) -> bool:
         """Whether the script binds ``name`` only to numbers and torch calls (``running = 0.0``,
@@ -1187,6 +1215,7 @@ class _Rewriter:
         changed = changed_in_place(core, set(inputs))
         if changed:   # `x.mul_(0.5)` on the loop's batch: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={[inputs.index(name) for name in changed]}"
+        clone += self._state_outside(core, set(inputs) | assigned, models)
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
             clone += f", allreduce=_cg_if_ddp({self.ddp.name})"
@@ -1512,6 +1541,27 @@ def _renamed_reads(statement, renames: dict):
             return updated.with_changes(value=renames.get(updated.value, updated.value))
 
     return statement.visit(Rename())
+
+
+def _read_at_once(statement, call) -> bool:
+    """Whether ``statement`` reads ``call``'s result on the host as soon as it is made
+    (``float(call)``, ``call.item()``): nothing keeps the replay's output past it."""
+    return any((isinstance(c.func, cst.Name) and c.func.value in ("float", "int", "bool") and len(c.args) == 1
+                and c.args[0].value is call)
+               or (isinstance(c.func, cst.Attribute) and c.func.value is call and c.func.attr.value in ("item", "tolist"))
+               for c in calls_in(statement, lambda c: True))
+
+
+def _with_call_replaced(statement, call, replacement, comment: str):
+    """``statement`` with ``call`` (a node of it) replaced, and ``comment`` at its end."""
+
+    class Replace(cst.CSTTransformer):
+        def leave_Call(self, original, updated):
+            return replacement if original is call else updated
+
+    replaced = statement.visit(Replace())
+    return replaced.with_changes(trailing_whitespace=cst.TrailingWhitespace(
+        whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment)))
 
 
 def _bound_as(targets) -> str:

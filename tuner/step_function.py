@@ -44,9 +44,17 @@ class NotAStep(Exception):
     """The loop's call is not a step function that a graph can hold whole: why, in words."""
 
 
-def step_call(statement) -> Optional[tuple]:
+# step_call's targets where the call is a part of its statement (``losses.append(step(x))``)
+EMBEDDED = "embedded"
+# where a call may run other than once per statement, or not at all
+NOT_ONCE = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.IfExp, cst.BooleanOperation)
+
+
+def step_call(statement, functions=()) -> Optional[tuple]:
     """(targets or None, the call) where ``statement`` is ``[targets =] name(args)`` alone on
-    its line, else None; for ``total += name(args)`` the targets are the AugAssign itself."""
+    its line; for ``total += name(args)`` the targets are the AugAssign itself; (EMBEDDED, the
+    call) where the statement runs one call of a function of ``functions`` as a part of it, once
+    (``losses.append(step(x))``, ``total += float(step(x))``); else None."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
         return None
     small = statement.body[0]
@@ -58,8 +66,12 @@ def step_call(statement) -> Optional[tuple]:
         value, targets = small.value, None
     else:
         return None
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (not functions
+                                                                          or value.func.value in functions):
         return targets, value
+    inner = calls_in(small, lambda c: isinstance(c.func, cst.Name) and c.func.value in functions)
+    if functions and len(inner) == 1 and not nodes(small, NOT_ONCE):
+        return EMBEDDED, inner[0]
     return None
 
 
@@ -191,14 +203,12 @@ def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Ca
 
 def stores_into_argument(function: cst.FunctionDef) -> Optional[str]:
     """How the function changes an argument otherwise than through its tensors' values
-    (``losses += [loss]``, ``x += 1``, ``batch["pred"] = out``, ``batch.pop("labels")``, through
-    a part of it too: ``changes_structure``), as its source, or None: a graph would change the
-    copy it was handed, at its warm-up and capture only. A change of an argument's tensors in
-    place (``x.mul_(0.5)``, ``x[:, 0] = 0``) is copied back instead (``changed_in_place``)."""
-    params = set(parameter_names(function))
-    node = changes_structure(function.body.body, params)
-    if node is None:
-        node = next((a for a in nodes(function.body, cst.AugAssign) if root_name(a.target) in params), None)
+    (``losses += [loss]``, ``batch["pred"] = out``, ``batch.pop("labels")``, ``y.unsqueeze_(1)``,
+    through a part of it too: ``changes_structure``), as its source, or None: a graph would
+    change the copy it was handed, at its warm-up and capture only. A change of an argument's
+    tensors in place (``x.mul_(0.5)``, ``x[:, 0] = 0``, ``images /= 255``) is copied back instead
+    (``changed_in_place``)."""
+    node = changes_structure(function.body.body, set(parameter_names(function)))
     return cst.Module([]).code_for_node(node).strip() if node is not None else None
 
 

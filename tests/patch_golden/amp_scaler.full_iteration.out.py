@@ -15,8 +15,11 @@ class _CgFullIterationGraph:
     are put back in place, so training starts from the same point as without the graph."""
 
     def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None,
-                 optimizers_in_graph=True, changed_inputs=()):
+                 optimizers_in_graph=True, changed_inputs=(), state=()):
         self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        # tensors outside the models that the step changes in place (a memory bank, a running
+        # statistic): the warm-up's steps change them too, so they are put back with the models
+        self.state = self._flatten(list(state))[0]
         # the positions of the inputs the step changes in place (x.mul_(0.5)): a replay changes
         # the graph's copies, which go back into the caller's tensors, as eager would have changed them
         self.changed_inputs = tuple(changed_inputs)
@@ -52,6 +55,15 @@ class _CgFullIterationGraph:
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
             if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
+                self._zero_grad()
+            return self.step(*inputs)
+        if self.graph is None and self.changed_inputs and self._changed_share_memory(inputs, tensors):
+            # an input changed in place shares memory with another (an autoencoder's step(x, x)):
+            # eager's change reaches both, a graph's copies are apart
+            self.eager = True
+            _cg_warnings.warn("cg-advise: the training step changes in place an input that shares memory with "
+                              "another input; it runs eagerly", stacklevel=2)
+            if not self.accumulate:
                 self._zero_grad()
             return self.step(*inputs)
         if self.graph is None:
@@ -139,6 +151,11 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _changed_share_memory(self, inputs, tensors):
+        changed = {k for start, end in self._changed_spans(inputs) for k in range(start, end)}
+        storages = [t.untyped_storage().data_ptr() for t in tensors]
+        return any(storages[k] == storages[j] for k in changed for j in range(len(tensors)) if j != k)
 
     def _changed_spans(self, inputs):
         # where the tensors of each changed input lie among the flattened inputs
@@ -285,7 +302,7 @@ class _CgFullIterationGraph:
     def _snapshot(self):
         # the models' parameters and buffers, the optimized parameters, and the optimizer state
         # that exists already (each tensor once)
-        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params()
+        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params() + self.state
         tensors += [v for state in self._states() for v in state.values() if torch.is_tensor(v)]
         unique = {id(t): t for t in tensors}
         return [(t, t.detach().clone()) for t in unique.values()]
