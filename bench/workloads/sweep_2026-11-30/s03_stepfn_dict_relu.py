@@ -33,7 +33,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 batches = [{"features": torch.randn(128, 20, device=device),
             "weights": torch.randn(128, device=device) + 0.5,
             "label": torch.randint(0, 2, (128,), device=device)} for _ in range(10)]
-for epoch in range(3):
+for _epoch in range(3):
     for batch in batches:
         loss = train_step(model, opt, batch)
 print("final loss", loss.item())

@@ -31,7 +31,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=
 dataset = [(torch.randint(0, 256, (16, 3, 16, 16), device=device).float(),
             torch.randint(0, 10, (16,), device=device)) for _ in range(12)]
 history = []
-for epoch in range(2):
+for _epoch in range(2):
     for images, targets in dataset:
         loss = train_step(model, optimizer, images, targets)
         history.append(loss.item())

@@ -25,4 +25,4 @@ for epoch in range(3):
     running_loss = []
     for i in range(40):
         running_loss.append(train_step(model, optimizer, xs[i], ys[i]))
-    print(epoch, sum(l.item() for l in running_loss) / 40, running_loss[0].item())
+    print(epoch, sum(v.item() for v in running_loss) / 40, running_loss[0].item())
