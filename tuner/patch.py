@@ -48,7 +48,7 @@ from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .step_function import (EMBEDDED, NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, declared_global, free_names,
                             function_models, mode_calls, refuse_returned_values,
-                            returned_host_read, set_through, state_keeping_call, step_call, step_receivers,
+                            read_at_once, returned_host_read, set_through, state_keeping_call, step_call, step_receivers,
                             without_return_read)
 from .templates import HELPERS
 
@@ -933,7 +933,7 @@ class _Rewriter:
         # or a tensor, it makes a new value or adds in place); inside a statement, unless read on
         # the host at once (`float(train_step(...))`, `train_step(...).item()`)
         kept = (not self._number_or_tensor(targets.target.value) if added else
-                not _read_at_once(statement, call) if embedded else
+                not read_at_once(statement, call) if embedded else
                 keeps_reference([outer], returned, skip=[statement]))
         read = ""
         if read_after is not None and embedded:
@@ -980,10 +980,9 @@ class _Rewriter:
         spec = self.spec
         held = {n.split(".")[0] for n in (*self._optimizers(), *models, spec.model, spec.scaler, spec.scheduler) if n}
         own = own | set().union(*(names_rebound(s) for s in statements))   # a `for p in ...` inside it too
-        imported = {(a.asname.name.value if a.asname else dotted(a.name).split(".")[0])
-                    for i in nodes(self.module, (cst.Import, cst.ImportFrom)) if not isinstance(i.names, cst.ImportStar)
-                    for a in i.names if isinstance(a.asname.name if a.asname else a.name, (cst.Name, cst.Attribute))}
-        own |= imported   # torch.nn.utils.clip_grad_norm_(...) changes no module
+        own |= {(a.evaluated_alias or a.evaluated_name).split(".")[0]   # clip_grad_norm_ changes no module
+                for i in nodes(self.module, (cst.Import, cst.ImportFrom)) if not isinstance(i.names, cst.ImportStar)
+                for a in i.names}
         state = changed_in_place(statements, set().union(*map(names_read, statements)) - own - held - {"self"})
         return f", state=[{', '.join(state)}]" if state else ""
 
@@ -994,10 +993,8 @@ class _Rewriter:
         values = [a.value for a in nodes(self.module, (cst.Assign, cst.AnnAssign)) if a.value is not None
                   and name in {n for t in (a.targets if isinstance(a, cst.Assign) else [a])
                                for n in plain_target_names(t.target)}]
-        number = lambda v: isinstance(v, (cst.Integer, cst.Float)) or (  # noqa: E731
-            isinstance(v, cst.UnaryOperation) and isinstance(v.expression, (cst.Integer, cst.Float)))
-        return bool(values) and all(number(v) or (isinstance(v, cst.Call) and dotted(v.func).startswith("torch."))
-                                    for v in values)
+        return bool(values) and all(is_number_expression(v, set()) or (
+            isinstance(v, cst.Call) and dotted(v.func).startswith("torch.")) for v in values)
 
     def _captured_in_function(self, loop, outer, scope, call, function):
         """The step function's own step statements captured, as a loop's would be, where it does
@@ -1541,15 +1538,6 @@ def _renamed_reads(statement, renames: dict):
             return updated.with_changes(value=renames.get(updated.value, updated.value))
 
     return statement.visit(Rename())
-
-
-def _read_at_once(statement, call) -> bool:
-    """Whether ``statement`` reads ``call``'s result on the host as soon as it is made
-    (``float(call)``, ``call.item()``): nothing keeps the replay's output past it."""
-    return any((isinstance(c.func, cst.Name) and c.func.value in ("float", "int", "bool") and len(c.args) == 1
-                and c.args[0].value is call)
-               or (isinstance(c.func, cst.Attribute) and c.func.value is call and c.func.attr.value in ("item", "tolist"))
-               for c in calls_in(statement, lambda c: True))
 
 
 def _with_call_replaced(statement, call, replacement, comment: str):

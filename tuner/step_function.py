@@ -69,10 +69,10 @@ def step_call(statement, functions=()) -> Optional[tuple]:
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (not functions
                                                                           or value.func.value in functions):
         return targets, value
+    if not functions or nodes(small, NOT_ONCE):
+        return None
     inner = calls_in(small, lambda c: isinstance(c.func, cst.Name) and c.func.value in functions)
-    if functions and len(inner) == 1 and not nodes(small, NOT_ONCE):
-        return EMBEDDED, inner[0]
-    return None
+    return (EMBEDDED, inner[0]) if len(inner) == 1 else None
 
 
 def bind_arguments(function: cst.FunctionDef, call: cst.Call) -> dict:
@@ -306,6 +306,14 @@ def zeroes_grads_in(node, receivers) -> bool:
 
 def _steps(node) -> bool:
     return bool(calls_in(node, lambda c: is_method(c, None, "step")))
+
+
+def read_at_once(statement, call: cst.Call) -> bool:
+    """Whether ``statement`` reads ``call``'s result on the host as soon as it is made
+    (``float(call)``, ``call.item()``): nothing keeps a replay's output past it."""
+    return any((_host_read(c) and c.args[0].value is call)
+               or (is_method(c, None, "item") or is_method(c, None, "tolist")) and c.func.value is call
+               for c in calls_in(statement, lambda c: True))
 
 
 def _host_read(call: cst.Call) -> bool:
