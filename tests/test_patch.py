@@ -3,6 +3,7 @@
 
 import copy
 import dataclasses
+import io
 import json
 import os
 import re
@@ -2857,3 +2858,124 @@ def test_the_helper_runs_eagerly_where_a_changed_input_shares_memory_with_anothe
     assert helper._changed_share_memory((x, x), [x, x])
     assert helper._changed_share_memory((x[:1], x[1:]), [x[:1], x[1:]])   # one storage: apart or not, eager
     assert not helper._changed_share_memory((x, y), [x, y])
+
+
+HELPER_CHANGES_ITS_ARGUMENT = """def loss_of(batch):
+{change}    return model(batch[0]).pow(2).mean()
+
+
+for x in data:
+    batch = [x]
+    opt.zero_grad()
+    loss = loss_of(batch)
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("change, expected", [
+    ("    batch.pop()\n", r"changes the batch it is handed \(loss_of\(batch\)\)"),   # a second pop fails
+    ("    batch[0].mul_(0.5)\n", "changed_inputs=[0]"),   # copied back, as in the loop itself
+    ("    batch[0].sum()\n", None),
+])
+def test_a_function_the_step_hands_the_batch_to_is_read_for_what_it_changes(change, expected, tmp_path):
+    """A Hugging Face style ``compute_loss(model, inputs)`` that pops the labels: the warm-up's
+    second step failed on the graph's copy of the batch (the sweep's case)."""
+    body = HELPER_CHANGES_ITS_ARGUMENT.format(change=change)
+    if expected is not None and expected.startswith("changes"):
+        with pytest.raises(PatchRefused, match=expected):
+            _patched(tmp_path, body)
+        return
+    patched = _patched(tmp_path, body)
+    assert ("changed_inputs=[" in patched) is (expected is not None)
+    if expected is not None:
+        assert expected in patched
+
+
+@pytest.mark.parametrize("kept", [
+    "smooth = loss.detach() if smooth is None else 0.9 * smooth + 0.1 * loss.detach()",
+    "smooth = smooth or loss",
+])
+def test_a_loss_kept_through_a_conditional_expression_is_copied_out(kept, tmp_path):
+    """The first step's loss bound by ``x if c else y``: the next replay would overwrite it."""
+    body = (f"smooth = None\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+            f"    loss.backward()\n    opt.step()\n    {kept}\n")
+    assert "clone_outputs=True" in _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("body, match", [
+    # FGSM: the batch made to require grad before the step, its gradient read inside it
+    ("for x in data:\n    x.requires_grad_(True)\n    loss = model(x).pow(2).mean()\n    opt.zero_grad()\n"
+     "    loss.backward()\n    adv = (x + 0.1 * x.grad.sign()).detach()\n    opt.zero_grad()\n"
+     "    model(adv).pow(2).mean().backward()\n    opt.step()\n", r"gradient of the batch \(x.requires_grad_\(True\)\)"),
+    ("for x in data:\n    x.requires_grad = True\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+     "    loss.backward()\n    opt.step()\n", r"gradient of the batch \(x.requires_grad = True\)"),
+    ("for x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+     "    g, = torch.autograd.grad(loss, x, create_graph=True)\n    (loss + g.pow(2).sum()).backward()\n"
+     "    opt.step()\n", r"gradient of the batch \(torch.autograd.grad"),
+    ("def step(x):\n    x.requires_grad_(True)\n" + PLAIN_STEP + "\n\n\nfor x in data:\n    loss = step(x)\n",
+     r"takes the gradient of what it is handed \(x.requires_grad_\(True\)\)"),
+])
+def test_a_step_that_takes_the_gradient_of_its_batch_is_refused(body, match, tmp_path):
+    """The graph's copy of the batch is detached: FGSM's first warm-up failed on
+    ``images.grad`` being None (the sweep's case)."""
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+def test_an_input_made_inside_the_step_may_require_grad(tmp_path):
+    """WGAN-GP's interpolates: made inside the step from the batch, not the batch itself."""
+    body = ("for x in data:\n    opt.zero_grad()\n    mixed = (0.5 * x).requires_grad_(True)\n"
+            "    g, = torch.autograd.grad(model(mixed).sum(), mixed, create_graph=True)\n"
+            "    loss = model(x).pow(2).mean() + g.pow(2).sum()\n    loss.backward()\n    opt.step()\n")
+    assert "_cg_step_graph(x)" in _patched(tmp_path, body)
+
+
+ON_THE_GPU_LEAF_INPUT = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [torch.randn(2, 4, device="cuda") for _ in range(4)]
+{prepare}
+for x in data:
+    x = mark(x)
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+grads = [x.grad for x in data]
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_a_batch_that_requires_grad_runs_the_step_eagerly(tmp_path):
+    """A leaf made to require grad where the rewrite cannot see it (inside a function): the
+    helper runs the step eagerly, with a warning, so the batch's gradient is eager's."""
+    script = ON_THE_GPU_LEAF_INPUT.format(prepare="\n\ndef mark(x):\n    return x.requires_grad_(True)\n\n")
+    eager = tmp_path / "eager.py"
+    eager.write_text(script)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, "full_iteration").patched)
+    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    assert ran[1]["_cg_step_graph"].graph is None and ran[1]["_cg_step_graph"].eager
+    assert any("is handed a tensor that requires grad" in message for message in ran[1]["caught"])
+    torch.testing.assert_close(ran[0]["model"].weight, ran[1]["model"].weight)
+    for a, b in zip(ran[0]["grads"], ran[1]["grads"]):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_helper_shadows_none_of_the_scripts_imports(tmp_path):
+    """An EMA loop imports ``copy`` for ``copy.deepcopy(model)``: the helper's own names must
+    not shadow it, or the patched script fails the user's linter (pyflakes F402)."""
+    from pyflakes.api import check
+    from pyflakes.reporter import Reporter
+
+    script = tmp_path / "train.py"
+    script.write_text("import copy\nimport math\nimport time\n" + LIVE_OUT.format(
+        body="ema = copy.deepcopy(model)\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+             "    loss.backward()\n    opt.step()\nprint(math.pi, time.time(), ema.weight.sum().item())\n"))
+    messages = io.StringIO()
+    assert check(make_patch(script, "full_iteration").patched, "patched.py", Reporter(messages, messages)) == 0, \
+        messages.getvalue()

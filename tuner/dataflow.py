@@ -233,7 +233,27 @@ def aliases_of(statements, names: set) -> dict:
     return reach
 
 
-def changed_in_place(statements, names: set) -> list:
+def handed_to_functions(statements, reach: dict, functions: Optional[dict]) -> list:
+    """(call, function, parameter, name) for each argument by which the statements hand one of
+    ``reach`` (or a part of one: ``aliases_of``) to one of the script's own functions
+    (``compute_loss(model, batch)``): what the function does to its parameter, it does to that
+    name. A ``*args`` or ``**kwargs`` argument is not followed."""
+    found = []
+    for statement in statements if functions else ():
+        for call in calls_in(statement, lambda c: dotted(c.func) in functions):
+            function = functions[dotted(call.func)]
+            params = function.params
+            positional = [p.name.value for p in params.posonly_params + params.params]
+            keywords = {p.name.value for p in params.params + params.kwonly_params}
+            given = [(param, a) for param, a in zip(positional, [a for a in call.args if a.keyword is None])
+                     if not a.star]
+            given += [(a.keyword.value, a) for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+            found += [(call, function, param, reach[root_name(a.value)]) for param, a in given
+                      if root_name(a.value) in reach]
+    return found
+
+
+def changed_in_place(statements, names: set, functions: Optional[dict] = None, depth: int = 2) -> list:
     """Of ``names``, those the statements change in place, directly or through a name that may be
     a view or a part of one (``aliases_of``), in the order met: an in-place method on one or on a
     part of one (``x.mul_(0.5)``, ``batch["x"].clamp_(0)``), an in-place function of one
@@ -244,6 +264,9 @@ def changed_in_place(statements, names: set) -> list:
     reach = aliases_of(statements, names)
     bound = set().union(*(names_rebound(s) for s in statements))
     found = []
+    for _, function, param, name in handed_to_functions(statements, reach, functions if depth else None):
+        if changed_in_place(function.body.body, {param}, functions, depth - 1):
+            found.append(name)   # normalize(images) whose body runs images.div_(255)
     for statement in statements:
         for call in calls_in(statement, lambda c: True):
             name = call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted(call.func)
@@ -279,12 +302,17 @@ CONTAINER_METHODS = ("pop", "popitem", "update", "setdefault", "append", "extend
 LIST_VALUES = (cst.List, cst.Tuple, cst.ListComp, cst.Set, cst.Dict)
 
 
-def changes_structure(statements, names: set):
+def changes_structure(statements, names: set, functions: Optional[dict] = None, depth: int = 2):
     """The first node by which the statements change the structure of one of ``names`` (or of a
     part of one, ``aliases_of``), or None: a store by key or attribute (``batch["pred"] = out``,
     in a tuple of targets too), a container method (``batch.pop("labels")``, ``losses += [loss]``)
-    or a shape's (``y.unsqueeze_(1)``), a ``del``."""
+    or a shape's (``y.unsqueeze_(1)``), a ``del``; or a call that hands one to a function of
+    the script's (``functions``, ``depth`` deep) that does so to its parameter
+    (``compute_loss(model, batch)`` whose body pops the labels)."""
     reach = aliases_of(statements, names)
+    for call, function, param, _ in handed_to_functions(statements, reach, functions if depth else None):
+        if changes_structure(function.body.body, {param}, functions, depth - 1) is not None:
+            return call
     for statement in statements:
         for node in nodes(statement, (cst.Assign, cst.AugAssign, cst.Call, cst.Del)):
             if isinstance(node, cst.AugAssign):
@@ -305,6 +333,31 @@ def changes_structure(statements, names: set):
                 elif (isinstance(node, cst.Del) and isinstance(store, (cst.Subscript, cst.Attribute))
                       or is_keyed_store(store)) and root_name(store) in reach:
                     return node
+    return None
+
+
+def gradient_of_input(statements, names: set):
+    """The first node by which the statements make one of ``names`` (or a part of one,
+    ``aliases_of``) require grad or take its gradient, or None: ``images.requires_grad_(True)``,
+    ``x.requires_grad = True``, ``images.grad``, ``torch.autograd.grad(loss, images)``. A graph
+    copies its inputs into buffers of its own, detached: the copy has no gradient (FGSM's
+    ``images.grad.sign()`` fails at the warm-up), and a backward would not reach the caller's."""
+    reach = aliases_of(statements, names)
+    for statement in statements:
+        for node in nodes(statement, (cst.Call, cst.Attribute, cst.Assign)):
+            if isinstance(node, cst.Call):
+                if is_method(node, None, "requires_grad_") and root_name(node.func.value) in reach:
+                    return node
+                if dotted(node.func).endswith("autograd.grad") and any(
+                        root_name(a.value) in reach or names_read(a.value) & set(reach)
+                        for a in node.args[1:] if a.keyword is None or a.keyword.value == "inputs"):
+                    return node
+            elif isinstance(node, cst.Attribute):
+                if node.attr.value == "grad" and root_name(node.value) in reach:
+                    return node
+            elif any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                     and root_name(t.target.value) in reach for t in node.targets):
+                return node
     return None
 
 
@@ -348,6 +401,16 @@ STORE_METHODS = ("append", "appendleft", "extend", "insert", "add", "put", "put_
 VIEW_METHODS = ("detach", "view", "view_as", "reshape", "squeeze", "flatten")
 
 
+def either_branch(expr, aliased) -> bool:
+    """Whether ``aliased`` holds for a value a conditional or boolean expression may evaluate to
+    (``loss.detach() if smooth is None else ...``, ``best or loss``): either may be kept."""
+    if isinstance(expr, cst.IfExp):
+        return aliased(expr.body) or aliased(expr.orelse)
+    if isinstance(expr, cst.BooleanOperation):
+        return aliased(expr.left) or aliased(expr.right)
+    return False
+
+
 def keeps_reference(statements, names: set, skip=()) -> bool:
     """Whether the statements keep one of ``names`` (or a view of it) beyond the statement:
     ``losses.append(loss.detach())``, ``best = loss``, ``(step, loss)``. Reading a value
@@ -360,7 +423,7 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
             return aliased(expr.func.value)
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
             return aliased(expr.value)
-        return False
+        return either_branch(expr, aliased)
 
     found = []
 
@@ -423,7 +486,7 @@ def keeps_output(statements, names: set) -> bool:
             return any(aliased(e.value) for e in expr.elements)
         if isinstance(expr, cst.Dict):
             return any(aliased(e.value) for e in expr.elements if isinstance(e, cst.DictElement))
-        return False
+        return either_branch(expr, aliased)
 
     found = []
 

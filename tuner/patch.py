@@ -39,7 +39,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
-                       zeroes_grads, changed_in_place, changes_structure)
+                       zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, root_name)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
@@ -814,10 +814,18 @@ class _Rewriter:
         if through:
             raise NotAStep(f"it reads the global {through[0]!r}, whose attribute or item the loop sets; a graph would "
                            "keep the first value")
-        stored = stores_into_argument(function)
+        stored = stores_into_argument(function, self.functions)
         if stored:
             raise NotAStep(f"it changes what it is handed ({stored}): a graph would change its own copy, and only "
                            "while it captures (read it without changing it)")
+        held = model_roots | {o.split(".")[0] for o in steppers}
+        handed = {root_name(a.value) for a in call.args} - held - {None}
+        graded = gradient_of_input(body, handed) or next(
+            (g for _, f, param, _ in handed_to_functions([body[index]], {n: n for n in handed}, {dotted(call.func): function})
+             for g in [gradient_of_input(f.body.body, {param})] if g is not None), None)
+        if graded is not None:
+            raise NotAStep(f"it takes the gradient of what it is handed ({cst.Module([]).code_for_node(graded).strip()}"
+                           "); a graph's copy of it has none")
         scaled = next((c for c in calls_in(function.body, lambda c: (is_method(c, None, "step") and c.args)
                                            or is_method(c, None, "scale") or is_method(c, None, "unscale_"))), None)
         if scaled is not None:
@@ -949,7 +957,7 @@ class _Rewriter:
             refuse_returned_values(function)
         clone = ", clone_outputs=True" if kept else ""
         tensors_changed = changed_in_place(function.body.body, set(bound) - {
-            p for p, value in bound.items() if dotted(value) in {*optimizers, *outer_models}})
+            p for p, value in bound.items() if dotted(value) in {*optimizers, *outer_models}}, self.functions)
         changed = [i for i, a in enumerate(call.args) for name in tensors_changed if a.value is bound[name]]
         if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={changed}"
@@ -983,7 +991,8 @@ class _Rewriter:
         own |= {(a.evaluated_alias or a.evaluated_name).split(".")[0]   # clip_grad_norm_ changes no module
                 for i in nodes(self.module, (cst.Import, cst.ImportFrom)) if not isinstance(i.names, cst.ImportStar)
                 for a in i.names}
-        state = changed_in_place(statements, set().union(*map(names_read, statements)) - own - held - {"self"})
+        state = changed_in_place(statements, set().union(*map(names_read, statements)) - own - held - {"self"},
+                                 self.functions)
         return f", state=[{', '.join(state)}]" if state else ""
 
     def _number_or_tensor(self, name: str) -> bool:
@@ -1179,6 +1188,7 @@ class _Rewriter:
         self._refuse_varying_numbers(inputs, outer, core, positions, steps, unmovable)
         self._refuse_values_set_around(outer, core, steps, positions)
         self._refuse_stores_into_inputs(core, inputs, positions)
+        self._refuse_gradients_of_inputs(body, inputs, positions)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
         # the step binds it, so it goes in as an input and comes back as an output
         carried = [name for name in sorted(read_first(core) & assigned) if name not in inputs]
@@ -1209,7 +1219,7 @@ class _Rewriter:
         clone += ", accumulate=True" if accumulate else ""
         if self.optimizer_outside or accumulate:   # its step runs eagerly after each replay
             clone += ", optimizers_in_graph=False"
-        changed = changed_in_place(core, set(inputs))
+        changed = changed_in_place(core, set(inputs), self.functions)
         if changed:   # `x.mul_(0.5)` on the loop's batch: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={[inputs.index(name) for name in changed]}"
         clone += self._state_outside(core, set(inputs) | assigned, models)
@@ -1285,11 +1295,21 @@ class _Rewriter:
         ``changes_structure``): the graph's warm-up and capture would make it on its copy of the
         batch, again and again (a second pop fails), and the loop's batch would never get it. (An
         in-place change of an input's tensors is copied back: ``changed_inputs``.)"""
-        node = changes_structure(core, set(inputs))
+        node = changes_structure(core, set(inputs), self.functions)
         if node is not None:
             raise self.refuse(f"line {positions[node].start.line}: the step changes the batch it is handed "
                               f"({cst.Module([]).code_for_node(node).strip()}): a graph would change its own copy, "
                               "and only while it captures (read it without changing it: labels = batch['labels'])")
+
+    def _refuse_gradients_of_inputs(self, body, inputs, positions) -> None:
+        """An input made to require grad, or whose gradient is read, anywhere in the loop's body
+        (FGSM's ``images.requires_grad_(True)`` then ``images.grad.sign()``: ``gradient_of_input``):
+        the graph's copy of the batch is detached, so the warm-up would fail on a missing
+        gradient, or the backward would stop at the copy."""
+        node = gradient_of_input(body, set(inputs))
+        if node is not None:
+            raise self.refuse(f"line {positions[node].start.line}: the loop takes the gradient of the batch "
+                              f"({cst.Module([]).code_for_node(node).strip()}); a graph's copy of the batch has none")
 
     def _refuse_values_set_around(self, outer, core, steps, positions) -> None:
         """A value the loop sets through an attribute or a constant key outside the step and

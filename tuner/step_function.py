@@ -201,14 +201,15 @@ def state_keeping_call(node, functions: dict, depth: int = 2) -> Optional[cst.Ca
     return None
 
 
-def stores_into_argument(function: cst.FunctionDef) -> Optional[str]:
+def stores_into_argument(function: cst.FunctionDef, functions: Optional[dict] = None) -> Optional[str]:
     """How the function changes an argument otherwise than through its tensors' values
     (``losses += [loss]``, ``batch["pred"] = out``, ``batch.pop("labels")``, ``y.unsqueeze_(1)``,
     through a part of it too: ``changes_structure``), as its source, or None: a graph would
     change the copy it was handed, at its warm-up and capture only. A change of an argument's
     tensors in place (``x.mul_(0.5)``, ``x[:, 0] = 0``, ``images /= 255``) is copied back instead
-    (``changed_in_place``)."""
-    node = changes_structure(function.body.body, set(parameter_names(function)))
+    (``changed_in_place``). ``functions``: the script's own, followed where the argument is
+    handed on (``changes_structure``)."""
+    node = changes_structure(function.body.body, set(parameter_names(function)), functions)
     return cst.Module([]).code_for_node(node).strip() if node is not None else None
 
 

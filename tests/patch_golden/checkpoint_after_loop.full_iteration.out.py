@@ -57,18 +57,15 @@ class _CgFullIterationGraph:
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
-            if not self.accumulate:   # the rewrite took the script's zero_grad into the helper
-                self._zero_grad()
-            return self.step(*inputs)
+            return self._eager_step(inputs)
         if self.graph is None and self.changed_inputs and self._changed_share_memory(inputs, tensors):
             # an input changed in place shares memory with another (an autoencoder's step(x, x)):
             # eager's change reaches both, a graph's copies are apart
-            self.eager = True
-            _cg_warnings.warn("cg-advise: the training step changes in place an input that shares memory with "
-                              "another input; it runs eagerly", stacklevel=2)
-            if not self.accumulate:
-                self._zero_grad()
-            return self.step(*inputs)
+            return self._eager_step(inputs, "changes in place an input that shares memory with another input")
+        if self.graph is None and any(t.is_leaf and t.requires_grad for t in tensors):
+            # an input made to require grad (FGSM's images.requires_grad_(True)): the graph's copy
+            # is detached, so the step would find no gradient on it, and the caller's get none
+            return self._eager_step(inputs, "is handed a tensor that requires grad")
         if self.graph is None:
             # a capture again (the optimizers' settings changed) finds everything warmed up and
             # the state made: no warm-up, and no copy of the state (twice the parameters for Adam)
@@ -120,12 +117,12 @@ class _CgFullIterationGraph:
             if any(id(t) not in copied for t in self._flatten(self.static_inputs)[0]):
                 # the step put other tensors into its inputs (batch["x"] = ...): the graph reads
                 # those, which no copy of the next batch reaches, and the caller's never get them
-                self.eager, self.graph = True, None
-                _cg_warnings.warn("cg-advise: the training step puts other tensors into its inputs "
-                                  "(batch[0] = ...); it runs eagerly", stacklevel=2)
-                if not self.accumulate:
-                    self._zero_grad()
-                return self.step(*inputs)
+                self.graph = None
+                return self._eager_step(inputs, "puts other tensors into its inputs (batch[0] = ...)")
+            # a replay has the capture's layout: where the changed inputs lie, and which tensors
+            # are the graph's own outputs (state the loop carries), are found once
+            self.changed_spans = self._changed_spans(inputs)
+            self.output_ids = set(map(id, self.output_tensors))
         try:
             same = layout == self.layout
         except Exception:  # a non-tensor value that cannot be compared
@@ -141,11 +138,10 @@ class _CgFullIterationGraph:
         self.graph.replay()
         self.replays += 1
         if self.changed_inputs:
-            outputs = set(map(id, self.output_tensors))
             with torch.no_grad():
-                for start, end in self._changed_spans(inputs):
+                for start, end in self.changed_spans:
                     for t, static in zip(tensors[start:end], self.static_tensors[start:end]):
-                        if id(t) not in outputs:   # state the loop carries is the graph's output: new already
+                        if id(t) not in self.output_ids:   # state the loop carries is the graph's output: new already
                             t.copy_(static)
         if not self.accumulate:
             self._reattach_grads()
@@ -154,6 +150,16 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _eager_step(self, inputs, why=None):
+        # the step as the script ran it: the rewrite took its zero_grad into the helper (unless it
+        # accumulates); with a reason, every later step too, said once
+        if why is not None:
+            self.eager = True
+            _cg_warnings.warn(f"cg-advise: the training step {why}; it runs eagerly", stacklevel=3)
+        if not self.accumulate:
+            self._zero_grad()
+        return self.step(*inputs)
 
     def _changed_share_memory(self, inputs, tensors):
         changed = {k for start, end in self._changed_spans(inputs) for k in range(start, end)}
@@ -327,8 +333,8 @@ class _CgFullIterationGraph:
                         if torch.is_tensor(value):
                             first = self._first_value(optimizer, group, key)
                             value.fill_(complex(first, first) if value.is_complex() else first)
-        for tensor, copy in saved:
-            tensor.copy_(copy)
+        for tensor, kept in saved:
+            tensor.copy_(kept)
 
     def _first_value(self, optimizer, group, key):
         inner = getattr(optimizer, "optimizer", optimizer)   # a wrapper's (accelerate's) optimizer
