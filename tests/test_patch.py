@@ -2915,6 +2915,9 @@ def test_a_loss_kept_through_a_conditional_expression_is_copied_out(kept, tmp_pa
      "    opt.step()\n", r"gradient of the batch \(torch.autograd.grad"),
     ("def step(x):\n    x.requires_grad_(True)\n" + PLAIN_STEP + "\n\n\nfor x in data:\n    loss = step(x)\n",
      r"takes the gradient of what it is handed \(x.requires_grad_\(True\)\)"),
+    # through a function of the script's, inside the step
+    ("def mark(t):\n    return t.requires_grad_(True)\n\n\nfor x in data:\n    opt.zero_grad()\n    x = mark(x)\n"
+     "    loss = model(x).pow(2).mean()\n    loss.backward()\n    opt.step()\n", r"gradient of the batch \(mark\(x\)\)"),
 ])
 def test_a_step_that_takes_the_gradient_of_its_batch_is_refused(body, match, tmp_path):
     """The graph's copy of the batch is detached: FGSM's first warm-up failed on
@@ -2937,10 +2940,17 @@ from torch import nn
 torch.manual_seed(0)
 model = nn.Linear(4, 1).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-data = [torch.randn(2, 4, device="cuda") for _ in range(4)]
-{prepare}
+data = [torch.randn(2, 4, device="cuda", requires_grad={requires_grad}) for _ in range(4)]
+
+
+class Marker:
+    def mark(self, x):
+        return x.requires_grad_(True)
+
+
+prep = Marker()
 for x in data:
-    x = mark(x)
+    {prepare}
     opt.zero_grad()
     loss = model(x).pow(2).mean()
     loss.backward()
@@ -2950,17 +2960,21 @@ grads = [x.grad for x in data]
 
 
 @requires_cuda
-def test_on_the_gpu_a_batch_that_requires_grad_runs_the_step_eagerly(tmp_path):
-    """A leaf made to require grad where the rewrite cannot see it (inside a function): the
-    helper runs the step eagerly, with a warning, so the batch's gradient is eager's."""
-    script = ON_THE_GPU_LEAF_INPUT.format(prepare="\n\ndef mark(x):\n    return x.requires_grad_(True)\n\n")
+@pytest.mark.parametrize("requires_grad, prepare, why", [
+    ("True", "pass", "is handed a tensor that requires grad"),   # made so before the loop
+    ("False", "x = prep.mark(x)", "makes an input require grad"),   # by a method inside the step
+])
+def test_on_the_gpu_a_batch_that_requires_grad_runs_the_step_eagerly(requires_grad, prepare, why, tmp_path):
+    """A leaf made to require grad where the rewrite cannot see it: the helper runs the step
+    eagerly, with a warning, so the batch's gradient is eager's."""
+    script = ON_THE_GPU_LEAF_INPUT.format(requires_grad=requires_grad, prepare=prepare)
     eager = tmp_path / "eager.py"
     eager.write_text(script)
     graphed = tmp_path / "graphed.py"
     graphed.write_text(make_patch(eager, "full_iteration").patched)
     ran = [_run_to_its_end(path) for path in (eager, graphed)]
     assert ran[1]["_cg_step_graph"].graph is None and ran[1]["_cg_step_graph"].eager
-    assert any("is handed a tensor that requires grad" in message for message in ran[1]["caught"])
+    assert any(why in message for message in ran[1]["caught"])
     torch.testing.assert_close(ran[0]["model"].weight, ran[1]["model"].weight)
     for a, b in zip(ran[0]["grads"], ran[1]["grads"]):
         torch.testing.assert_close(a, b)
@@ -2979,3 +2993,195 @@ def test_the_helper_shadows_none_of_the_scripts_imports(tmp_path):
     messages = io.StringIO()
     assert check(make_patch(script, "full_iteration").patched, "patched.py", Reporter(messages, messages)) == 0, \
         messages.getvalue()
+
+
+@pytest.mark.parametrize("kept", [
+    "scores.append(out[:, 0].detach())",   # a view of an output, by indexing
+    "log.append({k: v.detach() for k, v in parts.items()})",   # a comprehension over an output
+    "best = max(best, loss)",   # max hands back one of its arguments
+])
+def test_an_output_kept_through_an_index_a_comprehension_or_max_is_copied_out(kept, tmp_path):
+    """The sweep of 2026-11-30: an AUC computed from the list of the last batch's scores, a
+    loss log whose every entry was the last step's, a maximum that was the last norm."""
+    body = ("scores, log, best = [], [], 0.0\nfor x in data:\n    opt.zero_grad()\n    out = model(x)\n"
+            "    parts = {'mse': out.pow(2).mean()}\n    loss = parts['mse']\n    loss.backward()\n    opt.step()\n"
+            f"    {kept}\n")
+    assert "clone_outputs=True" in _patched(tmp_path, body)
+
+
+def test_an_output_read_at_once_is_not_copied_out(tmp_path):
+    body = ("log = []\nfor x in data:\n    opt.zero_grad()\n    out = model(x)\n    parts = {'mse': out.pow(2).mean()}\n"
+            "    loss = parts['mse']\n    loss.backward()\n    opt.step()\n    log.append(float(max(loss, torch.zeros(()))))\n"
+            "    values = {k: v.item() for k, v in parts.items()}\n")
+    assert "clone_outputs=True" not in _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("around, match", [
+    ("opt = torch.optim.SGD(model.parameters(), lr=0.1)", "builds its optimizer again or clears its state"),
+    ("opt.state.clear()", "builds its optimizer again or clears its state"),
+    ("model.weight.data = model.weight.data / 2", r"gives a tensor new memory \(model.weight.data = \.\.\.\)"),
+])
+def test_a_loop_that_replaces_what_the_graph_holds_is_refused(around, match, tmp_path):
+    """A fresh optimizer per task (continual learning), its state cleared, a weight given new
+    memory (NormFace's renormalisation): the graph keeps the old tensors."""
+    body = (f"for task in range(2):\n    {around}\n    for x in data:\n        opt.zero_grad()\n"
+            "        loss = model(x).pow(2).mean()\n        loss.backward()\n        opt.step()\n")
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+def test_a_new_weight_memory_is_refused_for_fwd_bwd_too(tmp_path):
+    body = ("for x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.backward()\n"
+            "    opt.step()\n    model.weight.data = model.weight.data / 2\n")
+    with pytest.raises(PatchRefused, match="gives a tensor new memory"):
+        _patched(tmp_path, body, scope="fwd_bwd")
+
+
+def test_an_attribute_set_on_a_module_the_step_calls_is_refused(tmp_path):
+    """A focal loss whose gamma the loop ramps per epoch: its forward reads it, the graph
+    would read the capture's value."""
+    body = ("class Focal(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.gamma = 0.0\n\n"
+            "    def forward(self, out):\n        return out.abs().pow(1 + self.gamma).mean()\n\n\n"
+            "criterion = Focal()\nfor epoch in range(2):\n    criterion.gamma = epoch / 2\n    for x in data:\n"
+            "        opt.zero_grad()\n        loss = criterion(model(x))\n        loss.backward()\n        opt.step()\n")
+    with pytest.raises(PatchRefused, match="sets criterion.gamma outside the step"):
+        _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("setup, draw, match", [
+    ("", "torch.rand(1)", r"torch.rand\(1\) in the step draws random numbers on the host"),
+    ("beta = torch.distributions.Beta(torch.tensor([0.4]), torch.tensor([0.4]))\n", "beta.sample()",
+     r"beta.sample\(\) in the step samples a distribution built from host tensors"),
+    ("from torch.distributions import Beta\nbeta = Beta(torch.tensor([0.4]), torch.tensor([0.4]))\n", "beta.sample()",
+     "samples a distribution built from host tensors"),
+])
+def test_a_random_draw_on_the_host_inside_the_step_is_refused(setup, draw, match, tmp_path):
+    """Mixup's ``lam = Beta(...).sample().to(device)``: the capture failed on the copy; a
+    ``torch.rand(1)`` would be drawn once, at capture."""
+    body = (f"{setup}for x in data:\n    opt.zero_grad()\n    loss = ({draw} * model(x)).pow(2).mean()\n"
+            "    loss.backward()\n    opt.step()\n")
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("setup", [
+    "",
+    "beta = torch.distributions.Beta(torch.tensor([0.4], device='cuda'), torch.tensor([0.4], device='cuda'))\n",
+])
+def test_a_draw_on_the_gpu_inside_the_step_is_captured(setup, tmp_path):
+    draw = "beta.sample()" if setup else "torch.rand(1, device='cuda')"
+    body = (f"{setup}for x in data:\n    opt.zero_grad()\n    loss = ({draw} * model(x)).pow(2).mean()\n"
+            "    loss.backward()\n    opt.step()\n")
+    assert "_cg_step_graph(x)" in _patched(tmp_path, body)
+
+
+STATEFUL_MODULE = """class Flip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.updates = 0
+
+    def forward(self, x):
+{forward}        return x
+
+
+flip = Flip()
+for x in data:
+    opt.zero_grad()
+    loss = model(flip(x)).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("forward, match", [
+    ("        if torch.rand(1) < 0.5:\n            x = x.flip(-1)\n", r"Flip.forward draws random numbers on the host"),
+    ("        self.updates += 1\n", r"Flip.forward counts in Python on itself \(self.updates \+= 1\)"),
+    ("        x = x * 1.0\n", None),
+])
+def test_a_module_whose_forward_keeps_host_state_is_refused(forward, match, tmp_path):
+    """torchvision's ``if torch.rand(1) < self.p`` flip, a temperature annealed from a
+    counter in forward: a graph repeats the capture's call."""
+    body = STATEFUL_MODULE.format(forward=forward)
+    if match is None:
+        assert "_cg_step_graph(x)" in _patched(tmp_path, body)
+        return
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+ON_THE_GPU_EVAL_MODE = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [torch.randn(16, 4, device="cuda") for _ in range(4)]
+model.train()
+for epoch in range(3):
+    for x in data:
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+    model.eval()   # validation, never set back: eager trains on in eval mode
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_a_model_left_in_eval_mode_is_captured_again(tmp_path):
+    """The sweep of 2026-11-30: the graph kept replaying train mode's BatchNorm after the
+    loop put the model in eval mode for good."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(ON_THE_GPU_EVAL_MODE)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, "full_iteration").patched)
+    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    for name in ("loss",):
+        torch.testing.assert_close(ran[0][name], ran[1][name])
+    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
+        torch.testing.assert_close(a, b)
+    assert ran[1]["_cg_step_graph"].modes == [False]
+
+
+def test_another_module_the_step_calls_is_put_back_with_the_models(tmp_path):
+    """A mean teacher's ``ema_model(noisy)`` in train mode: the warm-up's forwards move its
+    BatchNorm statistics, which the helper restores only for the modules it is handed."""
+    body = ("ema_model = nn.Linear(4, 1)\nfor x in data:\n    opt.zero_grad()\n    with torch.no_grad():\n"
+            "        target = ema_model(x)\n    loss = (model(x) - target).pow(2).mean()\n    loss.backward()\n"
+            "    opt.step()\n")
+    assert "_CgFullIterationGraph(_cg_step, [opt], [model, ema_model])" in _patched(tmp_path, body)
+
+
+VAE_KL = """class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mu = nn.Linear(4, 1)
+        self.kl = torch.zeros(())
+
+    def forward(self, x):
+        mu = self.mu(x)
+        self.kl = mu.pow(2).mean()
+        return mu
+
+
+model = Encoder()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in data:
+    opt.zero_grad()
+    loss = model(x).abs().mean() + {read}
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("read, refused", [("model.kl", True), ("model.mu.weight.sum()", False)])
+def test_fwd_bwd_refuses_a_loop_that_reads_what_forward_sets_on_its_module(read, refused, tmp_path):
+    """A VAE encoder's ``self.kl``, read by the loop: after a graphed forward it is the
+    capture's tensor, and the second backward through it failed (the sweep of 2026-11-30)."""
+    body = VAE_KL.format(read=read)
+    if refused:
+        with pytest.raises(PatchRefused, match=r"reads model.kl, which a forward sets on its module \(line \d+\)"):
+            _patched(tmp_path, body, scope="fwd_bwd")
+    else:
+        assert "_cg_graph_forward(model" in _patched(tmp_path, body, scope="fwd_bwd")
+    assert "_cg_step_graph" in _patched(tmp_path, body)   # the whole step's graph runs the forward

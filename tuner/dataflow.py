@@ -336,13 +336,18 @@ def changes_structure(statements, names: set, functions: Optional[dict] = None, 
     return None
 
 
-def gradient_of_input(statements, names: set):
+def gradient_of_input(statements, names: set, functions: Optional[dict] = None, depth: int = 2):
     """The first node by which the statements make one of ``names`` (or a part of one,
     ``aliases_of``) require grad or take its gradient, or None: ``images.requires_grad_(True)``,
     ``x.requires_grad = True``, ``images.grad``, ``torch.autograd.grad(loss, images)``. A graph
     copies its inputs into buffers of its own, detached: the copy has no gradient (FGSM's
-    ``images.grad.sign()`` fails at the warm-up), and a backward would not reach the caller's."""
+    ``images.grad.sign()`` fails at the warm-up), and a backward would not reach the caller's.
+    Followed into the script's ``functions`` it hands one to (``x = mark(x)``), ``depth`` deep:
+    the call is returned."""
     reach = aliases_of(statements, names)
+    for call, function, param, _ in handed_to_functions(statements, reach, functions if depth else None):
+        if gradient_of_input(function.body.body, {param}, functions, depth - 1) is not None:
+            return call
     for statement in statements:
         for node in nodes(statement, (cst.Call, cst.Attribute, cst.Assign)):
             if isinstance(node, cst.Call):
@@ -401,13 +406,30 @@ STORE_METHODS = ("append", "appendleft", "extend", "insert", "add", "put", "put_
 VIEW_METHODS = ("detach", "view", "view_as", "reshape", "squeeze", "flatten")
 
 
-def either_branch(expr, aliased) -> bool:
-    """Whether ``aliased`` holds for a value a conditional or boolean expression may evaluate to
-    (``loss.detach() if smooth is None else ...``, ``best or loss``): either may be kept."""
+# builtins that hand back one of their arguments, or its items (a tensor's rows are views)
+PASSING_BUILTINS = ("max", "min", "sorted", "list", "tuple", "reversed")
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def kept_through(expr, names: set, aliased) -> bool:
+    """Whether ``aliased(value, names)`` holds for a value ``expr`` may hand on: either branch of
+    a conditional or boolean expression (``loss.detach() if smooth is None else ...``, ``best or
+    loss``), an argument of a builtin that returns one (``max(best, norm)``), or an item of a
+    comprehension over one (``{k: v.detach() for k, v in losses.items()}``)."""
     if isinstance(expr, cst.IfExp):
-        return aliased(expr.body) or aliased(expr.orelse)
+        return aliased(expr.body, names) or aliased(expr.orelse, names)
     if isinstance(expr, cst.BooleanOperation):
-        return aliased(expr.left) or aliased(expr.right)
+        return aliased(expr.left, names) or aliased(expr.right, names)
+    if isinstance(expr, cst.Call) and dotted(expr.func) in PASSING_BUILTINS:
+        return any(aliased(a.value, names) for a in expr.args)
+    if isinstance(expr, COMPREHENSIONS):
+        inner, loop = set(names), expr.for_in
+        while loop is not None:   # `for k, v in losses.items()`: k and v may be parts of losses
+            if root_name(loop.iter) in inner or aliased(loop.iter, inner):
+                inner |= set(plain_target_names(loop.target))
+            loop = loop.inner_for_in
+        item = expr.value if isinstance(expr, cst.DictComp) else expr.elt   # a dict's keys are names, not tensors
+        return inner != names and aliased(item, inner)
     return False
 
 
@@ -416,14 +438,14 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
     ``losses.append(loss.detach())``, ``best = loss``, ``(step, loss)``. Reading a value
     (``loss.item()``, ``total += loss``) makes a new one and keeps nothing."""
 
-    def aliased(expr) -> bool:
+    def aliased(expr, names=names) -> bool:
         if isinstance(expr, cst.Name):
             return expr.value in names
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
-            return aliased(expr.func.value)
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            return aliased(expr.value)
-        return either_branch(expr, aliased)
+            return aliased(expr.func.value, names)
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):   # `.data`, `out[:, 1]`: views, or parts
+            return aliased(expr.value, names)
+        return kept_through(expr, names, aliased)
 
     found = []
 
@@ -475,18 +497,18 @@ def keeps_output(statements, names: set) -> bool:
     dict that is. Unpacking a call's result (``output, hidden = model(x, hidden)``) and passing
     a value to a call that makes a new one (``torch.cat((a, fake.detach()))``) keep nothing."""
 
-    def aliased(expr) -> bool:
+    def aliased(expr, names=names) -> bool:
         if isinstance(expr, cst.Name):
             return expr.value in names
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS:
-            return aliased(expr.func.value)
+            return aliased(expr.func.value, names)
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
-            return aliased(expr.value)
+            return aliased(expr.value, names)
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
-            return any(aliased(e.value) for e in expr.elements)
+            return any(aliased(e.value, names) for e in expr.elements)
         if isinstance(expr, cst.Dict):
-            return any(aliased(e.value) for e in expr.elements if isinstance(e, cst.DictElement))
-        return either_branch(expr, aliased)
+            return any(aliased(e.value, names) for e in expr.elements if isinstance(e, cst.DictElement))
+        return kept_through(expr, names, aliased)
 
     found = []
 
@@ -697,6 +719,101 @@ def host_tensor_copy(statements, functions: dict, outside=()):
                 return call, f"{name}() ({cst.Module([]).code_for_node(inner)})"
         host_names |= bound_on_host([statement])
     return None
+
+
+# torch's random functions that draw on the host unless given a device
+HOST_RANDOM_FUNCTIONS = ("torch.rand", "torch.randn", "torch.randint", "torch.randperm")
+SAMPLE_METHODS = ("sample", "rsample", "sample_n")
+
+
+def host_draw(statements, functions: dict, module):
+    """(call, why) for the first random draw on the host in ``statements`` or the script's
+    functions they call, or None: ``torch.rand(1)`` without ``device=`` (unless the script sets
+    a default device), or ``.sample()`` of a distribution built from host tensors
+    (``torch.distributions.Beta(torch.tensor([a]), ...)``, mixup's ``lam``). Inside a graph it
+    runs once, at capture: every replay reuses that draw (and ``.to(device)`` of it fails the
+    capture: a copy from pageable memory)."""
+    if calls_in(module, lambda c: dotted(c.func).endswith("set_default_device")):
+        return None
+    numbers = {n for a in nodes(module, (cst.Assign,)) if is_number_expression(a.value, set())
+               for t in a.targets for n in plain_target_names(t.target)}
+
+    def on_host(arg) -> bool:   # a number, or a tensor torch makes without a device
+        return is_number_expression(arg, numbers) or (
+            isinstance(arg, cst.Call) and dotted(arg.func).startswith("torch.") and not gpu_tensor_value(arg))
+
+    host_distributions = set()
+    for assign in nodes(module, (cst.Assign,)):
+        value = assign.value
+        if isinstance(value, cst.Call) and ("distributions." in dotted(value.func) or _is_distribution_class(
+                value, module)) and value.args and all(on_host(arg.value) for arg in value.args):
+            host_distributions.update(n for t in assign.targets for n in plain_target_names(t.target))
+    for call in (c for statement in statements for c in calls_through(statement, functions)):
+        name = dotted(call.func)
+        if name in HOST_RANDOM_FUNCTIONS and not any(a.keyword is not None and a.keyword.value == "device"
+                                                     for a in call.args):
+            return call, "draws random numbers on the host"
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in SAMPLE_METHODS \
+                and dotted(call.func.value) in host_distributions:
+            return call, "samples a distribution built from host tensors"
+    return None
+
+
+def _is_distribution_class(value, module) -> bool:
+    """``Beta(...)`` where the script imports ``Beta`` from torch.distributions."""
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+        return False
+    return any(dotted(i.module).startswith("torch.distributions") and not isinstance(i.names, cst.ImportStar)
+               and any((a.evaluated_alias or a.evaluated_name) == value.func.value for a in i.names)
+               for i in nodes(module, (cst.ImportFrom,)) if i.module is not None)
+
+
+def stateful_forward(module):
+    """(class name, node, what) for the first class of the script, called somewhere, whose
+    ``forward`` (or ``__call__``, or a method of its own they call) draws random numbers on the
+    host (torchvision's ``if torch.rand(1) < self.p`` flip) or counts in Python on itself
+    (``self.num_updates += 1``, a temperature annealed from it): a graph runs it only while it
+    captures, and every replay repeats what it did then. None where there is none."""
+    made = {dotted(c.func) for c in calls_in(module, lambda c: True)}
+    for cls in nodes(module, (cst.ClassDef,)):
+        if cls.name.value not in made:
+            continue
+        methods = {f"self.{f.name.value}": f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        for entry in (m for m in ("self.forward", "self.__call__") if m in methods):
+            drawn = host_draw(methods[entry].body.body, methods, module)
+            if drawn is not None:
+                return cls.name.value, drawn[0], drawn[1]
+            called = [methods[dotted(c.func)] for c in calls_in(methods[entry].body, bool) if dotted(c.func) in methods]
+            counted = [n for f in [methods[entry], *called] for n in nodes(f.body, (cst.AugAssign,))
+                       if root_name(n.target) == "self" and isinstance(n.target, cst.Attribute)]
+            if counted:
+                return cls.name.value, counted[0], "counts in Python on itself"
+    return None
+
+
+def forward_attributes(module) -> dict:
+    """Attribute name -> the assignment, for each ``self.<name> = ...`` in a ``forward`` of the
+    script's classes (a VAE encoder's ``self.kl``): read from the module after a graphed forward,
+    it is still the capture's tensor, cut off from any backward after the first."""
+    found = {}
+    for cls in nodes(module, (cst.ClassDef,)):
+        for f in (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "forward"):
+            for assign in nodes(f.body, (cst.Assign,)):
+                for t in assign.targets:
+                    if isinstance(t.target, cst.Attribute) and dotted(t.target.value) == "self":
+                        found.setdefault(t.target.attr.value, assign)
+    return found
+
+
+def made_inside_models(module, name: str, models: set) -> bool:
+    """Whether the script builds the class ``name`` inside a class (a submodule's) or binds it
+    to one of ``models``: a graph of the model's forward holds it, where one called beside the
+    model (a flip module in the loop) stays eager under fwd_bwd."""
+    is_made = lambda c: dotted(c.func) == name   # noqa: E731
+    if any(calls_in(cls.body, is_made) for cls in nodes(module, (cst.ClassDef,))):
+        return True
+    return any(calls_in(a.value, is_made) and {n for t in a.targets for n in target_names(t.target)} & models
+               for a in nodes(module, (cst.Assign,)))
 
 
 def _assignments(node, skip=()) -> list:

@@ -39,7 +39,8 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
-                       zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, root_name)
+                       zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name,
+                       made_inside_models, stateful_forward, forward_attributes)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
@@ -236,10 +237,16 @@ class _Rewriter:
         self._check_sparse(loop)
         if not self.scope.startswith("full_iteration"):
             self._check_double_backward(loop)
+        if self.scope != "compile":
+            self._check_data_rebound(outer)
+            self._check_stateful_forward()
+        if self.scope != "compile" and not self.scope.startswith("full_iteration"):
+            self._check_attributes_set_in_forward(outer)
         if self.scope == "compile":
             self._check_requires_grad_under_compile(outer)
         if self.scope.startswith("full_iteration"):
             self._check_requires_grad(loop)
+            self._check_optimizer_kept(outer)
             scope = self._enclosing_scope(parents, loop) or wrapper.module
             if self.spec.through_calls:
                 before, new_loop = self._called_step(loop, outer, scope)
@@ -382,6 +389,64 @@ class _Rewriter:
         if found is not None:
             raise self.refuse(f"line {self.positions[found].start.line}: the iteration changes which parameters "
                               "require grad; a graph of the whole step holds one set (try --scope fwd_bwd)")
+
+    def _check_stateful_forward(self) -> None:
+        """A module of the script's whose forward draws on the host or counts in Python on
+        itself (``stateful_forward``): a graph holds what the capture's call did (the sweep of
+        2026-11-30: a random flip flipped every batch or none; a temperature annealed in
+        forward stopped at its fourth value). Under fwd_bwd only where the model holds it."""
+        found = stateful_forward(self.module)
+        models = set(self.spec.models or [self.spec.model]) - {None, ""}
+        if found is not None and (self.scope.startswith("full_iteration") or made_inside_models(
+                self.module, found[0], models)):
+            name, node, what = found
+            raise self.refuse(f"line {self.positions[node].start.line}: {name}.forward {what} "
+                              f"({cst.Module([]).code_for_node(node).strip()}); a graph would repeat its capture's "
+                              "call at every replay (draw on the GPU with device=..., keep counters in tensors "
+                              "changed in place)")
+
+    def _check_attributes_set_in_forward(self, outer) -> None:
+        """The loop reads from a model what a forward sets on its module (``loss = ... +
+        autoencoder.encoder.kl``): a graphed forward runs no Python, so the attribute stays the
+        capture's tensor, whose backward was freed at the first replay's (the sweep of
+        2026-11-30 failed there). A graph of the whole step runs the forward inside it."""
+        attributes = forward_attributes(self.module)
+        roots = {m.split(".")[0] for m in self.spec.models or [self.spec.model] if m}
+        found = sorted(p for p in keyed_paths_read(outer) if "." in p and p.split(".")[0] in roots
+                       and p.rsplit(".", 1)[1] in attributes)
+        if found:
+            raise self.refuse(f"the loop reads {found[0]}, which a forward sets on its module (line "
+                              f"{self.positions[attributes[found[0].rsplit('.', 1)[1]]].start.line}); a graphed forward "
+                              "leaves the capture's tensor there (return it from forward, or try --scope full_iteration)")
+
+    def _check_data_rebound(self, outer) -> None:
+        """A tensor's ``.data`` bound anew in the loop (NormFace's ``model.weight.data =
+        F.normalize(...)`` after each step): the parameter moves to new memory, while a graph
+        keeps reading and stepping the old (the sweep of 2026-11-30 printed weights that had
+        stopped changing). Changed in place (``.data.copy_(...)``), it stays where the graph reads."""
+        found = [node for node in nodes(outer, (cst.Assign,))
+                 if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "data" for t in node.targets)]
+        if found:
+            raise self.refuse(f"line {self.positions[found[0]].start.line}: the loop gives a tensor new memory "
+                              f"({cst.Module([]).code_for_node(found[0].targets[0].target)} = ...), while a graph keeps "
+                              "reading the old (change it in place: with torch.no_grad(): w.copy_(...))")
+
+    def _check_optimizer_kept(self, outer) -> None:
+        """An optimizer built again, or its state cleared, inside the loops around the step (a
+        continual-learning loop's fresh Adam per task, ``optimizer.state.clear()``): the helper,
+        made before them, restores and captures the first one's state, so the warm-up's steps
+        stay in the new one and the graph keeps stepping the old tensors (the sweep of
+        2026-11-30: Adam ended at step 27 where eager's is at 24). fwd_bwd keeps the optimizer
+        eager."""
+        optimizers = set(self._optimizers())
+        states = {f"{o}.state" for o in optimizers}
+        found = [node for node in nodes(outer, (cst.Assign, cst.AugAssign, cst.Call))
+                 if ((is_method(node, None, "clear") and dotted(node.func.value) in states) if isinstance(node, cst.Call)
+                     else names_assigned(node, paths=True) & (optimizers | states))]
+        if found:
+            raise self.refuse(f"line {self.positions[found[0]].start.line}: the loop builds its optimizer again or "
+                              "clears its state; a graph holds the first one's state tensors (build it once before "
+                              "the loop, or try --scope fwd_bwd)")
 
     def _check_requires_grad_under_compile(self, outer) -> None:
         """Parameters frozen or unfrozen anywhere the compiled model runs (a backbone unfrozen
@@ -820,9 +885,9 @@ class _Rewriter:
                            "while it captures (read it without changing it)")
         held = model_roots | {o.split(".")[0] for o in steppers}
         handed = {root_name(a.value) for a in call.args} - held - {None}
-        graded = gradient_of_input(body, handed) or next(
+        graded = gradient_of_input([s for s in body if s is not body[index]], handed, self.functions) or next(
             (g for _, f, param, _ in handed_to_functions([body[index]], {n: n for n in handed}, {dotted(call.func): function})
-             for g in [gradient_of_input(f.body.body, {param})] if g is not None), None)
+             for g in [gradient_of_input(f.body.body, {param}, self.functions)] if g is not None), None)
         if graded is not None:
             raise NotAStep(f"it takes the gradient of what it is handed ({cst.Module([]).code_for_node(graded).strip()}"
                            "); a graph's copy of it has none")
@@ -903,6 +968,7 @@ class _Rewriter:
                 raise NotAStep(f"it reads the global {shadowed[0]!r}, which the calling function binds too")
         check_body(captured, {*stepped, *models}, self.functions, zeroed_before)
         self._refuse_data_dependent_shape(list(function.body.body), self.positions)
+        self._refuse_host_draw(list(function.body.body), self.positions)
         counted = self._counted_by(outer, skip=[statement])
         varying = next((a for a in call.args if counted(a.value)), None)
         if varying is not None:
@@ -1162,6 +1228,7 @@ class _Rewriter:
                               "would run it once, at capture, and replay its first value on every iteration "
                               "(read it before the step and pass it in: fetch the batch first, draw random "
                               "numbers on the GPU with torch.rand(..., device=...))")
+        self._refuse_host_draw(core, positions)
         copy = host_tensor_copy(core, functions, outside=body[:start] + hoisted)
         if copy:
             call, what = copy
@@ -1212,7 +1279,7 @@ class _Rewriter:
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
         new_body = before + hoisted + list(cst.parse_module(line).body) + moved + post
-        models = spec.models or ([spec.model] if spec.model else [])
+        models = (spec.models or ([spec.model] if spec.model else [])) + self._other_modules(core, inputs, assigned, scope)
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=steps) else ""
@@ -1231,6 +1298,20 @@ class _Rewriter:
             unchecked + f"_cg_step_graph = _CgFullIterationGraph(_cg_step, [{', '.join(optimizers)}], "
             f"[{', '.join(models)}]{clone})\n").body)
         return setup, loop.with_changes(body=loop.body.with_changes(body=new_body))
+
+    def _other_modules(self, core, inputs, assigned, scope) -> list:
+        """The names bound outside the step that the step calls as ``name(...)``, besides the
+        models (a mean teacher's ``ema_model(noisy)``, run in train mode): the helper keeps those
+        that are modules when it runs, so that what the warm-up's steps change in them
+        (BatchNorm's running statistics) is put back with the models (the sweep of 2026-11-30:
+        the teacher counted 63 batches where eager counts 60)."""
+        known = set(self.spec.models or [self.spec.model]) | set(self._optimizers()) | set(inputs) | assigned
+        bound = {n for a in nodes(self.module, (cst.Assign,)) for t in a.targets for n in plain_target_names(t.target)}
+        if isinstance(scope, cst.FunctionDef):
+            bound |= set(parameter_names(scope))
+        called = [c.func.value for s in core for c in calls_in(s, lambda c: isinstance(c.func, cst.Name))]
+        return [name for name in dict.fromkeys(called) if name in bound and name not in known
+                and name not in self.functions]
 
     def _prepared_share(self, core, outside) -> float:
         """Of the statements that do work (a call or an operator) between the batch's copy to the
@@ -1279,6 +1360,17 @@ class _Rewriter:
                               "captures one value, so every step after it changes would run eagerly (keep it in a "
                               f"tensor updated in place, e.g. {name}_t.fill_({name}), and use that in the step)")
 
+    def _refuse_host_draw(self, statements, positions) -> None:
+        """A random draw on the host inside the step (``host_draw``: mixup's
+        ``Beta(...).sample().to(device)`` failed the capture on its copy; ``torch.rand(1)`` would
+        be drawn once): refused, saying how to draw on the GPU."""
+        found = host_draw(statements, self.functions, self.module)
+        if found is not None:
+            call, why = found
+            raise self.refuse(f"line {positions[call].start.line}: {cst.Module([]).code_for_node(call)} in the step "
+                              f"{why}; a graph would replay the capture's draw at every step (draw on the GPU: "
+                              "device=..., or build the distribution from tensors on the GPU)")
+
     def _refuse_data_dependent_shape(self, statements, positions) -> None:
         """An operation in the step whose result's size depends on the values (``out[mask]``,
         ``nonzero``): its host sync fails the capture, so the rewrite would crash where it runs."""
@@ -1306,7 +1398,7 @@ class _Rewriter:
         (FGSM's ``images.requires_grad_(True)`` then ``images.grad.sign()``: ``gradient_of_input``):
         the graph's copy of the batch is detached, so the warm-up would fail on a missing
         gradient, or the backward would stop at the copy."""
-        node = gradient_of_input(body, set(inputs))
+        node = gradient_of_input(body, set(inputs), self.functions)
         if node is not None:
             raise self.refuse(f"line {positions[node].start.line}: the loop takes the gradient of the batch "
                               f"({cst.Module([]).code_for_node(node).strip()}); a graph's copy of the batch has none")
@@ -1323,6 +1415,11 @@ class _Rewriter:
                 if path:
                     set_around.setdefault(path, node)
         found = sorted(set_around.keys() & set().union(*map(keyed_paths_read, core)))
+        # set on an object the step calls (`self.criterion.gamma = ...` around, `self.criterion(...)`
+        # inside): its forward reads it (the sweep's focal loss kept gamma's first value)
+        called = {dotted(c.func) for statement in core for c in calls_in(statement, lambda c: True)}
+        found += sorted(path for path in set_around if "." in path and (
+            path.rsplit(".", 1)[0] in called or f"{path.rsplit('.', 1)[0]}.forward" in called))
         if found:
             raise self.refuse(f"line {positions[set_around[found[0]]].start.line}: the loop sets {found[0]} outside the "
                               "step, which the step reads; a graph would read the value of its capture at every "

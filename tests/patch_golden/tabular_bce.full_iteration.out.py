@@ -57,6 +57,10 @@ class _CgFullIterationGraph:
             # the graph's backward and optimizer step hold the old set; captured again, warmed up
             # as the first time, so that the optimizer state the newly trained ones need is made
             self.graph = None
+        if self.graph is not None and [m.training for m in self.models] != self.modes:
+            # a model put in eval or train mode since the capture (model.eval() for validation,
+            # never set back): the graph holds the other mode's kernels, captured again as it is
+            self.graph = None
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
@@ -113,6 +117,7 @@ class _CgFullIterationGraph:
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
             self.captured_params, self.trained = params, flags
+            self.modes = [m.training for m in self.models]
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
@@ -122,6 +127,11 @@ class _CgFullIterationGraph:
                 # those, which no copy of the next batch reaches, and the caller's never get them
                 self.graph = None
                 return self._eager_step(inputs, "puts other tensors into its inputs (batch[0] = ...)")
+            if any(t.requires_grad for t in self.static_tensors):
+                # the step made its copy of an input require grad (x.requires_grad_()): the next
+                # copy into it would fail, and its gradient would be the graph's, not the caller's
+                self.graph = None
+                return self._eager_step(inputs, "makes an input require grad")
             # a replay has the capture's layout: where the changed inputs lie, and which tensors
             # are the graph's own outputs (state the loop carries), are found once
             self.changed_spans = self._changed_spans(inputs)
@@ -388,7 +398,7 @@ def _cg_step(cb, xb, yb):
     optimizer.step()
     return loss
 
-_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model])
+_cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model, criterion])
 
 for epoch in range(epochs):
     model.train()
