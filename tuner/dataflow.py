@@ -468,16 +468,24 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
     return any(found)
 
 
-def model_outputs(body, models: set) -> set:
+def model_outputs(body, models: set, functions: Optional[dict] = None) -> set:
     """The names ``body`` binds to what a call of one of ``models`` returns, or to a part or view
     (``outputs = model(**batch)``, ``loss = outputs.loss``, ``logits = out[0]``): a graphed
     forward hands back its graph's output buffers, which the next replay overwrites. A view or
-    another name for one (``best = loss.detach()``) is what ``keeps_output`` looks for."""
+    another name for one (``best = loss.detach()``) is what ``keeps_output`` looks for. What a
+    function of the script's returns counts too where it is handed a model or names one
+    (``loss, hidden = update(policy, ...)`` returning the GRU's new state)."""
     names = set()
+    roots = {m.split(".")[0] for m in models}
+
+    def runs_model(call) -> bool:
+        function = (functions or {}).get(dotted(call.func))
+        return function is not None and (any(dotted(a.value).split(".")[0] in roots for a in call.args)
+                                         or bool(names_read(function.body) & roots))
 
     def rooted(expr) -> bool:   # the call, or a part of what it returned (an attribute, an item)
         if isinstance(expr, cst.Call):
-            return dotted(expr.func) in models
+            return dotted(expr.func) in models or runs_model(expr)
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
             return rooted(expr.value) or (isinstance(expr.value, cst.Name) and expr.value.value in names)
         return False

@@ -648,7 +648,7 @@ class _Rewriter:
         # an output kept past the next call (`losses.append(outputs.loss.detach())`) is a copy: a
         # replay hands back its graph's output buffers, which the next one overwrites
         if self.scope in ("fwd_bwd", "submodule") and keeps_output(list(loop.body.body),
-                                                                   model_outputs(loop.body, set(models))):
+                                                                   model_outputs(loop.body, set(models), self.functions)):
             accumulate += ", clone_outputs=True"
         if self.scope == "forward":
             code = "".join(f"_cg_graph_inference({m})  # cg-advise: forward passes as CUDA graphs, one per "

@@ -240,7 +240,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     batches = [(torch.randn(64, 32, device=device), torch.randint(0, 10, (64,), device=device)) for _ in range(16)]
     history = []
-    _cg_graph_forward(model, accumulate=True)  # cg-advise: forward and backward as CUDA graphs
+    _cg_graph_forward(model, accumulate=True, clone_outputs=True)  # cg-advise: forward and backward as CUDA graphs
 
     for step in range(int(os.environ.get("CG_STEPS", "200"))):
         inputs, targets = batches[step % len(batches)]

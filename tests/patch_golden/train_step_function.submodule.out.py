@@ -248,7 +248,7 @@ def main():
     history = []
     for _cg_child in _cg_children(model):  # cg-advise: each top-level submodule as CUDA graphs
         if any(p.requires_grad for p in _cg_child.parameters()):
-            _cg_graph_forward(_cg_child, accumulate=True)
+            _cg_graph_forward(_cg_child, accumulate=True, clone_outputs=True)
 
     for step in range(int(os.environ.get("CG_STEPS", "200"))):
         inputs, targets = batches[step % len(batches)]
