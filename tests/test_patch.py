@@ -3195,3 +3195,50 @@ def test_fwd_bwd_copies_out_a_model_output_a_step_function_returns(tmp_path):
     setup = next(line for line in _patched(tmp_path, body, scope="fwd_bwd").splitlines()
                  if line.startswith("_cg_graph_forward(model"))
     assert "clone_outputs=True" in setup
+
+
+@pytest.mark.parametrize("around, match", [
+    ("opt.load_state_dict(initial)", "builds its optimizer again, clears its state or loads another"),   # k-fold
+    ("torch.nn.utils.prune.l1_unstructured(model, 'weight', amount=0.2)", r"adds a hook to a module \(torch.nn"),
+    ("model.register_forward_pre_hook(lambda m, a: None)", r"adds a hook to a module \(model.register_forward_pre_hook\)"),
+    ("model.drop_p = 0.5 * task", r"sets model.drop_p outside the step"),
+])
+def test_a_loop_that_changes_around_the_step_what_the_graph_holds_is_refused(around, match, tmp_path):
+    """The third sweep of 2026-11-30: folds that load the optimizer's first state (the capture
+    again found no momentum yet), pruning between epochs, a callback's dropout rate on the model."""
+    body = (f"initial = opt.state_dict()\nfor task in range(2):\n    {around}\n    for x in data:\n        opt.zero_grad()\n"
+            "        loss = model(x).pow(2).mean()\n        loss.backward()\n        opt.step()\n")
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("forward, match", [
+    ("        self.center = self.center * 0.9 + x.mean() * 0.1\n", r"Flip.forward keeps state on itself by binding it anew"),
+    ("        x = x[:int(self.updates)]\n", r"Flip.forward reads a tensor on the host \(int\(self.updates\)\)"),
+    ("        x = x * self.updates.item()\n", r"Flip.forward reads a tensor on the host"),
+])
+def test_a_module_whose_forward_rebinds_its_state_or_reads_the_host_is_refused(forward, match, tmp_path):
+    """DINO's center bound anew in the loss's forward (the graph reads the capture's tensor at
+    every replay), MoCo's ``int(self.queue_ptr)`` (a sync the capture fails on)."""
+    body = STATEFUL_MODULE.format(forward=forward).replace("self.updates = 0", "self.updates = torch.zeros(())\n"
+                                                           "        self.center = torch.zeros(())")
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("call, match", [
+    ("torch.randn(2, 4, generator=gen, device='cuda')", "draws from a generator of its own"),
+    ("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)", "checks the norm on the host"),
+])
+def test_a_step_with_a_generator_of_its_own_or_a_norm_checked_on_the_host_is_refused(call, match, tmp_path):
+    body = (f"gen = torch.Generator(device='cuda')\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+            f"    loss.backward()\n    {call}\n    opt.step()\n")
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+def test_an_output_handed_to_a_method_of_another_object_is_copied_out(tmp_path):
+    """``tracker.update("loss", loss.detach())``: a metric tracker may keep what it is handed."""
+    body = ("tracker = {}\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.backward()\n"
+            "    opt.step()\n    tracker.setdefault('loss', loss.detach())\n")
+    assert "clone_outputs=True" in _patched(tmp_path, body)

@@ -454,7 +454,10 @@ def keeps_reference(statements, names: set, skip=()) -> bool:
             found.append(aliased(node.value))
 
         def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in STORE_METHODS:
+            # a store (`losses.append(...)`), or a method of the script's own objects, which may
+            # keep what it is handed (`tracker.update("loss", loss.detach())`); torch's make new values
+            if isinstance(node.func, cst.Attribute) and (node.func.attr.value in STORE_METHODS or (
+                    root_name(node.func) not in (*TORCH_NAMESPACES, *names) and not node.func.attr.value.endswith("_"))):
                 found.extend(aliased(arg.value) for arg in node.args)
 
         def visit_Element(self, node) -> None:   # list, tuple and set items
@@ -758,6 +761,11 @@ def host_draw(statements, functions: dict, module):
             host_distributions.update(n for t in assign.targets for n in plain_target_names(t.target))
     for call in (c for statement in statements for c in calls_through(statement, functions)):
         name = dotted(call.func)
+        if any(a.keyword is not None and a.keyword.value == "generator" for a in call.args):
+            return call, "draws from a generator of its own, which a capture does not take in"
+        if any(a.keyword is not None and a.keyword.value == "error_if_nonfinite" and dotted(a.value) == "True"
+               for a in call.args):
+            return call, "checks the norm on the host (error_if_nonfinite=True), a sync a capture cannot hold"
         if name in HOST_RANDOM_FUNCTIONS and not any(a.keyword is not None and a.keyword.value == "device"
                                                      for a in call.args):
             return call, "draws random numbers on the host"
@@ -792,10 +800,18 @@ def stateful_forward(module):
             if drawn is not None:
                 return cls.name.value, drawn[0], drawn[1]
             called = [methods[dotted(c.func)] for c in calls_in(methods[entry].body, bool) if dotted(c.func) in methods]
-            counted = [n for f in [methods[entry], *called] for n in nodes(f.body, (cst.AugAssign,))
+            bodies = [methods[entry], *called]
+            counted = [n for f in bodies for n in nodes(f.body, (cst.AugAssign,))
                        if root_name(n.target) == "self" and isinstance(n.target, cst.Attribute)]
+            counted += [n for f in bodies for n in nodes(f.body, (cst.Assign,)) if any(
+                isinstance(t.target, cst.Attribute) and dotted(t.target.value) == "self"
+                and dotted(t.target) in keyed_paths_read(n.value) for t in n.targets)]
             if counted:
-                return cls.name.value, counted[0], "counts in Python on itself"
+                return cls.name.value, counted[0], "keeps state on itself by binding it anew"
+            read = [c for f in bodies for c in calls_in(f.body, lambda c: host_call(c) is not None or (
+                dotted(c.func) in ("int", "float", "bool") and len(c.args) == 1 and root_name(c.args[0].value) == "self"))]
+            if read:
+                return cls.name.value, read[0], "reads a tensor on the host"
     return None
 
 

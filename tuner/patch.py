@@ -424,6 +424,12 @@ class _Rewriter:
         F.normalize(...)`` after each step): the parameter moves to new memory, while a graph
         keeps reading and stepping the old (the sweep of 2026-11-30 printed weights that had
         stopped changing). Changed in place (``.data.copy_(...)``), it stays where the graph reads."""
+        hooked = [c for c in calls_in(outer, lambda c: dotted(c.func).split(".")[-2:-1] == ["prune"] or (
+            isinstance(c.func, cst.Attribute) and c.func.attr.value.startswith("register_") and "hook" in c.func.attr.value))]
+        if hooked:   # the pruning tutorial's prune.l1_unstructured between epochs: a hook the capture never ran
+            raise self.refuse(f"line {self.positions[hooked[0]].start.line}: the loop adds a hook to a module "
+                              f"({cst.Module([]).code_for_node(hooked[0].func)}) or prunes it while it trains; a graph "
+                              "keeps what its capture ran (add it before the loop)")
         found = [node for node in nodes(outer, (cst.Assign,))
                  if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "data" for t in node.targets)]
         if found:
@@ -441,12 +447,13 @@ class _Rewriter:
         optimizers = set(self._optimizers())
         states = {f"{o}.state" for o in optimizers}
         found = [node for node in nodes(outer, (cst.Assign, cst.AugAssign, cst.Call))
-                 if ((is_method(node, None, "clear") and dotted(node.func.value) in states) if isinstance(node, cst.Call)
-                     else names_assigned(node, paths=True) & (optimizers | states))]
+                 if ((is_method(node, None, "clear") and dotted(node.func.value) in states)
+                     or (is_method(node, None, "load_state_dict") and dotted(node.func.value) in optimizers)
+                     if isinstance(node, cst.Call) else names_assigned(node, paths=True) & (optimizers | states))]
         if found:
-            raise self.refuse(f"line {self.positions[found[0]].start.line}: the loop builds its optimizer again or "
-                              "clears its state; a graph holds the first one's state tensors (build it once before "
-                              "the loop, or try --scope fwd_bwd)")
+            raise self.refuse(f"line {self.positions[found[0]].start.line}: the loop builds its optimizer again, "
+                              "clears its state or loads another; a graph holds the first one's state tensors (build "
+                              "it once before the loop and reset it in place, or try --scope fwd_bwd)")
 
     def _check_requires_grad_under_compile(self, outer) -> None:
         """Parameters frozen or unfrozen anywhere the compiled model runs (a backbone unfrozen
@@ -1368,8 +1375,8 @@ class _Rewriter:
         if found is not None:
             call, why = found
             raise self.refuse(f"line {positions[call].start.line}: {cst.Module([]).code_for_node(call)} in the step "
-                              f"{why}; a graph would replay the capture's draw at every step (draw on the GPU: "
-                              "device=..., or build the distribution from tensors on the GPU)")
+                              f"{why}; a graph runs it only while it captures (draw on the GPU with device=..., from "
+                              "the default generator, or build the distribution from tensors on the GPU)")
 
     def _refuse_data_dependent_shape(self, statements, positions) -> None:
         """An operation in the step whose result's size depends on the values (``out[mask]``,
@@ -1418,8 +1425,10 @@ class _Rewriter:
         # set on an object the step calls (`self.criterion.gamma = ...` around, `self.criterion(...)`
         # inside): its forward reads it (the sweep's focal loss kept gamma's first value)
         called = {dotted(c.func) for statement in core for c in calls_in(statement, lambda c: True)}
+        models = {m for m in self.spec.models or [self.spec.model] if m}
         found += sorted(path for path in set_around if "." in path and (
-            path.rsplit(".", 1)[0] in called or f"{path.rsplit('.', 1)[0]}.forward" in called))
+            path.rsplit(".", 1)[0] in called or f"{path.rsplit('.', 1)[0]}.forward" in called
+            or any(path.startswith(f"{m}.") for m in models)))   # a fast.ai callback's model.drop.p = ...
         if found:
             raise self.refuse(f"line {positions[set_around[found[0]]].start.line}: the loop sets {found[0]} outside the "
                               "step, which the step reads; a graph would read the value of its capture at every "

@@ -56,9 +56,10 @@ class _CgFullIterationGraph:
             # the graph's backward and optimizer step hold the old set; captured again, warmed up
             # as the first time, so that the optimizer state the newly trained ones need is made
             self.graph = None
-        if self.graph is not None and [m.training for m in self.models] != self.modes:
+        if self.graph is not None and [m.training for m in self.mode_modules] != self.modes:
             # a model put in eval or train mode since the capture (model.eval() for validation,
-            # never set back): the graph holds the other mode's kernels, captured again as it is
+            # never set back; its BatchNorm layers frozen after a warm-up): the graph holds the
+            # other mode's kernels, captured again as it is
             self.graph = None
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
@@ -116,7 +117,11 @@ class _CgFullIterationGraph:
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
             self.captured_params, self.trained = params, flags
-            self.modes = [m.training for m in self.models]
+            # the models and their layers whose mode changes what they compute (checked at every
+            # call: BatchNorm and dropout, not every submodule)
+            self.mode_modules = self.models + [m for model in self.models for m in model.modules() if isinstance(
+                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+            self.modes = [m.training for m in self.mode_modules]
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
@@ -323,7 +328,9 @@ class _CgFullIterationGraph:
     def _snapshot(self):
         # the models' parameters and buffers, the optimized parameters, and the optimizer state
         # that exists already (each tensor once)
-        tensors = [t for m in self.models for t in m.state_dict().values()] + self._params() + self.state
+        # buffers() too: a buffer registered with persistent=False (a running normalizer's count)
+        # is not in the state_dict, and the warm-up's steps update it all the same
+        tensors = [t for m in self.models for t in [*m.state_dict().values(), *m.buffers()]] + self._params() + self.state
         tensors += [v for state in self._states() for v in state.values() if torch.is_tensor(v)]
         unique = {id(t): t for t in tensors}
         return [(t, t.detach().clone()) for t in unique.values()]
