@@ -2995,6 +2995,12 @@ def test_the_helper_shadows_none_of_the_scripts_imports(tmp_path):
         messages.getvalue()
 
 
+def _plain_loop(setup="", loss="model(x).pow(2).mean()", between="") -> str:
+    """A loop over ``data`` whose step is zero_grad, ``loss``, backward, ``between``, step."""
+    return (f"{setup}for x in data:\n    opt.zero_grad()\n    loss = {loss}\n    loss.backward()\n"
+            f"{between}    opt.step()\n")
+
+
 @pytest.mark.parametrize("kept", [
     "scores.append(out[:, 0].detach())",   # a view of an output, by indexing
     "log.append({k: v.detach() for k, v in parts.items()})",   # a comprehension over an output
@@ -3017,8 +3023,8 @@ def test_an_output_read_at_once_is_not_copied_out(tmp_path):
 
 
 @pytest.mark.parametrize("around, match", [
-    ("opt = torch.optim.SGD(model.parameters(), lr=0.1)", "builds its optimizer again or clears its state"),
-    ("opt.state.clear()", "builds its optimizer again or clears its state"),
+    ("opt = torch.optim.SGD(model.parameters(), lr=0.1)", "builds its optimizer again, clears its state"),
+    ("opt.state.clear()", "builds its optimizer again, clears its state"),
     ("model.weight.data = model.weight.data / 2", r"gives a tensor new memory \(model.weight.data = \.\.\.\)"),
 ])
 def test_a_loop_that_replaces_what_the_graph_holds_is_refused(around, match, tmp_path):
@@ -3058,8 +3064,7 @@ def test_an_attribute_set_on_a_module_the_step_calls_is_refused(tmp_path):
 def test_a_random_draw_on_the_host_inside_the_step_is_refused(setup, draw, match, tmp_path):
     """Mixup's ``lam = Beta(...).sample().to(device)``: the capture failed on the copy; a
     ``torch.rand(1)`` would be drawn once, at capture."""
-    body = (f"{setup}for x in data:\n    opt.zero_grad()\n    loss = ({draw} * model(x)).pow(2).mean()\n"
-            "    loss.backward()\n    opt.step()\n")
+    body = _plain_loop(setup=setup, loss=f"({draw} * model(x)).pow(2).mean()")
     with pytest.raises(PatchRefused, match=match):
         _patched(tmp_path, body)
 
@@ -3070,9 +3075,7 @@ def test_a_random_draw_on_the_host_inside_the_step_is_refused(setup, draw, match
 ])
 def test_a_draw_on_the_gpu_inside_the_step_is_captured(setup, tmp_path):
     draw = "beta.sample()" if setup else "torch.rand(1, device='cuda')"
-    body = (f"{setup}for x in data:\n    opt.zero_grad()\n    loss = ({draw} * model(x)).pow(2).mean()\n"
-            "    loss.backward()\n    opt.step()\n")
-    assert "_cg_step_graph(x)" in _patched(tmp_path, body)
+    assert "_cg_step_graph(x)" in _patched(tmp_path, _plain_loop(setup=setup, loss=f"({draw} * model(x)).pow(2).mean()"))
 
 
 STATEFUL_MODULE = """class Flip(nn.Module):
@@ -3138,7 +3141,7 @@ def test_on_the_gpu_a_model_left_in_eval_mode_is_captured_again(tmp_path):
     ran = [_run_to_its_end(path) for path in (eager, graphed)]
     for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
         torch.testing.assert_close(a, b)
-    assert ran[1]["_cg_step_graph"].modes == [False]
+    assert not any(ran[1]["_cg_step_graph"].modes)   # the model and its BatchNorm layer, captured again in eval mode
 
 
 def test_another_module_the_step_calls_is_put_back_with_the_models(tmp_path):
@@ -3231,10 +3234,8 @@ def test_a_module_whose_forward_rebinds_its_state_or_reads_the_host_is_refused(f
     ("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)", "checks the norm on the host"),
 ])
 def test_a_step_with_a_generator_of_its_own_or_a_norm_checked_on_the_host_is_refused(call, match, tmp_path):
-    body = (f"gen = torch.Generator(device='cuda')\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n"
-            f"    loss.backward()\n    {call}\n    opt.step()\n")
     with pytest.raises(PatchRefused, match=match):
-        _patched(tmp_path, body)
+        _patched(tmp_path, _plain_loop(setup="gen = torch.Generator(device='cuda')\n", between=f"    {call}\n"))
 
 
 def test_an_output_handed_to_a_method_of_another_object_is_copied_out(tmp_path):
@@ -3242,3 +3243,34 @@ def test_an_output_handed_to_a_method_of_another_object_is_copied_out(tmp_path):
     body = ("tracker = {}\nfor x in data:\n    opt.zero_grad()\n    loss = model(x).pow(2).mean()\n    loss.backward()\n"
             "    opt.step()\n    tracker.setdefault('loss', loss.detach())\n")
     assert "clone_outputs=True" in _patched(tmp_path, body)
+
+
+@pytest.mark.parametrize("body, match", [
+    # a KL weight warmed up on the host: the capture takes the CPU scalar as a constant
+    ("kl_weight = torch.tensor(0.0)\nfor i, x in enumerate(data):\n    kl_weight.fill_(min(1.0, i / 2))\n"
+     "    opt.zero_grad()\n    loss = kl_weight * model(x).pow(2).mean()\n    loss.backward()\n    opt.step()\n",
+     "the step reads 'kl_weight', a tensor on the host that the loop changes in place"),
+    # Lightning's training_step keeping its outputs on the module
+    ("class Lit(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.net = nn.Linear(4, 1)\n"
+     "        self.outputs = []\n\n    def forward(self, x):\n        return self.net(x)\n\n"
+     "    def training_step(self, x):\n        loss = self(x).pow(2).mean()\n        self.outputs.append(loss.detach())\n"
+     "        return loss\n\n\nmodel = Lit()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x in data:\n"
+     "    opt.zero_grad()\n    loss = model.training_step(x)\n    loss.backward()\n    opt.step()\n",
+     r"training_step\(\) keeps Python state on its object \(self.outputs.append"),
+    # a distillation loss whose set_epoch() sets the temperature its forward reads
+    ("class KL(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.T = 4.0\n\n"
+     "    def set_epoch(self, epoch):\n        self.T = 4.0 / (epoch + 1)\n\n    def forward(self, out):\n"
+     "        return (out / self.T).pow(2).mean()\n\n\ncriterion = KL()\nfor epoch in range(2):\n"
+     "    criterion.set_epoch(epoch)\n    for x in data:\n        opt.zero_grad()\n        loss = criterion(model(x))\n"
+     "        loss.backward()\n        opt.step()\n",
+     r"criterion.set_epoch\(epoch\) sets attributes of an object the step calls"),
+])
+def test_state_a_graph_cannot_follow_is_refused(body, match, tmp_path):
+    """The third sweep of 2026-11-30 (bench/workloads/sweep_2026-11-30c/)."""
+    with pytest.raises(PatchRefused, match=match):
+        _patched(tmp_path, body)
+
+
+def test_a_host_tensor_the_loop_leaves_alone_is_captured(tmp_path):
+    body = _plain_loop(setup="scale = torch.tensor(2.0)\n", loss="scale * model(x).pow(2).mean()")
+    assert "_cg_step_graph(x)" in _patched(tmp_path, body)

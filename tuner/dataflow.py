@@ -157,7 +157,9 @@ def _holds_step(node, skipped: set) -> bool:
 
 def reads_before_binding(statements) -> list:
     """(name, statement) for names each simple statement reads, in source order, before it
-    binds them: ``h = rnn(x, h)`` reads ``h``; ``loss = f(out)`` does not read ``loss``."""
+    binds them: ``h = rnn(x, h)`` reads ``h``; ``loss = f(out)`` does not read ``loss``. A
+    ``for`` reads its iterable, then binds its target (``for name, p in model.named_parameters()``
+    inside the step binds ``p`` there: no input of the graph)."""
     found = []
 
     class Lines(cst.CSTVisitor):
@@ -170,6 +172,11 @@ def reads_before_binding(statements) -> list:
                 found.extend((name, small) for name in sorted(read))
                 found.extend((name, None) for name in sorted(names_assigned(small)))
             return False
+
+        def visit_For(self, node: cst.For) -> bool:   # its iterable is read, then its target bound
+            found.extend((name, node) for name in sorted(names_read(node.iter)))
+            found.extend((name, None) for name in sorted(plain_target_names(node.target)))
+            return True
 
     for statement in statements:
         statement.visit(Lines())
@@ -732,6 +739,20 @@ def host_tensor_copy(statements, functions: dict, outside=()):
     return None
 
 
+# torch's constructors that make a tensor on the host unless given a device
+HOST_TENSOR_FUNCTIONS = ("torch.tensor", "torch.as_tensor", "torch.zeros", "torch.ones", "torch.full", "torch.empty")
+
+
+def host_scalar(value) -> bool:
+    """A 0-dim tensor made on the host (``torch.tensor(0.0)``, ``torch.zeros(())``): the only
+    host tensor a GPU step can read, which a capture then takes as a constant."""
+    if not (isinstance(value, cst.Call) and dotted(value.func) in HOST_TENSOR_FUNCTIONS and value.args) \
+            or gpu_tensor_value(value):
+        return False
+    first = value.args[0].value
+    if dotted(value.func) in ("torch.tensor", "torch.as_tensor"):
+        return is_number_expression(first, set())
+    return isinstance(first, (cst.Tuple, cst.List)) and not first.elements
 # torch's random functions that draw on the host unless given a device
 HOST_RANDOM_FUNCTIONS = ("torch.rand", "torch.randn", "torch.randint", "torch.randperm")
 SAMPLE_METHODS = ("sample", "rsample", "sample_n")
@@ -803,11 +824,13 @@ def stateful_forward(module):
             bodies = [methods[entry], *called]
             counted = [n for f in bodies for n in nodes(f.body, (cst.AugAssign,))
                        if root_name(n.target) == "self" and isinstance(n.target, cst.Attribute)]
-            counted += [n for f in bodies for n in nodes(f.body, (cst.Assign,)) if any(
+            if counted:
+                return cls.name.value, counted[0], "counts in Python on itself"
+            rebound = [n for f in bodies for n in nodes(f.body, (cst.Assign,)) if any(
                 isinstance(t.target, cst.Attribute) and dotted(t.target.value) == "self"
                 and dotted(t.target) in keyed_paths_read(n.value) for t in n.targets)]
-            if counted:
-                return cls.name.value, counted[0], "keeps state on itself by binding it anew"
+            if rebound:
+                return cls.name.value, rebound[0], "keeps state on itself by binding it anew"
             read = [c for f in bodies for c in calls_in(f.body, lambda c: host_call(c) is not None or (
                 dotted(c.func) in ("int", "float", "bool") and len(c.args) == 1 and root_name(c.args[0].value) == "self"))]
             if read:

@@ -39,7 +39,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
-                       zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name,
+                       zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name, host_scalar, STORE_METHODS, CONTAINER_METHODS,
                        made_inside_models, stateful_forward, forward_attributes)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
@@ -1251,7 +1251,8 @@ class _Rewriter:
         # (a name the step binds before reading it is its own, whatever discovery guessed)
         read = set().union(*map(names_read, core))
         assigned = set().union(*map(names_assigned, core))
-        read = {name for name in read if name not in assigned or name in read_first(core)}
+        bound = assigned | set().union(*(names_rebound(s) for s in core))   # a `for name, p in ...` of its own too
+        read = {name for name in read if name not in bound or name in read_first(core)}
         # any name bound anywhere in the loops around the step, outside it, may differ from one
         # iteration to the next: the batch fetched after the step (`X, Y = get_batch()` at the end
         # of the body, for the next iteration) is an input too, never a value the capture bakes in
@@ -1261,6 +1262,7 @@ class _Rewriter:
         inputs = list(dict.fromkeys(name for name in variant if name in read))
         self._refuse_varying_numbers(inputs, outer, core, positions, steps, unmovable)
         self._refuse_values_set_around(outer, core, steps, positions)
+        self._refuse_state_kept_on_the_host(outer, core, steps, positions)
         self._refuse_stores_into_inputs(core, inputs, positions)
         self._refuse_gradients_of_inputs(body, inputs, positions)
         # state carried from one iteration to the next (`hidden = model(x, hidden)`): read before
@@ -1409,6 +1411,52 @@ class _Rewriter:
         if node is not None:
             raise self.refuse(f"line {positions[node].start.line}: the loop takes the gradient of the batch "
                               f"({cst.Module([]).code_for_node(node).strip()}); a graph's copy of the batch has none")
+
+    def _refuse_state_kept_on_the_host(self, outer, core, steps, positions) -> None:
+        """State a graph cannot follow, found by the third sweep of 2026-11-30: a tensor made on
+        the host and changed in place by the loop (a KL weight warmed up with
+        ``kl_weight.fill_(...)``: a CPU scalar enters the capture as a constant); a method of the
+        script's modules the step calls that keeps Python state on its object (Lightning's
+        ``self.training_step_outputs.append(loss)``: four entries from the warm-up and capture,
+        none from the replays); a method called outside the step that sets attributes on an
+        object the step calls (a distillation loss's ``criterion.set_epoch(epoch)`` setting its
+        temperature, which its forward reads)."""
+        host = {n for a in nodes(self.module, (cst.Assign,)) if host_scalar(a.value)
+                for t in a.targets for n in plain_target_names(t.target)}
+        read = set().union(*map(names_read, core))
+        changed = changed_in_place([outer], host & read)
+        if changed:
+            raise self.refuse(f"the step reads {changed[0]!r}, a tensor on the host that the loop changes in place; "
+                              "a capture takes its value as a constant (make it on the GPU: device=...)")
+        classes = [c for c in nodes(self.module, (cst.ClassDef,))
+                   if any("Module" in dotted(b.value) for b in c.bases)]
+        methods = {f.name.value: f for c in classes for f in c.body.body if isinstance(f, cst.FunctionDef)
+                   and f.name.value not in ("__init__", "forward", "__call__")}
+        for statement in core:
+            for call in calls_in(statement, lambda c: isinstance(c.func, cst.Attribute) and c.func.attr.value in methods):
+                method = methods[call.func.attr.value]
+                kept = [n for n in nodes(method.body, (cst.Call, cst.AugAssign)) if (
+                    root_name(n.target) == "self" if isinstance(n, cst.AugAssign) else
+                    isinstance(n.func, cst.Attribute) and n.func.attr.value in STORE_METHODS + CONTAINER_METHODS
+                    and root_name(n.func.value) == "self")]
+                if kept:
+                    raise self.refuse(f"line {positions[call].start.line}: {method.name.value}() keeps Python state on "
+                                      f"its object ({cst.Module([]).code_for_node(kept[0]).strip()}); a graph runs it "
+                                      "only while it captures (keep it after the step, in the loop)")
+        called = {dotted(c.func).rsplit(".", 1)[0] if dotted(c.func).endswith(".forward") else dotted(c.func)
+                  for statement in core for c in calls_in(statement, bool)}
+        for call in nodes(outer, (cst.Call,), skip=steps):
+            if not (isinstance(call.func, cst.Attribute) and dotted(call.func.value) in called
+                    and call.func.attr.value in methods):
+                continue
+            sets = [a for a in nodes(methods[call.func.attr.value].body, (cst.Assign, cst.AugAssign))
+                    if any(root_name(t) == "self" and isinstance(t, cst.Attribute) for t in (
+                        [t.target for t in a.targets] if isinstance(a, cst.Assign) else [a.target]))]
+            if sets:
+                raise self.refuse(f"line {positions[call].start.line}: {cst.Module([]).code_for_node(call)} sets "
+                                  f"attributes of an object the step calls ({cst.Module([]).code_for_node(sets[0]).strip()}"
+                                  "); a graph would read the value of its capture at every replay (keep it in a tensor "
+                                  "updated in place)")
 
     def _refuse_values_set_around(self, outer, core, steps, positions) -> None:
         """A value the loop sets through an attribute or a constant key outside the step and
