@@ -753,6 +753,8 @@ def host_scalar(value) -> bool:
     if dotted(value.func) in ("torch.tensor", "torch.as_tensor"):
         return is_number_expression(first, set())
     return isinstance(first, (cst.Tuple, cst.List)) and not first.elements
+
+
 # torch's random functions that draw on the host unless given a device
 HOST_RANDOM_FUNCTIONS = ("torch.rand", "torch.randn", "torch.randint", "torch.randperm")
 SAMPLE_METHODS = ("sample", "rsample", "sample_n")
@@ -836,6 +838,13 @@ def stateful_forward(module):
             if read:
                 return cls.name.value, read[0], "reads a tensor on the host"
     return None
+
+
+def objects_called(statements) -> set:
+    """The dotted names the statements call (``criterion``, ``self.criterion``, ``loss_fn.kl``),
+    with the object of each ``x.forward(...)`` too: what an attribute set on one reaches."""
+    called = {dotted(c.func) for statement in statements for c in calls_in(statement, bool)}
+    return called | {name.rsplit(".", 1)[0] for name in called if name.endswith(".forward")}
 
 
 def forward_attributes(module) -> dict:

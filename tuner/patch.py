@@ -40,7 +40,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name, host_scalar, STORE_METHODS, CONTAINER_METHODS,
-                       made_inside_models, stateful_forward, forward_attributes)
+                       made_inside_models, stateful_forward, forward_attributes, objects_called)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
@@ -276,7 +276,7 @@ class _Rewriter:
 
     def _check_ddp(self, loop) -> None:
         """The DDP wrapper of the loop's model, if any, and what its capture cannot do."""
-        models = self.spec.models or ([self.spec.model] if self.spec.model else [])
+        models = self._model_names()
         if sharded(self.module) and self.scope not in ("compile", "forward"):
             raise self.refuse("the script shards its model with FSDP, whose all-gathers and reduce-scatters run "
                               "from Python hooks that a replayed graph skips; cg-advise does not capture FSDP loops")
@@ -396,7 +396,7 @@ class _Rewriter:
         2026-11-30: a random flip flipped every batch or none; a temperature annealed in
         forward stopped at its fourth value). Under fwd_bwd only where the model holds it."""
         found = stateful_forward(self.module)
-        models = set(self.spec.models or [self.spec.model]) - {None, ""}
+        models = set(self._model_names())
         if found is not None and (self.scope.startswith("full_iteration") or made_inside_models(
                 self.module, found[0], models)):
             name, node, what = found
@@ -411,7 +411,7 @@ class _Rewriter:
         capture's tensor, whose backward was freed at the first replay's (the sweep of
         2026-11-30 failed there). A graph of the whole step runs the forward inside it."""
         attributes = forward_attributes(self.module)
-        roots = {m.split(".")[0] for m in self.spec.models or [self.spec.model] if m}
+        roots = {m.split(".")[0] for m in self._model_names()}
         found = sorted(p for p in keyed_paths_read(outer) if "." in p and p.split(".")[0] in roots
                        and p.rsplit(".", 1)[1] in attributes)
         if found:
@@ -482,8 +482,7 @@ class _Rewriter:
         flow, not the optimizer's constructor). A graphed forward and backward keeps one call's
         activations, so a module called twice per iteration is left eager (and one called with
         keyword arguments, for the inference helper); compile takes them all."""
-        spec = self.spec
-        models = spec.models or ([spec.model] if spec.model else [])
+        spec, models = self.spec, self._model_names()
         if not models:
             raise self.refuse("no model found: no module is called with grad in the loop, and the optimizer is "
                               "not built from <model>.parameters()")
@@ -755,6 +754,10 @@ class _Rewriter:
     def _optimizers(self) -> list:
         return self.spec.optimizers or [o for o in [self.spec.optimizer] if o]
 
+    def _model_names(self) -> list:
+        """The models discovery found, as the loop names them (none where it found none)."""
+        return [m for m in self.spec.models or [self.spec.model] if m]
+
     def _step_is_conditional(self, body, is_step) -> bool:
         """No optimizer step at the body's top level, or one inside an if/for/with (the loop of
         a hand-written update, or a `with torch.no_grad():` around it, runs every iteration)."""
@@ -866,12 +869,12 @@ class _Rewriter:
         sets (a graph keeps the first value); it changes an argument in place (the graph changes
         its copy); the calling function defines its own function of that name; or the script
         already uses the names the rewrite emits."""
-        spec, name = self.spec, function.name.value
+        name = function.name.value
         steppers = {*step_receivers(function), *self._optimizers()}   # not an environment's env.step(action)
         runs_step = lambda c: is_method(c, None, "backward") or any(is_method(c, o, "step") for o in steppers)  # noqa: E731
         if any(c for s in body if s is not body[index] for c in calls_through(s, self.functions) if runs_step(c)):
             raise NotAStep("the loop runs backward() or an optimizer step outside the call too")
-        model_roots = {m.split(".")[0] for m in spec.models or [spec.model] if m}
+        model_roots = {m.split(".")[0] for m in self._model_names()}
         calls_model = lambda c: dotted(c.func).split(".")[0] in model_roots  # noqa: E731
         if any(calls_in(s, calls_model) for s in body[:index]):
             raise NotAStep("the loop calls the model before the call too; the graph's copy of what it hands the "
@@ -1288,7 +1291,7 @@ class _Rewriter:
         target = ", ".join(returns)
         line = f"{target} = {call}  # cg-advise: replays the captured step\n" if returns else f"{call}\n"
         new_body = before + hoisted + list(cst.parse_module(line).body) + moved + post
-        models = (spec.models or ([spec.model] if spec.model else [])) + self._other_modules(core, inputs, assigned, scope)
+        models = self._model_names() + self._other_modules(core, inputs, assigned, scope)
         # a value kept past the next replay (appended to a list, bound to another name) would be
         # overwritten by it: the helper then hands out copies
         clone = ", clone_outputs=True" if keeps_reference([outer], set(returns), skip=steps) else ""
@@ -1314,7 +1317,7 @@ class _Rewriter:
         that are modules when it runs, so that what the warm-up's steps change in them
         (BatchNorm's running statistics) is put back with the models (the sweep of 2026-11-30:
         the teacher counted 63 batches where eager counts 60)."""
-        known = set(self.spec.models or [self.spec.model]) | set(self._optimizers()) | set(inputs) | assigned
+        known = set(self._model_names()) | set(self._optimizers()) | set(inputs) | assigned
         bound = {n for a in nodes(self.module, (cst.Assign,)) for t in a.targets for n in plain_target_names(t.target)}
         if isinstance(scope, cst.FunctionDef):
             bound |= set(parameter_names(scope))
@@ -1332,7 +1335,7 @@ class _Rewriter:
         would take in; this graph takes in its share (FixMatch predicted 2.72x without, 3.91x
         with, measured 3.52x: bench/results/paired_timing/timing_span_2026-11-27/).
         ``outside``: the statements of the body that stay before the replay, in source order."""
-        models = set(self.spec.models or [self.spec.model]) - {None, ""}
+        models = set(self._model_names())
         called = {f"{m}{suffix}" for m in models for suffix in ("", ".module", ".forward")}
 
         def calls_model(call) -> bool:   # model(x), model.module(x), or a helper given the model
@@ -1443,8 +1446,7 @@ class _Rewriter:
                     raise self.refuse(f"line {positions[call].start.line}: {method.name.value}() keeps Python state on "
                                       f"its object ({cst.Module([]).code_for_node(kept[0]).strip()}); a graph runs it "
                                       "only while it captures (keep it after the step, in the loop)")
-        called = {dotted(c.func).rsplit(".", 1)[0] if dotted(c.func).endswith(".forward") else dotted(c.func)
-                  for statement in core for c in calls_in(statement, bool)}
+        called = objects_called(core)
         for call in nodes(outer, (cst.Call,), skip=steps):
             if not (isinstance(call.func, cst.Attribute) and dotted(call.func.value) in called
                     and call.func.attr.value in methods):
@@ -1472,11 +1474,10 @@ class _Rewriter:
         found = sorted(set_around.keys() & set().union(*map(keyed_paths_read, core)))
         # set on an object the step calls (`self.criterion.gamma = ...` around, `self.criterion(...)`
         # inside): its forward reads it (the sweep's focal loss kept gamma's first value)
-        called = {dotted(c.func) for statement in core for c in calls_in(statement, lambda c: True)}
-        models = {m for m in self.spec.models or [self.spec.model] if m}
+        called = objects_called(core)
         found += sorted(path for path in set_around if "." in path and (
-            path.rsplit(".", 1)[0] in called or f"{path.rsplit('.', 1)[0]}.forward" in called
-            or any(path.startswith(f"{m}.") for m in models)))   # a fast.ai callback's model.drop.p = ...
+            path.rsplit(".", 1)[0] in called
+            or any(path.startswith(f"{m}.") for m in self._model_names())))   # a fast.ai callback's model.drop.p = ...
         if found:
             raise self.refuse(f"line {positions[set_around[found[0]]].start.line}: the loop sets {found[0]} outside the "
                               "step, which the step reads; a graph would read the value of its capture at every "
