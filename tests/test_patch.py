@@ -913,11 +913,15 @@ def _graphed_forward_on_the_cpu():
 
             @staticmethod
             def backward(ctx, *grads):
+                kept = [(b, b.detach().clone()) for b in module.buffers()]   # a graph's backward runs no forward
                 with torch.enable_grad():
                     ins = [i.detach().requires_grad_(need) for i, need in zip(Replay.static, needed)]
                     flat, _ = tree_flatten(eager(*tree_unflatten(ins, layout)))
                     wanted = [i for i in ins if i.requires_grad]
                     found = list(torch.autograd.grad(flat, wanted + params, grads, allow_unused=True))
+                with torch.no_grad():
+                    for buffer, value in kept:
+                        buffer.copy_(value)
                 made = [found.pop(0) if need else None for need in needed]
                 return tuple(made) + tuple(found)
 
@@ -1185,6 +1189,42 @@ def test_the_graphed_forward_helper_keeps_each_submodules_mode():
             torch.testing.assert_close(a.grad, b.grad)
     assert not graphed[1].training and _helper_state(graphed)["positional"].replays == 3
     torch.testing.assert_close(eager[1].running_mean, graphed[1].running_mean)
+
+
+def test_the_graphed_forward_helper_captures_again_when_a_layers_mode_changes():
+    """mmdetection's norm_eval: ``model.train()`` each epoch, then its BatchNorm layers put
+    back in eval once they are frozen. The module's own mode stays the capture's, so the
+    graph kept replaying BatchNorm in training mode (the sweep of 2026-11-30c)."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+    graphed = graph_forward(copy.deepcopy(eager))
+    for epoch in range(3):
+        for model in (eager, graphed):
+            model.train()
+            if epoch >= 1:
+                model[1].eval()
+        for _ in range(3):
+            x = torch.randn(16, 8)
+            for model in (eager, graphed):
+                model.zero_grad()
+                model(x).square().sum().backward()
+            for a, b in zip(eager.parameters(), graphed.parameters()):
+                torch.testing.assert_close(a.grad, b.grad)
+        torch.testing.assert_close(eager[1].running_mean, graphed[1].running_mean)
+    state = _helper_state(graphed)
+    assert [mode for mode, _, _ in state["modes"]] == [False] and state["positional"].replays == 6   # captured again once
+
+def test_the_graphed_forward_helper_captures_again_when_a_dropout_p_is_annealed():
+    """A callback that anneals ``model.drop.p`` between epochs (fastai's shape): a graph holds
+    the capture's p as a constant; the helper captures again with the new one."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    graphed = graph_forward(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 2)))
+    for p in (0.5, 0.5, 0.25, 0.25, 0.25):
+        graphed[1].p = p
+        graphed(torch.randn(4, 8)).sum().backward()
+    state = _helper_state(graphed)
+    assert state["modes"] == [(True, 0.25, None)] and state["positional"].replays == 3
 
 
 def test_a_call_given_a_module_or_an_object_runs_eagerly():
@@ -3141,7 +3181,83 @@ def test_on_the_gpu_a_model_left_in_eval_mode_is_captured_again(tmp_path):
     ran = [_run_to_its_end(path) for path in (eager, graphed)]
     for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
         torch.testing.assert_close(a, b)
-    assert not any(ran[1]["_cg_step_graph"].modes)   # the model and its BatchNorm layer, captured again in eval mode
+    assert not any(training for training, _, _ in ran[1]["_cg_step_graph"].modes)   # captured again in eval mode
+
+
+ON_THE_GPU_STEP_ENDS_IN_EVAL = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.0), nn.Linear(8, 1)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [torch.randn(16, 4, device="cuda") for _ in range(12)]
+
+
+def train_step(x):
+    model.train()
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    model.eval()   # ready for the validation the loop runs between steps
+    return loss
+
+
+total = 0.0
+for x in data:
+    loss = train_step(x)
+    with torch.no_grad():
+        total += model(x).sum().item()
+print(round(total, 4))
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_a_step_that_ends_in_eval_mode_is_not_captured_at_every_call(tmp_path):
+    """The modes the capture is checked against are those the step is called in: recorded after
+    it, a step ending in ``model.eval()`` was captured again at every call. The warm-up's steps
+    leave the model in eval too, which the capture must not start from."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(ON_THE_GPU_STEP_ENDS_IN_EVAL)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, "full_iteration").patched)
+    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
+        torch.testing.assert_close(a, b)
+    helper = ran[1]["_cg_step_graph"]
+    # captured at the first call (train mode, as built) and once more at the second (eval, as
+    # every step after leaves it), then replayed
+    assert helper.replays == 11 and not any(training for training, _, _ in helper.modes)
+
+
+ON_THE_GPU_EVER_ANOTHER_SHAPE = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+total = 0.0
+for x in [torch.randn(n, 4, device="cuda") for n in range(2, 32)]:
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    total += loss.item()
+print(round(total, 4))
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_a_step_never_handed_the_captures_layout_again_says_so(tmp_path):
+    """Batches of ever another length: every call after the capture runs eagerly, as it must,
+    but no speedup comes of the rewrite, and the user was told nothing."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(ON_THE_GPU_EVER_ANOTHER_SHAPE)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, "full_iteration").patched)
+    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    assert ran[0]["total"] == pytest.approx(ran[1]["total"], rel=1e-4)
+    assert sum("inputs have differed from those it was captured with for 20 calls" in w for w in ran[1]["caught"]) == 1
 
 
 def test_another_module_the_step_calls_is_put_back_with_the_models(tmp_path):

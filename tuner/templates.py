@@ -37,6 +37,7 @@ class _CgFullIterationGraph:
         self.allreduce = allreduce
         self.graph = None
         self.replays = 0       # since the last capture
+        self.unlike = 0        # calls in a row whose inputs are not laid out as the capture's
         self.quick = 0         # settings changed within a few replays of the capture before, in a row
         self.eager = False     # the optimizers' settings change every few steps: no graph pays off
         self.trained = None    # at the capture: which parameters required grad (None: not captured yet)
@@ -52,10 +53,11 @@ class _CgFullIterationGraph:
             # the graph's backward and optimizer step hold the old set; captured again, warmed up
             # as the first time, so that the optimizer state the newly trained ones need is made
             self.graph = None
-        if self.graph is not None and [m.training for m in self.mode_modules] != self.modes:
+        if self.graph is not None and self._modes() != self.modes:
             # a model put in eval or train mode since the capture (model.eval() for validation,
-            # never set back; its BatchNorm layers frozen after a warm-up): the graph holds the
-            # other mode's kernels, captured again as it is
+            # never set back; its BatchNorm layers frozen after a warm-up), or a layer's setting
+            # changed (dropout's p annealed, BatchNorm's momentum decayed): the graph holds the
+            # capture's, captured again as it is
             self.graph = None
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
@@ -83,8 +85,15 @@ class _CgFullIterationGraph:
             if first and self.optimizers_in_graph:
                 self._make_capturable()
             groups = self._group_values()
+            # the models and their layers whose mode changes what they compute (checked at every
+            # call: BatchNorm and dropout, not every submodule), in the modes the step is called
+            # in, before its own model.train() or model.eval()
+            self.mode_modules = self.models + [m for model in self.models for m in model.modules() if isinstance(
+                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+            modes = self._modes()
             if first:
                 saved = self._snapshot()
+                every_mode = [(m, m.training) for model in self.models for m in model.modules()]
                 side = torch.cuda.Stream()
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side), self._no_sync():
@@ -92,6 +101,8 @@ class _CgFullIterationGraph:
                         self._zero_grad()
                         self.step(*self.static_inputs)
                 torch.cuda.current_stream().wait_stream(side)
+                for m, training in every_mode:   # a step that ends in model.eval(): captured as it is called
+                    m.training = training
             self.graph = torch.cuda.CUDAGraph()
             self._zero_grad()
             if self.accumulate:   # gradients that exist make the captured backward add into them
@@ -113,11 +124,7 @@ class _CgFullIterationGraph:
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
             self.captured_params, self.trained = params, flags
-            # the models and their layers whose mode changes what they compute (checked at every
-            # call: BatchNorm and dropout, not every submodule)
-            self.mode_modules = self.models + [m for model in self.models for m in model.modules() if isinstance(
-                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
-            self.modes = [m.training for m in self.mode_modules]
+            self.modes = modes
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
@@ -143,13 +150,20 @@ class _CgFullIterationGraph:
         if self.accumulate:
             self._attach_grads()
         if not same:
+            self.unlike += 1
+            if self.unlike == 20:
+                # a step handed another Python value at each call (a step counter, a length) or a
+                # batch of ever another shape: no replay, and so no speedup, said once
+                _cg_warnings.warn("cg-advise: the training step's inputs have differed from those it was captured "
+                                  "with for 20 calls in a row (another shape, or another Python value such as a "
+                                  "counter); such calls run eagerly", stacklevel=2)
             if not self.accumulate:
                 self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
             return self.step(*inputs)
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
         self.graph.replay()
-        self.replays += 1
+        self.replays, self.unlike = self.replays + 1, 0
         if self.changed_inputs:
             with torch.no_grad():
                 for start, end in self.changed_spans:
@@ -163,6 +177,11 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _modes(self):
+        # what of each mode module a capture holds as a constant: its mode, and a dropout layer's
+        # p or a BatchNorm layer's momentum, where a script changes them between epochs
+        return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in self.mode_modules]
 
     def _eager_step(self, inputs, why=None):
         # the step as the script ran it: the rewrite took its zero_grad into the helper (unless it
@@ -484,6 +503,12 @@ def _cg_same_key(key, captured):
         return False
 
 
+def _cg_layer_modes(layers):
+    """What a capture holds of each BatchNorm and dropout layer: its mode, and a dropout layer's
+    p or a BatchNorm layer's momentum, where a script changes them between epochs."""
+    return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in layers]
+
+
 def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; a call of another
@@ -509,6 +534,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
     hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
     refused = []     # why the module cannot be graphed (an output no capture can keep): eager for good
+    mode_captures = [0]   # captures again for a layer's mode changed
 
     def forward(*inputs, **kwargs):
         if not torch.is_grad_enabled() or _cg_exporting():
@@ -521,6 +547,15 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
         key = _cg_call_key(leaves, layout)
         if state and (module.training != state["training"] or not _cg_same_key(key, state["key"])):
             return eager_forward(*inputs, **kwargs)
+        if state and _cg_layer_modes(state["layers"]) != state["modes"]:
+            # a layer in another mode than at the capture, the module's own the same (its BatchNorm
+            # frozen after a warm-up: model.apply(set_bn_eval) each epoch), or with another dropout
+            # p or BatchNorm momentum: the graph holds the capture's. Captured again, twice at
+            # most; eager past that
+            if mode_captures[0] >= 2:
+                return eager_forward(*inputs, **kwargs)
+            mode_captures[0] += 1
+            state.clear()
         needed = [t.requires_grad for t in tensors]
         if state and (any(p.requires_grad for p in state["frozen"]) or any(
                 now and not then for now, then in zip(needed, state["needed"]))):
@@ -552,7 +587,10 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                     if p.requires_grad and id(p) not in hooked:
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
+            layers = [m for m in module.modules() if isinstance(
+                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
             state.update(positional=positional, key=key, needed=needed, training=module.training,
+                         layers=layers, modes=_cg_layer_modes(layers),
                          frozen=[p for p in module.parameters() if not p.requires_grad])
         if not state.get("done", True) and state["pending"]() is not None:
             if not state.get("warned"):

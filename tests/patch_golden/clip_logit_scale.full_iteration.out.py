@@ -46,6 +46,7 @@ class _CgFullIterationGraph:
         self.allreduce = allreduce
         self.graph = None
         self.replays = 0       # since the last capture
+        self.unlike = 0        # calls in a row whose inputs are not laid out as the capture's
         self.quick = 0         # settings changed within a few replays of the capture before, in a row
         self.eager = False     # the optimizers' settings change every few steps: no graph pays off
         self.trained = None    # at the capture: which parameters required grad (None: not captured yet)
@@ -61,10 +62,11 @@ class _CgFullIterationGraph:
             # the graph's backward and optimizer step hold the old set; captured again, warmed up
             # as the first time, so that the optimizer state the newly trained ones need is made
             self.graph = None
-        if self.graph is not None and [m.training for m in self.mode_modules] != self.modes:
+        if self.graph is not None and self._modes() != self.modes:
             # a model put in eval or train mode since the capture (model.eval() for validation,
-            # never set back; its BatchNorm layers frozen after a warm-up): the graph holds the
-            # other mode's kernels, captured again as it is
+            # never set back; its BatchNorm layers frozen after a warm-up), or a layer's setting
+            # changed (dropout's p annealed, BatchNorm's momentum decayed): the graph holds the
+            # capture's, captured again as it is
             self.graph = None
         if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
             self._settings_changed()
@@ -92,8 +94,15 @@ class _CgFullIterationGraph:
             if first and self.optimizers_in_graph:
                 self._make_capturable()
             groups = self._group_values()
+            # the models and their layers whose mode changes what they compute (checked at every
+            # call: BatchNorm and dropout, not every submodule), in the modes the step is called
+            # in, before its own model.train() or model.eval()
+            self.mode_modules = self.models + [m for model in self.models for m in model.modules() if isinstance(
+                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+            modes = self._modes()
             if first:
                 saved = self._snapshot()
+                every_mode = [(m, m.training) for model in self.models for m in model.modules()]
                 side = torch.cuda.Stream()
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side), self._no_sync():
@@ -101,6 +110,8 @@ class _CgFullIterationGraph:
                         self._zero_grad()
                         self.step(*self.static_inputs)
                 torch.cuda.current_stream().wait_stream(side)
+                for m, training in every_mode:   # a step that ends in model.eval(): captured as it is called
+                    m.training = training
             self.graph = torch.cuda.CUDAGraph()
             self._zero_grad()
             if self.accumulate:   # gradients that exist make the captured backward add into them
@@ -122,11 +133,7 @@ class _CgFullIterationGraph:
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
             self.captured_params, self.trained = params, flags
-            # the models and their layers whose mode changes what they compute (checked at every
-            # call: BatchNorm and dropout, not every submodule)
-            self.mode_modules = self.models + [m for model in self.models for m in model.modules() if isinstance(
-                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
-            self.modes = [m.training for m in self.mode_modules]
+            self.modes = modes
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
@@ -152,13 +159,20 @@ class _CgFullIterationGraph:
         if self.accumulate:
             self._attach_grads()
         if not same:
+            self.unlike += 1
+            if self.unlike == 20:
+                # a step handed another Python value at each call (a step counter, a length) or a
+                # batch of ever another shape: no replay, and so no speedup, said once
+                _cg_warnings.warn("cg-advise: the training step's inputs have differed from those it was captured "
+                                  "with for 20 calls in a row (another shape, or another Python value such as a "
+                                  "counter); such calls run eagerly", stacklevel=2)
             if not self.accumulate:
                 self._zero_grad(set_to_none=False)  # keep the graph's gradient buffers
             return self.step(*inputs)
         for static, t in zip(self.static_tensors, tensors):
             static.copy_(t)
         self.graph.replay()
-        self.replays += 1
+        self.replays, self.unlike = self.replays + 1, 0
         if self.changed_inputs:
             with torch.no_grad():
                 for start, end in self.changed_spans:
@@ -172,6 +186,11 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
+
+    def _modes(self):
+        # what of each mode module a capture holds as a constant: its mode, and a dropout layer's
+        # p or a BatchNorm layer's momentum, where a script changes them between epochs
+        return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in self.mode_modules]
 
     def _eager_step(self, inputs, why=None):
         # the step as the script ran it: the rewrite took its zero_grad into the helper (unless it

@@ -129,6 +129,12 @@ def _cg_same_key(key, captured):
         return False
 
 
+def _cg_layer_modes(layers):
+    """What a capture holds of each BatchNorm and dropout layer: its mode, and a dropout layer's
+    p or a BatchNorm layer's momentum, where a script changes them between epochs."""
+    return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in layers]
+
+
 def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
     """cg-advise: on the first call in training, capture `module`'s forward and backward as
     CUDA graphs (torch.cuda.make_graphed_callables) and replay them after; a call of another
@@ -154,6 +160,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
     hooked = set()   # accumulate: the parameters whose gradient hook is registered
     state = {}
     refused = []     # why the module cannot be graphed (an output no capture can keep): eager for good
+    mode_captures = [0]   # captures again for a layer's mode changed
 
     def forward(*inputs, **kwargs):
         if not torch.is_grad_enabled() or _cg_exporting():
@@ -166,6 +173,15 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
         key = _cg_call_key(leaves, layout)
         if state and (module.training != state["training"] or not _cg_same_key(key, state["key"])):
             return eager_forward(*inputs, **kwargs)
+        if state and _cg_layer_modes(state["layers"]) != state["modes"]:
+            # a layer in another mode than at the capture, the module's own the same (its BatchNorm
+            # frozen after a warm-up: model.apply(set_bn_eval) each epoch), or with another dropout
+            # p or BatchNorm momentum: the graph holds the capture's. Captured again, twice at
+            # most; eager past that
+            if mode_captures[0] >= 2:
+                return eager_forward(*inputs, **kwargs)
+            mode_captures[0] += 1
+            state.clear()
         needed = [t.requires_grad for t in tensors]
         if state and (any(p.requires_grad for p in state["frozen"]) or any(
                 now and not then for now, then in zip(needed, state["needed"]))):
@@ -197,7 +213,10 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                     if p.requires_grad and id(p) not in hooked:
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
+            layers = [m for m in module.modules() if isinstance(
+                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
             state.update(positional=positional, key=key, needed=needed, training=module.training,
+                         layers=layers, modes=_cg_layer_modes(layers),
                          frozen=[p for p in module.parameters() if not p.requires_grad])
         if not state.get("done", True) and state["pending"]() is not None:
             if not state.get("warned"):
