@@ -3390,3 +3390,27 @@ def test_state_a_graph_cannot_follow_is_refused(body, match, tmp_path):
 def test_a_host_tensor_the_loop_leaves_alone_is_captured(tmp_path):
     body = _plain_loop(setup="scale = torch.tensor(2.0)\n", loss="scale * model(x).pow(2).mean()")
     assert "_cg_step_graph(x)" in _patched(tmp_path, body)
+
+
+def test_gradients_cleared_by_a_loop_inside_the_step_are_no_output(tmp_path):
+    """The sweep of 2026-11-30e: ``for p in model.parameters(): p.grad = None`` in the step came
+    back as ``loss, p.grad = _cg_step_graph(x)``, which assigned the last parameter's gradient
+    to whatever ``p`` named before the loop (a crash at the first step), or refused the loop
+    for leaving ``p`` unbound."""
+    body = ("for x in data:\n    loss = model(x).pow(2).mean()\n    for p in model.parameters():\n"
+            "        p.grad = None\n    loss.backward()\n    opt.step()\n")
+    out = _patched(tmp_path, body)
+    assert "for x in data:\n    _cg_step_graph(x)\n" in out and "        p.grad = None\n" in out
+
+
+@pytest.mark.parametrize("body", [
+    _plain_loop(loss="model(x).pow(2).sum() / n").replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    n = int((x > 0).sum())\n"),
+    ("def train_step(x, n):\n    opt.zero_grad()\n    loss = model(x).pow(2).sum() / n\n    loss.backward()\n"
+     "    opt.step()\n\n\nfor x in data:\n    train_step(x, (x > 0).sum().item())\n"),
+])
+def test_a_number_read_from_a_tensor_each_iteration_refuses_full_iteration(body, tmp_path):
+    """The sweep of 2026-11-30e: a summed loss divided by ``int(mask.sum())``, handed to the step
+    function, went in as a Python input of another value at each call: every step ran eagerly;
+    read in the step itself, ``int()`` of a tensor was captured, a sync no capture survives."""
+    with pytest.raises(PatchRefused, match="Python number|host sync"):
+        _patched(tmp_path, body)

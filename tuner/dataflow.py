@@ -1092,10 +1092,28 @@ def varying_numbers(node, skip=(), module=None) -> dict:
     while changed:   # a number computed from a number computed from the counter
         changed = False
         for name, assign in assignments:
-            if name not in numbers and is_number_expression(assign.value, set(numbers) | constants, varying=set(numbers)):
+            known = set(numbers) | constants
+            if name not in numbers and (is_number_expression(assign.value, known, varying=set(numbers))
+                                        or host_number_read(assign.value, known)):
                 numbers[name] = assign
                 changed = True
     return numbers
+
+
+def host_number_read(expr, known: set = frozenset()) -> bool:
+    """A Python number read from a tensor on the host, or arithmetic on one: ``int(mask.sum())``,
+    ``loss.item() / n``, ``float(norm)``, where the argument is no number already (``int(args.bs)``,
+    ``known`` names). Bound in a loop, it changes from one iteration to the next (a token count
+    that divides a summed loss)."""
+    if isinstance(expr, cst.Call):
+        if dotted(expr.func) in ("int", "float") and len(expr.args) == 1:
+            return not is_number_expression(expr.args[0].value, known)
+        return isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "item" and not expr.args
+    if isinstance(expr, cst.BinaryOperation):
+        return host_number_read(expr.left, known) or host_number_read(expr.right, known)
+    if isinstance(expr, cst.UnaryOperation):
+        return host_number_read(expr.expression, known)
+    return False
 
 
 class _PickHoister(cst.CSTTransformer):

@@ -394,6 +394,8 @@ class _LoopBody(cst.CSTVisitor):
 SYNC_METHODS = ("item", "cpu", "tolist", "numpy")        # tensor -> host value: waits for the GPU
 SYNC_FUNCTIONS = ("torch.cuda.synchronize",)
 LOGGING_PREFIXES = ("logging.", "logger.", "log.", "wandb.")
+CONVERSIONS = ("int", "float", "bool")   # of a tensor: its value on the host, as .item()
+HOST_MODULES = ("np", "numpy", "math", "random", "statistics", "os", "sys", "time", "json", "len", "str")
 
 
 def host_call(call: cst.Call) -> Optional[tuple]:
@@ -406,9 +408,22 @@ def host_call(call: cst.Call) -> Optional[tuple]:
         return method, f".{method}() copies to the host and syncs: read it outside the graph"
     if name in SYNC_FUNCTIONS:
         return name, "a device sync: keep it outside the captured region"
+    if name in CONVERSIONS and tensor_method_result(call):
+        return name, f"{name}() of a tensor copies it to the host and syncs: read it outside the graph"
     if name == "print" or name.startswith(LOGGING_PREFIXES):
         return name, "logging runs on the host: keep it outside the captured region"
     return None
+
+
+def tensor_method_result(call: cst.Call) -> bool:
+    """Whether a conversion's one argument is what a method or torch function returns (``int(mask.sum())``,
+    ``bool(torch.isnan(loss))``): a tensor, as far as the source tells; not a function of the
+    host's modules (``float(np.mean(xs))``) nor a name, which may hold a number."""
+    if len(call.args) != 1 or call.args[0].star or not isinstance(call.args[0].value, cst.Call):
+        return False
+    inner = call.args[0].value
+    root = dotted(inner.func).split(".")[0]
+    return isinstance(inner.func, cst.Attribute) and root not in HOST_MODULES
 
 
 def _manual_update(loop: cst.For) -> Optional[str]:

@@ -34,7 +34,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
@@ -921,7 +921,7 @@ class _Rewriter:
         from it), which a graph would hold at its first value."""
         numbers = varying_numbers(outer, skip=skip, module=self.module)
         known = set(numbers) | number_constants(self.module)
-        return lambda expr: is_number_expression(expr, known, set(numbers))
+        return lambda expr: is_number_expression(expr, known, set(numbers)) or host_number_read(expr, known)
 
     def _bound_from_loop(self, outer) -> set:
         """The globals bound from the module statement that holds ``outer`` on, in it or after
@@ -1283,7 +1283,11 @@ class _Rewriter:
         returns = self._live_outs(core, inputs, scope, positions, aliases, steps)
         # an attribute the step sets (minGPT's `self.loss`) comes back and is set again at each
         # replay: after a batch of another shape ran eagerly it would otherwise keep that value
-        returns += sorted({p for statement in core for p in names_assigned(statement, paths=True) if "." in p})
+        # ; not one set through a loop's own name (``for p in model.parameters(): p.grad = None``:
+        # each of the objects it went through, not one the loop could set again)
+        looped = {name for statement in core for loop in nodes(statement, cst.For) for name in plain_target_names(loop.target)}
+        returns += sorted({p for statement in core for p in names_assigned(statement, paths=True)
+                           if "." in p and p.split(".")[0] not in looped})
         self._refuse_argument_checks(core, positions)
         step_def = self._step_function(core, inputs, returns, accumulate)
         call = f"_cg_step_graph({', '.join(inputs)})"
