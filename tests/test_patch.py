@@ -1227,6 +1227,19 @@ def test_the_graphed_forward_helper_captures_again_when_a_dropout_p_is_annealed(
     assert state["modes"] == [(True, 0.25, None)] and state["positional"].replays == 3
 
 
+def test_the_graphed_forward_helper_says_once_when_no_call_matches_its_capture_again():
+    """The sweep of 2026-11-30e: a curriculum whose sequences grow every epoch ran eagerly past
+    the first length under fwd_bwd, and nothing said so."""
+    graph_forward = _graphed_forward_on_the_cpu()
+    graphed = graph_forward(torch.nn.Linear(8, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 30):
+            graphed(torch.randn(n, 8)).sum().backward()
+    said = [w for w in caught if "unlike those it was captured with for 20 calls in a row" in str(w.message)]
+    assert len(said) == 1 and _helper_state(graphed)["positional"].replays == 1
+
+
 def test_a_call_given_a_module_or_an_object_runs_eagerly():
     """`decoder(x, embed)`: a graph would hold the module given as a constant and make no
     gradient for its weights (make_graphed_callables differentiates the sample tensors and the
@@ -3140,11 +3153,15 @@ for x in data:
     ("        if torch.rand(1) < 0.5:\n            x = x.flip(-1)\n", r"Flip.forward draws random numbers on the host"),
     ("        self.updates += 1\n", r"Flip.forward counts in Python on itself \(self.updates \+= 1\)"),
     ("        x = x * 1.0\n", None),
+    # the sweep of 2026-11-30d: a seq2seq's teacher forcing drawn in forward, its outputs
+    # made on the host and moved (the capture fails on the copy)
+    ("        if random.random() < 0.5:\n            x = x.flip(-1)\n", r"Flip.forward draws random numbers on the host"),
+    ("        x = x + torch.zeros(x.shape[-1]).to(x.device)\n", r"Flip.forward copies a tensor made on the host"),
 ])
 def test_a_module_whose_forward_keeps_host_state_is_refused(forward, match, tmp_path):
     """torchvision's ``if torch.rand(1) < self.p`` flip, a temperature annealed from a
     counter in forward: a graph repeats the capture's call."""
-    body = STATEFUL_MODULE.format(forward=forward)
+    body = "import random\n" + STATEFUL_MODULE.format(forward=forward)
     if match is None:
         assert "_cg_step_graph(x)" in _patched(tmp_path, body)
         return
@@ -3258,6 +3275,42 @@ def test_on_the_gpu_a_step_never_handed_the_captures_layout_again_says_so(tmp_pa
     ran = [_run_to_its_end(path) for path in (eager, graphed)]
     assert ran[0]["total"] == pytest.approx(ran[1]["total"], rel=1e-4)
     assert sum("inputs have differed from those it was captured with for 20 calls" in w for w in ran[1]["caught"]) == 1
+
+
+ON_THE_GPU_MOVED_AND_BACK = """import io
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)).cuda()
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+data = [torch.randn(16, 4, device="cuda") for _ in range(6)]
+for epoch in range(3):
+    for x in data:
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+    model.cpu()   # fast_neural_style's checkpoint: saved from the CPU, then back
+    torch.save(model.state_dict(), io.BytesIO())
+    model.to("cuda")
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("scope", ["full_iteration", "fwd_bwd"])
+def test_on_the_gpu_a_model_moved_off_the_gpu_and_back_is_captured_again(scope, tmp_path):
+    """The sweep of 2026-11-30d: ``model.cpu()`` then ``.to(device)`` gives every parameter new
+    storage; the graphs kept reading (and Adam's step writing) the old, and the model stopped
+    training."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(ON_THE_GPU_MOVED_AND_BACK)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, scope).patched)
+    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_another_module_the_step_calls_is_put_back_with_the_models(tmp_path):
@@ -3414,3 +3467,33 @@ def test_a_number_read_from_a_tensor_each_iteration_refuses_full_iteration(body,
     read in the step itself, ``int()`` of a tensor was captured, a sync no capture survives."""
     with pytest.raises(PatchRefused, match="Python number|host sync"):
         _patched(tmp_path, body)
+
+
+def test_a_host_tensor_made_with_new_tensor_in_the_step_is_refused(tmp_path):
+    """The sweep of 2026-11-30d: fast_neural_style's ``batch.new_tensor([0.485, ...])`` copies a
+    Python list to the GPU, which no capture can (``torch.tensor(..., device=...)`` was refused)."""
+    with pytest.raises(PatchRefused, match=r"x.new_tensor\(\[0.5, 0.5, 0.5, 0.5\]\) copies a tensor made on the host"):
+        _patched(tmp_path, _plain_loop(loss="(model(x - x.new_tensor([0.5, 0.5, 0.5, 0.5]))).pow(2).mean()"))
+
+
+def test_a_boolean_mask_in_a_method_of_the_loops_own_class_is_refused(tmp_path):
+    """The sweep of 2026-11-30d: SimCLR's trainer computes its loss in ``self.info_nce_loss``,
+    which drops the diagonal with ``similarity[~mask]``; the step's own statements were checked,
+    the method it calls was not, and the capture failed on the sync."""
+    body = ("class Trainer:\n    def loss_of(self, out):\n        mask = torch.eye(out.shape[0], device=out.device).bool()\n"
+            "        return out[~mask].pow(2).mean()\n\n    def fit(self):\n        for x in data:\n"
+            "            opt.zero_grad()\n            loss = self.loss_of(model(x) @ model(x).T)\n"
+            "            loss.backward()\n            opt.step()\n\n\nTrainer().fit()\n")
+    with pytest.raises(PatchRefused, match=r"out\[~mask\] in the step is indexing by a boolean mask"):
+        _patched(tmp_path, body)
+
+
+def test_batches_picked_from_tensors_made_from_gpu_tensors_with_their_size_read_are_hoisted(tmp_path):
+    """The sweep of 2026-11-30e: ``for i in range(X.size(0))`` was refused because the loop
+    "reads X otherwise too" (its size), and labels made from the GPU features
+    (``(X @ W).argmax(-1)``) were "not bound to a tensor on the GPU"."""
+    body = ("X = torch.randn(8, 16, 4, device='cuda')\nW = torch.randn(4, 3, device='cuda')\nY = (X @ W).argmax(-1)\n"
+            "for i in range(X.size(0)):\n    opt.zero_grad()\n    loss = (model(X[i]) - Y[i]).pow(2).mean()\n"
+            "    loss.backward()\n    opt.step()\n")
+    out = _patched(tmp_path, body)
+    assert "    _cg_X = X[i]\n    _cg_Y = Y[i]\n    _cg_step_graph(_cg_X, _cg_Y)\n" in out

@@ -708,8 +708,9 @@ def host_tensor_copy(statements, functions: dict, outside=()):
         return dotted(call.func) in HOST_FACTORIES and not any(
             a.keyword is not None and a.keyword.value == "device" for a in call.args)
 
-    def copied(call) -> bool:
-        return dotted(call.func) in COPIED_FROM_HOST and not on_host(call)
+    def copied(call) -> bool:   # torch.tensor(values, device=...), batch.new_tensor([...])
+        return (dotted(call.func) in COPIED_FROM_HOST and not on_host(call)
+                or isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_tensor")
 
     def moved(call, host_names) -> bool:
         func = call.func
@@ -807,12 +808,16 @@ def _is_distribution_class(value, module) -> bool:
                for i in nodes(module, (cst.ImportFrom,)) if i.module is not None)
 
 
+PYTHON_RANDOM = ("random.", "np.random.", "numpy.random.")
+
+
 def stateful_forward(module):
     """(class name, node, what) for the first class of the script, called somewhere, whose
     ``forward`` (or ``__call__``, or a method of its own they call) draws random numbers on the
-    host (torchvision's ``if torch.rand(1) < self.p`` flip) or counts in Python on itself
-    (``self.num_updates += 1``, a temperature annealed from it): a graph runs it only while it
-    captures, and every replay repeats what it did then. None where there is none."""
+    host (torchvision's ``if torch.rand(1) < self.p`` flip, ``random.random()``), counts in
+    Python on itself (``self.num_updates += 1``, a temperature annealed from it) or copies a
+    tensor made on the host to the GPU: a graph runs it only while it captures, and every replay
+    repeats what it did then (a copy fails the capture). None where there is none."""
     made = {dotted(c.func) for c in calls_in(module, lambda c: True)}
     for cls in nodes(module, (cst.ClassDef,)):
         if cls.name.value not in made:
@@ -824,6 +829,13 @@ def stateful_forward(module):
                 return cls.name.value, drawn[0], drawn[1]
             called = [methods[dotted(c.func)] for c in calls_in(methods[entry].body, bool) if dotted(c.func) in methods]
             bodies = [methods[entry], *called]
+            # Python's or numpy's generator (a seq2seq's ``random.random() < teacher_forcing_ratio``)
+            drawn = [c for f in bodies for c in calls_in(f.body, lambda c: dotted(c.func).startswith(PYTHON_RANDOM))]
+            if drawn:
+                return cls.name.value, drawn[0], "draws random numbers on the host"
+            copied = host_tensor_copy(list(methods[entry].body.body), methods)
+            if copied is not None:   # torch.zeros(n, b, v).to(self.device): the capture fails on its sync
+                return cls.name.value, copied[0], "copies a tensor made on the host to the GPU"
             counted = [n for f in bodies for n in nodes(f.body, (cst.AugAssign,))
                        if root_name(n.target) == "self" and isinstance(n.target, cst.Attribute)]
             if counted:
@@ -1186,7 +1198,8 @@ def safe_pick_containers(statements, counters: set, scope, optimizers=(), loop=N
     (``gpu_tensor_value``: a pick of a list of floats or of modules would run every step
     eagerly, one of a CPU tensor would be read at capture), none with ``requires_grad`` or
     handed to an optimizer (the copy into the graph's buffers detaches it: latent codes trained
-    by the loop would stop training); and the step reads the container only through such picks,
+    by the loop would stop training); and the step reads the container only through such picks
+    (and its shape: ``for i in range(X.size(0))``),
     none of them written in place (``memory.mul_(0.5)``, ``ema[step].mul_(0.9)``, ``out=``,
     ``preds[step] = pred``: read before the replay, the pick would miss the write, or the write
     would go to the copy), anywhere in ``loop`` (the loops around the step; the step alone
@@ -1195,7 +1208,7 @@ def safe_pick_containers(statements, counters: set, scope, optimizers=(), loop=N
     assigned = set().union(*map(names_assigned, statements)) if statements else set()
     around = [loop] if loop is not None else list(statements)
     rebound = set().union(*map(names_assigned, around)) - counters
-    found, written, seen = {}, set(), {}
+    found, written, seen, sized = {}, set(), {}, {}
     # names the step binds to a pick (`x = features[step]`): a write through them is one through the pick
     aliases = {}
     for statement in around:
@@ -1218,8 +1231,14 @@ def safe_pick_containers(statements, counters: set, scope, optimizers=(), loop=N
             if node.attr.value.endswith("_") and not node.attr.value.startswith("__") or \
                     node.attr.value in ("data", "grad"):
                 written.update(through(node.value))   # an in-place method of a pick or an alias, or its .data
+            if node.attr.value in SHAPE_READS and isinstance(node.value, cst.Name):   # `range(X.size(0))`
+                sized[node.value.value] = sized.get(node.value.value, 0) + 1
             node.value.visit(self)
             return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted(node.func) == "len" and len(node.args) == 1 and isinstance(node.args[0].value, cst.Name):
+                sized[node.args[0].value.value] = sized.get(node.args[0].value.value, 0) + 1
 
         def visit_Arg(self, node: cst.Arg) -> bool:
             if node.keyword is not None and node.keyword.value == "out":
@@ -1253,9 +1272,12 @@ def safe_pick_containers(statements, counters: set, scope, optimizers=(), loop=N
     for name, count in found.items():
         why[name] = ("the loop writes into it" if name in written else
                      "the loop binds it again" if name in rebound else
-                     "the loop reads it otherwise too" if seen.get(name, 0) != count else
+                     "the loop reads it otherwise too" if seen.get(name, 0) - sized.get(name, 0) != count else
                      _not_device_tensors(scope, name, statements, optimizers))
     return {name for name, reason in why.items() if not reason}, why
+
+
+SHAPE_READS = ("shape", "size", "dim", "ndim", "numel", "device", "dtype")   # of a container: no value read
 
 
 def _not_device_tensors(scope, name: str, step, optimizers=()) -> str:
@@ -1285,10 +1307,26 @@ def _not_device_tensors(scope, name: str, step, optimizers=()) -> str:
     scope.visit(Finder(step))
     if trains[0] or any(_requires_grad_kwarg(b.value) for b in bindings):
         return "it trains (requires_grad, or an optimizer's), and its copy in the graph would not"
+    known = _device_tensor_names(scope, step)
     if not bindings or not all(len(b.targets) == 1 and isinstance(b.targets[0].target, cst.Name)
-                               and gpu_tensor_value(b.value) for b in bindings):
+                               and gpu_tensor_value(b.value, known) for b in bindings):
         return "it is not bound here to a tensor on the GPU"
     return ""
+
+
+def _device_tensor_names(scope, step) -> set:
+    """The names ``scope`` (outside ``step``) binds to a tensor on a device and only to one, each
+    binding read in order, so that one made from another counts (``Y = (X @ W).argmax(-1)``)."""
+    known, other = set(), set()
+
+    class Binder(SkippingVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for name in (n for t in node.targets for n in plain_target_names(t.target)):
+                single = len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                (known if single and gpu_tensor_value(node.value, known) else other).add(name)
+
+    scope.visit(Binder(step))
+    return known - other
 
 
 def _requires_grad_kwarg(node) -> bool:
@@ -1299,13 +1337,19 @@ def _requires_grad_kwarg(node) -> bool:
 # tensor methods whose result stays on the tensor's device
 SAME_DEVICE_METHODS = ("float", "half", "double", "long", "int", "bool", "bfloat16", "contiguous", "clone", "detach",
                        "view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "chunk", "split",
-                       "unbind", "expand", "repeat", "abs", "sign", "normal_", "uniform_")
+                       "unbind", "expand", "repeat", "abs", "sign", "normal_", "uniform_", "argmax", "argmin", "sum",
+                       "mean", "softmax", "log_softmax", "sigmoid", "tanh", "exp", "clamp", "round", "floor", "t")
 
 
-def gpu_tensor_value(node) -> bool:
+def gpu_tensor_value(node, known=frozenset()) -> bool:
     """An expression that makes a tensor on a device, or a list or tuple of them: a call of a
     ``torch`` function given ``device=``, ``.to(...)``/``.cuda()`` on anything, arithmetic on
-    such, ``torch.stack``/``torch.cat`` of such, a comprehension or literal of such."""
+    such, ``torch.stack``/``torch.cat`` of such, a comprehension or literal of such; with
+    ``known``, the names bound to such a tensor and their items (``(X[..., :4].sum(-1) > 4)``)."""
+    if isinstance(node, cst.Name):
+        return node.value in known
+    if isinstance(node, cst.Subscript):
+        return isinstance(node.value, cst.Name) and node.value.value in known
     if isinstance(node, cst.Call):
         func = dotted(node.func)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
@@ -1313,20 +1357,20 @@ def gpu_tensor_value(node) -> bool:
         if func.startswith("torch.") and any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
             return True
         if func in ("torch.stack", "torch.cat", "list", "tuple") and node.args:
-            return gpu_tensor_value(node.args[0].value)
+            return gpu_tensor_value(node.args[0].value, known)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in SAME_DEVICE_METHODS:
-            return gpu_tensor_value(node.func.value)   # `.float()`, `.view(...)` of such a tensor
+            return gpu_tensor_value(node.func.value, known)   # `.float()`, `.view(...)` of such a tensor
         return False
     if isinstance(node, cst.BinaryOperation):
-        return gpu_tensor_value(node.left) or gpu_tensor_value(node.right)
+        return gpu_tensor_value(node.left, known) or gpu_tensor_value(node.right, known)
     if isinstance(node, cst.Comparison):   # `(torch.rand(..., device=d) < rate)`: a bool tensor there
-        return gpu_tensor_value(node.left) or any(gpu_tensor_value(c.comparator) for c in node.comparisons)
+        return gpu_tensor_value(node.left, known) or any(gpu_tensor_value(c.comparator, known) for c in node.comparisons)
     if isinstance(node, cst.UnaryOperation):
-        return gpu_tensor_value(node.expression)
+        return gpu_tensor_value(node.expression, known)
     if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
-        return gpu_tensor_value(node.elt)
+        return gpu_tensor_value(node.elt, known)
     if isinstance(node, (cst.List, cst.Tuple)):
-        return bool(node.elements) and all(gpu_tensor_value(e.value) for e in node.elements)
+        return bool(node.elements) and all(gpu_tensor_value(e.value, known) for e in node.elements)
     return False
 
 

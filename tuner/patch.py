@@ -213,6 +213,17 @@ class _Rewriter:
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
 
+    def _own_methods(self, outer) -> dict:
+        """``self.<name>`` -> the method, for the methods of the class whose method holds the
+        loop (a trainer's ``self.info_nce_loss(features)``): the step's calls of them are
+        followed as a function's are."""
+        node = self.parents.get(outer)
+        while node is not None and not isinstance(node, cst.ClassDef):
+            node = self.parents.get(node)
+        if node is None:
+            return {}
+        return {f"self.{f.name.value}": f for f in node.body.body if isinstance(f, cst.FunctionDef)}
+
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
 
@@ -229,6 +240,7 @@ class _Rewriter:
         outer = self._outermost_loop(parents, loop)
         self.module = wrapper.module
         self.functions = script_functions(self.module)   # name -> the script's own function
+        self.functions.update(self._own_methods(outer))
         self._check_ddp(loop)
         allowed = scopes_for(self.spec.kind, self.ddp is not None)
         if self.scope not in allowed:
@@ -400,10 +412,11 @@ class _Rewriter:
         if found is not None and (self.scope.startswith("full_iteration") or made_inside_models(
                 self.module, found[0], models)):
             name, node, what = found
+            why = ("a capture cannot copy from the host's pageable memory (make it on the GPU: torch.zeros(..., "
+                   "device=...))" if what.startswith("copies") else "a graph would repeat its capture's call at every "
+                   "replay (draw on the GPU with device=..., keep counters in tensors changed in place)")
             raise self.refuse(f"line {self.positions[node].start.line}: {name}.forward {what} "
-                              f"({cst.Module([]).code_for_node(node).strip()}); a graph would repeat its capture's "
-                              "call at every replay (draw on the GPU with device=..., keep counters in tensors "
-                              "changed in place)")
+                              f"({cst.Module([]).code_for_node(node).strip()}); {why}")
 
     def _check_attributes_set_in_forward(self, outer) -> None:
         """The loop reads from a model what a forward sets on its module (``loss = ... +
@@ -1390,10 +1403,15 @@ class _Rewriter:
     def _refuse_data_dependent_shape(self, statements, positions) -> None:
         """An operation in the step whose result's size depends on the values (``out[mask]``,
         ``nonzero``): its host sync fails the capture, so the rewrite would crash where it runs."""
-        found = data_dependent_shape(statements, self.module)
+        # and in the script's functions (a trainer's own methods) the step calls: SimCLR's
+        # ``self.info_nce_loss`` drops the diagonal with ``similarity[~mask]``
+        called = {dotted(c.func) for statement in statements for c in calls_through(statement, self.functions)}
+        bodies = [self.functions[name] for name in sorted(called) if name in self.functions]
+        found = data_dependent_shape(list(statements) + bodies, self.module)
         if found:
             node, what = found
-            raise self.refuse(f"line {positions[node].start.line}: {cst.Module([]).code_for_node(node)} in the step is "
+            where = f"line {positions[node].start.line}" if node in positions else "a function the step calls"
+            raise self.refuse(f"{where}: {cst.Module([]).code_for_node(node)} in the step is "
                               f"{what}, whose size depends on the values (a host sync a graph cannot hold); index "
                               "with positions found once before the loop (idx = mask.nonzero(as_tuple=True)[0], "
                               "then out[idx]) or weigh the loss by the mask")

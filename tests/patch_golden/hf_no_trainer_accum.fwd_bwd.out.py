@@ -167,6 +167,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
     state = {}
     refused = []     # why the module cannot be graphed (an output no capture can keep): eager for good
     mode_captures = [0]   # captures again for a layer's mode changed
+    unlike = [0]          # calls in a row with inputs unlike the capture's
 
     def forward(*inputs, **kwargs):
         if not torch.is_grad_enabled() or _cg_exporting():
@@ -177,8 +178,20 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                 or not all(torch.is_tensor(v) or _cg_plain_value(v) for v in leaves)):   # a module given, an object
             return eager_forward(*inputs, **kwargs)
         key = _cg_call_key(leaves, layout)
-        if state and (module.training != state["training"] or not _cg_same_key(key, state["key"])):
+        if state and module.training != state["training"]:
             return eager_forward(*inputs, **kwargs)
+        if state and not _cg_same_key(key, state["key"]):
+            unlike[0] += 1
+            if unlike[0] == 20:   # a batch of ever another shape (a curriculum's length): no replay, said once
+                _cg_warnings.warn(f"cg-advise: {type(module).__name__} has been called with inputs unlike those it was "
+                                  "captured with for 20 calls in a row (another shape, or another Python value); such "
+                                  "calls run eagerly", stacklevel=2)
+            return eager_forward(*inputs, **kwargs)
+        unlike[0] = 0
+        if state and state["anchor"].data_ptr() != state["placed"]:
+            # moved off the GPU and back since the capture (module.cpu() to save a checkpoint,
+            # then .to(device)): its parameters hold new storage, the graphs the old
+            state.clear()
         if state and _cg_layer_modes(state["layers"]) != state["modes"]:
             # a layer in another mode than at the capture, the module's own the same (its BatchNorm
             # frozen after a warm-up: model.apply(set_bn_eval) each epoch), or with another dropout
@@ -221,8 +234,9 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                         hooked.add(id(p))
             layers = [m for m in module.modules() if isinstance(
                 m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+            anchor = next(module.parameters())
             state.update(positional=positional, key=key, needed=needed, training=module.training,
-                         layers=layers, modes=_cg_layer_modes(layers),
+                         layers=layers, modes=_cg_layer_modes(layers), anchor=anchor, placed=anchor.data_ptr(),
                          frozen=[p for p in module.parameters() if not p.requires_grad])
         if not state.get("done", True) and state["pending"]() is not None:
             if not state.get("warned"):

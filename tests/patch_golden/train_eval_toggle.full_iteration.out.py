@@ -54,6 +54,10 @@ class _CgFullIterationGraph:
             # the graph's backward and optimizer step hold the old set; captured again, warmed up
             # as the first time, so that the optimizer state the newly trained ones need is made
             self.graph = None
+        if self.graph is not None and [p.data_ptr() for p in self.anchors] != self.placed:
+            # the models moved off the GPU and back since the capture (model.cpu() to save a
+            # checkpoint, then .to(device)): their parameters hold new storage, the graph the old
+            self.graph = None
         if self.graph is not None and self._modes() != self.modes:
             # a model put in eval or train mode since the capture (model.eval() for validation,
             # never set back; its BatchNorm layers frozen after a warm-up), or a layer's setting
@@ -125,6 +129,10 @@ class _CgFullIterationGraph:
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
             self.captured_params, self.trained = params, flags
+            # a parameter of each model, and the first one optimized: a move of its module gives
+            # it new storage (read at every call, one address each)
+            self.anchors = [p for m in self.models for p in list(m.parameters())[:1]] + params[:1]
+            self.placed = [p.data_ptr() for p in self.anchors]
             self.modes = modes
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
