@@ -8,10 +8,14 @@ implementation the rewrite uses. Printed numbers are compared with a relative to
 fused kernels round differently from eager); text must be equal.
 
     python bench/gpu_patched_to_the_end.py --out OUT [--only NAME,...] [--scopes S,...] [--jobs 4] [--tolerance 1e-3]
-        [--eager-twice] [--corpus DIR]
+        [--eager-twice] [--fixed-draws] [--corpus DIR]
 
 --corpus takes the scripts from DIR instead of tests/corpus (the loops of
 bench/workloads/unseen_2026-11-29, written after the rewrites).
+
+--fixed-draws takes the random draws out of both runs (dropout scales by 1-p, randn_like and
+rand_like give zeros and halves): a graph draws other masks and noise than eager does, so a
+script with dropout differs from its rewrite without it; with it, a difference is the rewrite's.
 
 --eager-twice runs each eager reference a second time: a script whose eager run does not
 repeat itself (atomics in a backward, a chaotic loss) differs from its rewrite by as much, and
@@ -55,6 +59,11 @@ def _keep(self, *args, **kwargs):
     _init(self, *args, **kwargs)
     built.append(self)
 torch.nn.Module.__init__ = _keep
+if os.environ.get("CG_CHECK_FIXED_DRAWS") == "1":   # --fixed-draws: no random draw differs between the runs
+    import torch.nn.functional as _F
+    _F.dropout = lambda input, p=0.5, training=True, inplace=False: input * (1.0 - p) if training else input
+    torch.randn_like = lambda t, **kw: torch.zeros_like(t, **kw)
+    torch.rand_like = lambda t, **kw: torch.full_like(t, 0.5, **kw)
 if os.environ.get("CG_CHECK_CAPTURABLE") == "1":   # eager with the optimizer a full_iteration patch uses
     sys.path.append(os.environ["CG_CHECK_ROOT"])
     from tuner.harness import build_capturable   # as tune's capturable reference builds them
@@ -73,9 +82,10 @@ if sums:
 """
 
 
-def run(script: Path, timeout: float, capturable: bool = False) -> dict:
+def run(script: Path, timeout: float, capturable: bool = False, fixed_draws: bool = False) -> dict:
     started = time.monotonic()
-    env = {**os.environ, "CG_CHECK_CAPTURABLE": "1" if capturable else "0", "CG_CHECK_ROOT": str(ROOT)}
+    env = {**os.environ, "CG_CHECK_CAPTURABLE": "1" if capturable else "0", "CG_CHECK_ROOT": str(ROOT),
+           "CG_CHECK_FIXED_DRAWS": "1" if fixed_draws else "0"}
     try:
         p = subprocess.run([sys.executable, "-c", RUN, str(script)], capture_output=True, text=True, timeout=timeout,
                            cwd=script.parent, env=env)
@@ -111,6 +121,9 @@ def main():
     parser.add_argument("--tolerance", type=float, default=1e-3)
     parser.add_argument("--eager-twice", action="store_true", help="run each eager reference twice: its own spread")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the folder of scripts (default: tests/corpus)")
+    parser.add_argument("--fixed-draws", action="store_true",
+                        help="dropout scales by 1-p and randn_like/rand_like return zeros/halves, in eager and "
+                             "rewrite alike: a difference left is the rewrite's, not a graph's other random draws")
     args = parser.parse_args()
     scopes = [scope for scope in PATCH_SCOPES if scope in args.scopes.split(",")]
     unknown = set(args.scopes.split(",")) - set(PATCH_SCOPES)
@@ -143,7 +156,8 @@ def main():
             # eager leaves the optimizer as the script built it, and plain eager is its reference
             jobs.append((source.stem, scope, target, "eager_capturable" if patch.steps_optimizer_in_graph else "eager"))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1].startswith("eager_capturable"))), jobs))
+        results = list(pool.map(lambda job: (job, run(job[2], args.timeout, job[1].startswith("eager_capturable"),
+                                                      args.fixed_draws)), jobs))
     references = {(name, scope): r for (name, scope, _, _), r in results if scope.startswith("eager")}
     eager = {name: r for (name, scope), r in references.items() if scope == "eager"}
     again_differs = {name for (name, scope), r in references.items() if scope.endswith("#2")

@@ -127,9 +127,10 @@ class _CgFullIterationGraph:
                 group.update(values)
             self.settings, self.replays = self._settings(), 0
             self.captured_params, self.trained = params, flags
-            # a parameter of each model, and the first one optimized: a move of its module gives
-            # it new storage (read at every call, one address each)
-            self.anchors = [p for m in self.models for p in list(m.parameters())[:1]] + params[:1]
+            # the tensors the graph reads and writes in place of the models: a move of a module
+            # gives each new storage, not all of them at new addresses (the allocator hands some
+            # freed blocks back), so every one is read at each call
+            self.anchors = params + [b for m in self.models for b in m.buffers()]
             self.placed = [p.data_ptr() for p in self.anchors]
             self.modes = modes
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()

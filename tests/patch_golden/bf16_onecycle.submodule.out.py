@@ -177,7 +177,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                                   "calls run eagerly", stacklevel=2)
             return eager_forward(*inputs, **kwargs)
         unlike[0] = 0
-        if state and state["anchor"].data_ptr() != state["placed"]:
+        if state and [t.data_ptr() for t in state["anchors"]] != state["placed"]:
             # moved off the GPU and back since the capture (module.cpu() to save a checkpoint,
             # then .to(device)): its parameters hold new storage, the graphs the old
             state.clear()
@@ -223,9 +223,10 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                         hooked.add(id(p))
             layers = [m for m in module.modules() if isinstance(
                 m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
-            anchor = next(module.parameters())
+            anchors = [*module.parameters(), *module.buffers()]   # each one: a move leaves some at their addresses
             state.update(positional=positional, key=key, needed=needed, training=module.training,
-                         layers=layers, modes=_cg_layer_modes(layers), anchor=anchor, placed=anchor.data_ptr(),
+                         layers=layers, modes=_cg_layer_modes(layers), anchors=anchors,
+                         placed=[t.data_ptr() for t in anchors],
                          frozen=[p for p in module.parameters() if not p.requires_grad])
         if not state.get("done", True) and state["pending"]() is not None:
             if not state.get("warned"):
