@@ -173,6 +173,21 @@ def test_a_scheduler_given_a_value_is_a_scheduler_not_a_scaler(tmp_path, call):
     assert any(o.code == f"{name}.step" for o in spec.outside)
 
 
+def test_an_environments_step_is_no_scaler_step(tmp_path):
+    """REINFORCE's ``state, reward, done = env.step(action)`` was read as
+    ``scaler.step(optimizer)`` with ``action`` its optimizer, which the loop "built again" at
+    every step (the sweep of 2026-11-30d refused both scopes for reasons that were not so)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Env:\n    def step(self, action):\n        return 0, 1.0, False\n\n\n"
+        "model = nn.Linear(4, 2)\noptimizer = torch.optim.Adam(model.parameters(), 0.01)\nenv = Env()\n"
+        "for episode in range(3):\n    optimizer.zero_grad()\n    logits = model(torch.randn(1, 4))\n"
+        "    action = int(logits.argmax())\n    state, reward, done = env.step(action)\n"
+        "    loss = -logits[0, action] * reward\n    loss.backward()\n    optimizer.step()\n")
+    spec = discover(script)
+    assert (spec.scaler, spec.optimizers) == (None, ["optimizer"])
+
+
 @pytest.mark.parametrize("built", ["ReduceLROnPlateau(optimizer)", "OneCycleLR(optimizer, 0.1, total_steps=16)"])
 def test_a_scheduler_class_imported_by_name_is_a_scheduler(tmp_path, built):
     """`from torch.optim.lr_scheduler import ReduceLROnPlateau; plateau = ...; plateau.step(val)`:

@@ -3495,3 +3495,19 @@ def test_batches_picked_from_tensors_made_from_gpu_tensors_with_their_size_read_
             "    loss.backward()\n    opt.step()\n")
     out = _patched(tmp_path, body)
     assert "    _cg_X = X[i]\n    _cg_Y = Y[i]\n    _cg_step_graph(_cg_X, _cg_Y)\n" in out
+
+
+@pytest.mark.parametrize("built, refused", [("torch.optim.AdamW(model.parameters())", False),
+                                           ("AdaHessian(model.parameters())", True)])
+def test_timms_create_graph_of_a_torch_optimizers_second_order_flag_is_no_double_backward(built, refused, tmp_path):
+    """timm's ``loss.backward(create_graph=second_order)``, ``second_order = hasattr(optimizer,
+    'is_second_order') and optimizer.is_second_order``: False for every optimizer torch builds,
+    and fwd_bwd was refused for every timm-style loop (the sweep of 2026-11-30d)."""
+    body = (f"optimizer = {built}\nsecond_order = hasattr(optimizer, 'is_second_order') and optimizer.is_second_order\n"
+            "for x in data:\n    optimizer.zero_grad()\n    loss = model(x).pow(2).mean()\n"
+            "    loss.backward(create_graph=second_order)\n    optimizer.step()\n")
+    if refused:
+        with pytest.raises(PatchRefused, match="differentiates"):
+            _patched(tmp_path, body, "fwd_bwd")
+    else:
+        assert "_cg_graph_forward(model" in _patched(tmp_path, body, "fwd_bwd")

@@ -1551,18 +1551,43 @@ def sparse_use(module, statements, functions: dict, models=None):
     return None
 
 
-def double_backward(statements, functions: dict):
+def double_backward(statements, functions: dict, module=None):
     """The first call in ``statements``, or in the script's functions they call, that
     differentiates a backward again (``create_graph=True``: WGAN-GP's gradient penalty, an R1
     regulariser, MAML's inner step), or None. A graphed callable's backward and compile's are
     not differentiable: torch.compile fails on it with "does not currently support double
-    backward", make_graphed_callables' backward is once_differentiable."""
+    backward", make_graphed_callables' backward is once_differentiable. Not timm's
+    ``create_graph=second_order`` where ``module`` binds it only from the ``is_second_order``
+    of optimizers torch builds, which have none (``second_order_flags``)."""
+    never = second_order_flags(module) if module is not None else set()
     for statement in statements:
         for call in calls_through(statement, functions):
             if any(a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) != "False"
-                   for a in call.args):
+                   and dotted(a.value) not in never for a in call.args):
                 return call
     return None
+
+
+def second_order_flags(module) -> set:
+    """Names ``module`` binds only to what an optimizer says of itself through an attribute
+    torch's optimizers do not have (timm's ``second_order = hasattr(optimizer,
+    'is_second_order') and optimizer.is_second_order``), where every such optimizer is one
+    torch builds (``torch.optim.AdamW(...)``, ``optim.SGD(...)``): always False there."""
+    built = {}
+    for assign in nodes(module, (cst.Assign,)):
+        for target in assign.targets:
+            for name in plain_target_names(target.target):
+                callee = dotted(assign.value.func) if isinstance(assign.value, cst.Call) else ""
+                built.setdefault(name, []).append(callee.startswith(("torch.optim.", "optim.")))
+    torch_optimizers = {name for name, flags in built.items() if all(flags)}
+    flags = {}
+    for assign in nodes(module, (cst.Assign,)):
+        readers = [a for a in nodes(assign.value, (cst.Attribute,)) if a.attr.value == "is_second_order"]
+        asks = readers and all(dotted(a.value) in torch_optimizers for a in readers)
+        for target in assign.targets:
+            for name in plain_target_names(target.target):
+                flags.setdefault(name, []).append(bool(asks))
+    return {name for name, asks in flags.items() if all(asks)}
 
 
 def requires_grad_change(statements, functions: dict, models=(), depth: int = 2):

@@ -569,6 +569,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         body.inline = bool(body.backward and (body.step or body.scaler_steps or body.manual_updates))
         _steps_inside_calls(body, assignments, functions, positions)
         _schedulers_given_a_value(body, assignments)
+        _steps_of_other_objects(body, assignments)
         optimizers = _optimizers(body, assignments)
         if body.backward and (optimizers or body.manual_updates):
             candidates.append((node, function, body, optimizers))
@@ -704,6 +705,20 @@ def _schedulers_given_a_value(body: _LoopBody, assignments: _Assignments) -> Non
     given = [s for s in body.scaler_steps if _is_scheduler(s[0], assignments)]
     body.scaler_steps = [s for s in body.scaler_steps if s not in given]
     body.step += [(receiver, line) for receiver, _, line in given]
+
+
+def _steps_of_other_objects(body: _LoopBody, assignments: _Assignments) -> None:
+    """A ``.step(value)`` read as ``scaler.step(optimizer)`` whose object the script builds as
+    neither a GradScaler nor an optimizer (an environment's ``state, reward, ... =
+    env.step(action)``): no step of the training at all. Left as read where the script does not
+    build it (a parameter, an attribute) or where its name says scaler. REINFORCE's loop read
+    ``action`` as its optimizer, and was refused for "building it again" at every step."""
+    def other(receiver: str) -> bool:
+        callee = assignments.constructed.get(receiver)
+        return (callee is not None and "scaler" not in receiver.lower() and "Scaler" not in callee
+                and receiver not in assignments.params_owner and "optim" not in callee.lower())
+
+    body.scaler_steps = [s for s in body.scaler_steps if not other(s[0])]
 
 
 class _FunctionDefs(cst.CSTVisitor):

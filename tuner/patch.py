@@ -384,7 +384,7 @@ class _Rewriter:
         """A step that differentiates a backward again (``double_backward``): refused for the
         scopes that graph a model's calls with a backward of their own (compile, fwd_bwd,
         submodule); a graph of the whole step captures the second backward's kernels as well."""
-        found = double_backward(list(loop.body.body), self.functions)
+        found = double_backward(list(loop.body.body), self.functions, self.module)
         if found is not None:
             raise self.refuse(f"line {self.positions[found].start.line}: the step differentiates a backward again "
                               "(create_graph=True); the backward of a graphed or compiled model cannot be "
