@@ -1171,6 +1171,15 @@ class _OneLinear(torch.nn.Module):
         self.lin = torch.nn.Linear(8, n)
 
 
+def _same_gradients(eager, graphed, x):
+    """One step of each module on ``x``: the same gradients."""
+    for model in (eager, graphed):
+        model.zero_grad()
+        model(x).square().sum().backward()
+    for a, b in zip(eager.parameters(), graphed.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
 def test_the_graphed_forward_helper_keeps_each_submodules_mode():
     """`model.train(); model.bn.eval()` (a frozen BatchNorm): the capture set every submodule
     to the top module's mode, for good, and replayed BatchNorm in training mode."""
@@ -1181,12 +1190,7 @@ def test_the_graphed_forward_helper_keeps_each_submodules_mode():
     eager[1].eval()
     graphed = graph_forward(copy.deepcopy(eager))
     for _ in range(3):
-        x = torch.randn(16, 8)
-        for model in (eager, graphed):
-            model.zero_grad()
-            model(x).square().sum().backward()
-        for a, b in zip(eager.parameters(), graphed.parameters()):
-            torch.testing.assert_close(a.grad, b.grad)
+        _same_gradients(eager, graphed, torch.randn(16, 8))
     assert not graphed[1].training and _helper_state(graphed)["positional"].replays == 3
     torch.testing.assert_close(eager[1].running_mean, graphed[1].running_mean)
 
@@ -1205,12 +1209,7 @@ def test_the_graphed_forward_helper_captures_again_when_a_layers_mode_changes():
             if epoch >= 1:
                 model[1].eval()
         for _ in range(3):
-            x = torch.randn(16, 8)
-            for model in (eager, graphed):
-                model.zero_grad()
-                model(x).square().sum().backward()
-            for a, b in zip(eager.parameters(), graphed.parameters()):
-                torch.testing.assert_close(a.grad, b.grad)
+            _same_gradients(eager, graphed, torch.randn(16, 8))
         torch.testing.assert_close(eager[1].running_mean, graphed[1].running_mean)
     state = _helper_state(graphed)
     assert [mode for mode, _, _ in state["modes"]] == [False] and state["positional"].replays == 6   # captured again once
@@ -3169,6 +3168,20 @@ def test_a_module_whose_forward_keeps_host_state_is_refused(forward, match, tmp_
         _patched(tmp_path, body)
 
 
+def _eager_and_rewrite(tmp_path, source, scope="full_iteration") -> list:
+    """``source`` and its rewrite for ``scope``, each run to its end: their namespaces."""
+    eager = tmp_path / "eager.py"
+    eager.write_text(source)
+    graphed = tmp_path / "graphed.py"
+    graphed.write_text(make_patch(eager, scope).patched)
+    return [_run_to_its_end(path) for path in (eager, graphed)]
+
+
+def _same_model_state(ran, **tolerance) -> None:
+    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
+        torch.testing.assert_close(a, b, **tolerance)
+
+
 ON_THE_GPU_EVAL_MODE = """import torch
 from torch import nn
 
@@ -3191,13 +3204,8 @@ for epoch in range(3):
 def test_on_the_gpu_a_model_left_in_eval_mode_is_captured_again(tmp_path):
     """The sweep of 2026-11-30: the graph kept replaying train mode's BatchNorm after the
     loop put the model in eval mode for good."""
-    eager = tmp_path / "eager.py"
-    eager.write_text(ON_THE_GPU_EVAL_MODE)
-    graphed = tmp_path / "graphed.py"
-    graphed.write_text(make_patch(eager, "full_iteration").patched)
-    ran = [_run_to_its_end(path) for path in (eager, graphed)]
-    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
-        torch.testing.assert_close(a, b)
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_EVAL_MODE)
+    _same_model_state(ran)
     assert not any(training for training, _, _ in ran[1]["_cg_step_graph"].modes)   # captured again in eval mode
 
 
@@ -3234,13 +3242,8 @@ def test_on_the_gpu_a_step_that_ends_in_eval_mode_is_captured_once(tmp_path):
     """The modes the capture is checked against are those the step is called in (the rewrite
     sets the mode the step leaves before each replay, as the step's own Python no longer runs),
     and the warm-up's steps, which leave the model in eval, are not what the capture starts from."""
-    eager = tmp_path / "eager.py"
-    eager.write_text(ON_THE_GPU_STEP_ENDS_IN_EVAL)
-    graphed = tmp_path / "graphed.py"
-    graphed.write_text(make_patch(eager, "full_iteration").patched)
-    ran = [_run_to_its_end(path) for path in (eager, graphed)]
-    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
-        torch.testing.assert_close(a, b)
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_STEP_ENDS_IN_EVAL)
+    _same_model_state(ran)
     helper = ran[1]["_cg_step_graph"]
     assert helper.replays == 12 and not any(training for training, _, _ in helper.modes)
 
@@ -3266,11 +3269,7 @@ print(round(total, 4))
 def test_on_the_gpu_a_step_never_handed_the_captures_layout_again_says_so(tmp_path):
     """Batches of ever another length: every call after the capture runs eagerly, as it must,
     but no speedup comes of the rewrite, and the user was told nothing."""
-    eager = tmp_path / "eager.py"
-    eager.write_text(ON_THE_GPU_EVER_ANOTHER_SHAPE)
-    graphed = tmp_path / "graphed.py"
-    graphed.write_text(make_patch(eager, "full_iteration").patched)
-    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_EVER_ANOTHER_SHAPE)
     assert ran[0]["total"] == pytest.approx(ran[1]["total"], rel=1e-4)
     assert sum("inputs have differed from those it was captured with for 20 calls" in w for w in ran[1]["caught"]) == 1
 
@@ -3302,13 +3301,8 @@ def test_on_the_gpu_a_model_moved_off_the_gpu_and_back_is_captured_again(scope, 
     """The sweep of 2026-11-30d: ``model.cpu()`` then ``.to(device)`` gives every parameter new
     storage; the graphs kept reading (and Adam's step writing) the old, and the model stopped
     training."""
-    eager = tmp_path / "eager.py"
-    eager.write_text(ON_THE_GPU_MOVED_AND_BACK)
-    graphed = tmp_path / "graphed.py"
-    graphed.write_text(make_patch(eager, scope).patched)
-    ran = [_run_to_its_end(path) for path in (eager, graphed)]
-    for a, b in zip(ran[0]["model"].state_dict().values(), ran[1]["model"].state_dict().values()):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_MOVED_AND_BACK, scope)
+    _same_model_state(ran, rtol=1e-4, atol=1e-5)
 
 
 def test_another_module_the_step_calls_is_put_back_with_the_models(tmp_path):
