@@ -3505,3 +3505,10 @@ def test_timms_create_graph_of_a_torch_optimizers_second_order_flag_is_no_double
             _patched(tmp_path, body, "fwd_bwd")
     else:
         assert "_cg_graph_forward(model" in _patched(tmp_path, body, "fwd_bwd")
+
+
+def test_a_batch_size_read_as_a_number_in_the_step_is_no_sync(tmp_path):
+    """``n = int(x.size(0))``: a size is the host's already, no tensor read, and one that
+    changes comes with a batch of another shape, which runs eagerly anyway."""
+    body = _plain_loop(loss="model(x).pow(2).sum() / n").replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    n = int(x.size(0))\n")
+    assert "    n = int(x.size(0))\n    _cg_step_graph(x, n)\n" in _patched(tmp_path, body)   # read before the replay

@@ -10,7 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .discover import SkippingVisitor, calls_backward, calls_in, dotted, host_call, nodes, target_names
+from .discover import SkippingVisitor, calls_backward, calls_in, dotted, host_call, nodes, target_names, tensor_method_result
 
 
 def is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
@@ -1115,10 +1115,12 @@ def varying_numbers(node, skip=(), module=None) -> dict:
 def host_number_read(expr, known: set = frozenset()) -> bool:
     """A Python number read from a tensor on the host, or arithmetic on one: ``int(mask.sum())``,
     ``loss.item() / n``, ``float(norm)``, where the argument is no number already (``int(args.bs)``,
-    ``known`` names). Bound in a loop, it changes from one iteration to the next (a token count
+    ``known`` names, ``int(x.size(0))``). Bound in a loop, it changes from one iteration to the next (a token count
     that divides a summed loss)."""
     if isinstance(expr, cst.Call):
         if dotted(expr.func) in ("int", "float") and len(expr.args) == 1:
+            if isinstance(expr.args[0].value, cst.Call):   # not int(x.size(0)), int(len(batch))
+                return tensor_method_result(expr)
             return not is_number_expression(expr.args[0].value, known)
         return isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "item" and not expr.args
     if isinstance(expr, cst.BinaryOperation):

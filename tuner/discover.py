@@ -423,7 +423,13 @@ def tensor_method_result(call: cst.Call) -> bool:
         return False
     inner = call.args[0].value
     root = dotted(inner.func).split(".")[0]
-    return isinstance(inner.func, cst.Attribute) and root not in HOST_MODULES
+    return (isinstance(inner.func, cst.Attribute) and root not in HOST_MODULES
+            and inner.func.attr.value not in HOST_VALUE_METHODS)
+
+
+# methods whose value is the host's already: a tensor's size (``int(x.size(0))``), a dict's entry
+HOST_VALUE_METHODS = ("size", "dim", "ndimension", "numel", "nelement", "element_size", "stride", "get", "get_last_lr",
+                      "count", "index", "__len__")
 
 
 def _manual_update(loop: cst.For) -> Optional[str]:
