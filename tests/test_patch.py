@@ -3512,3 +3512,12 @@ def test_a_batch_size_read_as_a_number_in_the_step_is_no_sync(tmp_path):
     changes comes with a batch of another shape, which runs eagerly anyway."""
     body = _plain_loop(loss="model(x).pow(2).sum() / n").replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    n = int(x.size(0))\n")
     assert "    n = int(x.size(0))\n    _cg_step_graph(x, n)\n" in _patched(tmp_path, body)   # read before the replay
+
+
+def test_a_zero_grad_after_the_step_stays_after_the_replay(tmp_path):
+    """The sweep of 2026-11-30f: ``optimizer.zero_grad(set_to_none=False)`` at the end of the
+    body was taken out with the step's own, and the gradients printed after the loop were the
+    last step's where eager's are zeros."""
+    body = ("for x in data:\n    loss = model(x).pow(2).mean()\n    loss.backward()\n    opt.step()\n"
+            "    opt.zero_grad(set_to_none=False)\nprint(model.weight.grad.abs().sum().item())\n")
+    assert "    _cg_step_graph(x)\n    opt.zero_grad(set_to_none=False)\n" in _patched(tmp_path, body)

@@ -1259,8 +1259,12 @@ class _Rewriter:
                               "inside the step; a capture cannot copy from pageable host memory (it fails on the "
                               "sync): build it on the GPU (device=...) or once before the loop")
         before = [s for s in body[:start] if not is_zero_grad(s)]
-        post = [s for s in body[end + 1:] if not is_zero_grad(s)]
-        if not accumulate and any(is_zero_grad(s) for s in body):
+        # a zero_grad after the step stays, after the replay: the graph's backward writes the
+        # gradients afresh, but what reads them before the next step, or after the loop, reads
+        # eager's zeros (``zero_grad(set_to_none=False)`` at the end of the body, then the
+        # gradients' sum printed after the loop: the rewrite's was the last step's)
+        post = body[end + 1:]
+        if not accumulate and any(is_zero_grad(s) for s in body[:end + 1]):
             self.zero_grad_dropped = True
         # everything the step reads that changes from one iteration to the next is an input:
         # the batch, the loop's own targets, names the body assigns before the step
@@ -1289,6 +1293,7 @@ class _Rewriter:
             raise self.refuse(f"the step carries {unbound[0]!r} from one iteration to the next, but {unbound[0]!r} is "
                               "not bound before the loop on every path (it is bound under an if); a captured step "
                               "needs its first value")
+        self._refuse_numbers_carried([n for n in [*inputs, *carried] if n in assigned], scope, steps, positions)
         # in a function: bound to None at its start, so that the replay's argument exists on the
         # path that never binds it (the word-language-model example's Transformer has no `hidden`)
         self.declared = (scope, unbound)
@@ -1543,6 +1548,22 @@ class _Rewriter:
                                   f"({cst.Module([]).code_for_node(value.value)}), which a replayed graph "
                                   "cannot update; compute it after the step")
         return returns
+
+    def _refuse_numbers_carried(self, carried, scope, steps, positions) -> None:
+        """State the step carries that starts as a Python number outside it (``correct = 0`` each
+        epoch, then ``correct += (pred == y).sum()`` in the step): the first call of each epoch is
+        handed a number, the others a tensor, so no call after the capture matches it and every
+        step runs eagerly (the sweep of 2026-11-30f replayed 4 of 200)."""
+        for assign in nodes(scope, (cst.Assign,)):
+            if any(assign is s or assign in set(nodes(s, (cst.Assign,))) for s in steps):
+                continue
+            names = {n for t in assign.targets for n in plain_target_names(t.target)} & set(carried)
+            if names and is_number_expression(assign.value, set()):
+                name = sorted(names)[0]
+                raise self.refuse(f"line {positions[assign].start.line}: {name!r} starts as a Python number "
+                                  f"({cst.Module([]).code_for_node(assign).strip()}) and the step makes it a tensor: "
+                                  "a graph is handed a number at the first call and a tensor after, so every call "
+                                  f"would run eagerly (start it as a tensor: {name} = torch.zeros((), device=...))")
 
     def _refuse_argument_checks(self, core, positions) -> None:
         """A distribution built asking for its argument checks (``Normal(mu, sigma,

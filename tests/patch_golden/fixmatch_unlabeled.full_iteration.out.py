@@ -469,6 +469,7 @@ for batch_idx in range(eval_step):
     Lx, loss, mask = _cg_step_graph(inputs_u, inputs_x, targets_x)  # cg-advise: replays the captured step
     optimizer.step()
     scheduler.step()
+    model.zero_grad()
     if batch_idx % 50 == 0:
         print(f"iter {batch_idx} loss {loss.item():.4f} Lx {Lx.item():.4f} mask {mask.mean().item():.2f}")
 print(f"final loss {loss.item():.6f}")

@@ -448,6 +448,7 @@ for step in range(steps):
     batch = data[step].to(device)
     x, y = batch[:, :-1], batch[:, 1:]
     loss = _cg_step_graph(x, y)  # cg-advise: replays the captured step
+    optimizer.zero_grad(set_to_none=True)
     if step % 50 == 0:
         print(f"step {step} loss {loss.item():.4f}")
 

@@ -408,3 +408,4 @@ _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model])
 for batch in dataset:
     batch = {k: v.to("cuda", non_blocking=True) for k, v in batch.items()}
     _cg_step_graph(batch)
+    optimizer.zero_grad()

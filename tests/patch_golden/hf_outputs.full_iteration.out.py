@@ -428,6 +428,7 @@ _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model])
 for step in range(steps):
     ids = batches[step % len(batches)].to(device)
     out = _cg_step_graph(ids)  # cg-advise: replays the captured step
+    optimizer.zero_grad()
 
 print(f"final loss {out.loss.item():.6f}")
 print("logits", tuple(out.logits.shape), round(out.logits.float().mean().item(), 6))

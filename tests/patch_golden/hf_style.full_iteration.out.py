@@ -406,6 +406,7 @@ def main():
 
     for _ in range(200):
         _cg_step_graph()
+        optimizer.zero_grad()
 
 
 main()

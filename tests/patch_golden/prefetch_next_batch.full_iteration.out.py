@@ -422,5 +422,6 @@ _cg_step_graph = _CgFullIterationGraph(_cg_step, [optimizer], [model])
 for it in range(int(os.environ.get("CG_STEPS", "200"))):
     loss = _cg_step_graph(X, Y)  # cg-advise: replays the captured step
     X, Y = get_batch()  # prefetch the next batch while the GPU runs the forward
+    optimizer.zero_grad(set_to_none=True)
 
 print(f"final loss {loss.item():.6f}")

@@ -452,6 +452,7 @@ for step in range(steps):
         continue
     optimizer.step()
     scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
     if step % 50 == 0:
         print(f"step {step} loss {loss.item():.4f} grad_norm {grad_norm.item():.3f}")
 

@@ -445,6 +445,7 @@ for step in range(steps):
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     scheduler.step()
+    optimizer.zero_grad()
     if step % 50 == 0:
         print(f"step {step} lr {scheduler.get_last_lr()[0]:.6f} loss {loss.item():.6f}")
 

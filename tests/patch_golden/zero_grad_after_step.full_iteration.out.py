@@ -411,6 +411,7 @@ while step < steps:
     x, y = next(inputs)
     x, y = x.to(device), y.to(device)
     loss = _cg_step_graph(x, y)  # cg-advise: replays the captured step
+    model.zero_grad(set_to_none=False)
     total += loss.item()
     step += 1
 
