@@ -3521,3 +3521,18 @@ def test_a_zero_grad_after_the_step_stays_after_the_replay(tmp_path):
     body = ("for x in data:\n    loss = model(x).pow(2).mean()\n    loss.backward()\n    opt.step()\n"
             "    opt.zero_grad(set_to_none=False)\nprint(model.weight.grad.abs().sum().item())\n")
     assert "    _cg_step_graph(x)\n    opt.zero_grad(set_to_none=False)\n" in _patched(tmp_path, body)
+
+
+def test_torchvisions_finite_loss_guard_runs_after_the_replay(tmp_path):
+    """torchvision's train_one_epoch reads the loss on the host and exits on a non-finite one
+    before its backward (``loss_dict_reduced = {k: v.item() ...}``, ``loss_value =
+    sum(loss_dict_reduced.values())``, ``if not math.isfinite(loss_value): sys.exit(1)``):
+    refused before, as a read that "fed the step"; all of it runs after the replay now."""
+    body = ("import math\nimport sys\nfor x in data:\n    parts = {'a': model(x).pow(2).mean(), 'b': model(x).abs().mean()}\n"
+            "    loss = sum(parts.values())\n    reduced = {k: v.item() for k, v in parts.items()}\n"
+            "    value = sum(reduced.values())\n    if not math.isfinite(value):\n        print(reduced)\n"
+            "        sys.exit(1)\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n")
+    out = _patched(tmp_path, body)
+    assert ("    parts = _cg_step_graph(x)  # cg-advise: replays the captured step\n"
+            "    reduced = {k: v.item() for k, v in parts.items()}\n    value = sum(reduced.values())\n"
+            "    if not math.isfinite(value):\n") in out

@@ -577,6 +577,42 @@ def is_bookkeeping(statement, later) -> bool:
     return bool(assigned) and not (assigned & read_later)
 
 
+EXITS = ("sys.exit", "exit", "quit", "os._exit", "print", "warnings.warn")
+
+
+def is_exit_guard(statement) -> bool:
+    """An ``if`` whose blocks only end the run or say so (torchvision's ``if not
+    math.isfinite(loss_value): print(...); sys.exit(1)``, a ``raise``): it changes no state the
+    step or the loop reads, so it can run after the replay (the run then ends after the step's
+    optimizer update, not before it)."""
+    if not isinstance(statement, cst.If):
+        return False
+
+    def plain(block) -> bool:
+        lines = block.body if isinstance(block, cst.IndentedBlock) else [block]
+        for line in lines:
+            if isinstance(line, cst.If):
+                if not is_exit_guard(line):
+                    return False
+                continue
+            if not isinstance(line, cst.SimpleStatementLine):
+                return False
+            for small in line.body:
+                if isinstance(small, cst.Raise):
+                    continue
+                if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+                        and (dotted(small.value.func) in EXITS or dotted(small.value.func).startswith(LOGGING_CALLS))):
+                    return False
+        return True
+
+    orelse = statement.orelse
+    rest = True if orelse is None else (is_exit_guard(orelse) if isinstance(orelse, cst.If) else plain(orelse.body))
+    return plain(statement.body) and rest
+
+
+LOGGING_CALLS = ("logging.", "logger.", "log.")
+
+
 def backward_passes(loop) -> int:
     """How many backward() calls one iteration of ``loop`` makes, at least: a backward inside a
     loop in the body (micro-steps) counts as two."""

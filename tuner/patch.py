@@ -35,7 +35,7 @@ from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
-                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, safe_pick_containers, is_host_method_call, is_loading, is_method,
+                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_exit_guard, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
@@ -1186,6 +1186,7 @@ class _Rewriter:
         # the batch and whatever the loops bind outside the step reach the graph as copies: the
         # replay never changes them, so a host read of them (images.size(0)) can follow it
         given = set(spec.batch) | names_rebound(outer, skip=window)
+        after = self._after_the_replay(window)
         for i, statement in enumerate(window):
             if is_zero_grad(statement):
                 if i > first_backward:
@@ -1200,12 +1201,17 @@ class _Rewriter:
             if statement is not body[end] and is_loading(statement, window[:i], functions):
                 hoisted.append(statement)  # `noise = noise_bank[i]`: before the replay, as an input
                 continue
+            if statement is not body[end] and id(statement) in after:
+                moved.append(statement)  # `if not math.isfinite(loss_value): sys.exit(1)`: after the replay
+                continue
             if has_sync(statement) or is_host_method_call(statement, protected):
                 # a host read (`train_loss += loss.item()` between backward and step) moves after the
                 # replay when nothing later in the step reads what it binds, and what it reads is
                 # either made by the step (the replay hands it back), an input, or left alone by it
-                others = [s for s in window if s is not statement]
-                fed = names_assigned(statement) & set().union(*map(names_read, window[i + 1:]))
+                # (what reads only host values it binds moves after the replay with it)
+                others = [s for s in window if s is not statement and id(s) not in after]
+                fed = names_assigned(statement) & set().union(*map(names_read, [s for s in window[i + 1:]
+                                                                               if id(s) not in after]))
                 made = set().union(*map(names_assigned, others))
                 touched = set().union(*map(names_read, others)) - made - given
                 sees = sorted(n for n in names_read(statement) if n in touched)
@@ -1548,6 +1554,33 @@ class _Rewriter:
                                   f"({cst.Module([]).code_for_node(value.value)}), which a replayed graph "
                                   "cannot update; compute it after the step")
         return returns
+
+    @staticmethod
+    def _after_the_replay(window) -> set:
+        """The ids of the step's statements that only work on what its host reads bind, and can
+        run after the replay with them: torchvision's ``loss_dict_reduced = {k: v.item() ...}``,
+        then ``loss_value = sum(loss_dict_reduced.values())`` and ``if not
+        math.isfinite(loss_value): sys.exit(1)`` before the backward (refused before: the read
+        "fed the step"). Exit guards (``is_exit_guard``) always; plain statements reading a host
+        read's names, transitively, where nothing else in the step reads what they bind (else
+        none: the host read then feeds the step, as before)."""
+        host = set().union(*(names_assigned(s) for s in window if has_sync(s)))
+        chain = set()
+        changed = True
+        while changed:
+            changed = False
+            for s in window:
+                if (id(s) not in chain and isinstance(s, cst.SimpleStatementLine) and not has_sync(s)
+                        and not calls_backward(s) and names_read(s) & host):
+                    chain.add(id(s))
+                    host |= names_assigned(s)
+                    changed = True
+        guards = {id(s) for s in window if is_exit_guard(s)}
+        kept = [s for s in window if id(s) not in chain | guards and not has_sync(s)]
+        bound = set().union(*(names_assigned(s) for s in window if id(s) in chain))
+        if any(names_read(s) & bound for s in kept):
+            chain = set()
+        return chain | guards
 
     def _refuse_numbers_carried(self, carried, scope, steps, positions) -> None:
         """State the step carries that starts as a Python number outside it (``correct = 0`` each
