@@ -3536,3 +3536,49 @@ def test_torchvisions_finite_loss_guard_runs_after_the_replay(tmp_path):
     assert ("    parts = _cg_step_graph(x)  # cg-advise: replays the captured step\n"
             "    reduced = {k: v.item() for k, v in parts.items()}\n    value = sum(reduced.values())\n"
             "    if not math.isfinite(value):\n") in out
+
+
+CHECKPOINTED = """from torch.utils.checkpoint import checkpoint
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False{keeps}).sum(-1)
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x in data:
+    opt.zero_grad()
+    loss = net(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("version, keeps, refused", [
+    ((2, 5), "", True), ((2, 5), ", preserve_rng_state=False", False), ((2, 11), "", False)])
+@pytest.mark.parametrize("scope", ["full_iteration", "fwd_bwd"])
+def test_a_checkpoint_keeping_the_rng_state_refuses_the_graphs_before_torch_2_11(version, keeps, refused, scope,
+                                                                                 tmp_path, monkeypatch):
+    """The sweep of 2026-11-30f: torch.utils.checkpoint reads the CUDA generator's state, which
+    torch refused during a capture before 2.11 (pytorch/pytorch#83148); on the H200's 2.11 a
+    checkpointed dropout captured and replayed its forward's mask."""
+    monkeypatch.setattr("tuner.patch.installed_torch_version", lambda: version)
+    body = CHECKPOINTED.format(keeps=keeps)
+    if refused:
+        with pytest.raises(PatchRefused, match="torch.utils.checkpoint keeps the RNG state, which torch 2.5 cannot"):
+            _patched(tmp_path, body, scope)
+    else:
+        assert "_cg_" in _patched(tmp_path, body, scope)
+
+
+def test_a_scripts_own_checkpoint_function_is_no_torch_checkpoint(tmp_path, monkeypatch):
+    """pytorch/examples' super_resolution saves its model in a ``checkpoint(epoch)`` of its own."""
+    monkeypatch.setattr("tuner.patch.installed_torch_version", lambda: (2, 5))
+    body = "def checkpoint(epoch):\n    torch.save(model.state_dict(), 'm.pt')\n\n\n" + _plain_loop() + "checkpoint(0)\n"
+    assert "_cg_step_graph(x)" in _patched(tmp_path, body)

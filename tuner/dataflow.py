@@ -1726,3 +1726,31 @@ def host_value_argument(statements, models: set, module, scope=None):
                 if arg.keyword is None and not arg.star and host(arg.value):
                     return call, cst.Module([]).code_for_node(arg.value)
     return None
+
+
+def rng_checkpoints(module) -> list:
+    """The calls of ``torch.utils.checkpoint``'s ``checkpoint`` or ``checkpoint_sequential`` in
+    ``module`` that keep the RNG state (no ``preserve_rng_state=False``): by the dotted path, a
+    module alias (``import torch.utils.checkpoint as cp``) or a name imported from it. A
+    function of the script named ``checkpoint`` that saves a file is none of them."""
+    names, aliases = set(), {"torch.utils.checkpoint"}
+    for node in nodes(module, (cst.ImportFrom, cst.Import)):
+        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted(node.module) == "torch.utils.checkpoint" \
+                and not isinstance(node.names, cst.ImportStar):
+            names |= {a.evaluated_alias or a.evaluated_name for a in node.names
+                      if a.evaluated_name in ("checkpoint", "checkpoint_sequential")}
+        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted(node.module) == "torch.utils" \
+                and not isinstance(node.names, cst.ImportStar):
+            aliases |= {a.evaluated_alias or a.evaluated_name for a in node.names if a.evaluated_name == "checkpoint"}
+        if isinstance(node, cst.Import):
+            aliases |= {a.evaluated_alias for a in node.names
+                        if a.evaluated_name == "torch.utils.checkpoint" and a.evaluated_alias}
+
+    def keeps_rng(call) -> bool:
+        name = dotted(call.func)
+        ours = name in names or (name.rsplit(".", 1)[0] in aliases
+                                 and name.rsplit(".", 1)[-1] in ("checkpoint", "checkpoint_sequential"))
+        return ours and not any(a.keyword is not None and a.keyword.value == "preserve_rng_state"
+                                and dotted(a.value) == "False" for a in call.args)
+
+    return calls_in(module, keeps_rng)

@@ -35,7 +35,7 @@ from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
 from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
-                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_exit_guard, safe_pick_containers, is_host_method_call, is_loading, is_method,
+                       hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_exit_guard, rng_checkpoints, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
@@ -196,6 +196,16 @@ def _unbound_names(text: str) -> list:
     return [(m.message_args[0], m.lineno) for m in found if type(m).__name__ in UNBOUND_MESSAGES]
 
 
+def installed_torch_version() -> Optional[tuple]:
+    """(major, minor) of the torch this process would import, without importing it; None where
+    none is installed or the version does not read as numbers."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return tuple(int(part) for part in version("torch").split("+")[0].split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
 class _Rewriter:
     def __init__(self, spec: StepSpec, scope: str, path: Path):
         self.spec, self.scope, self.path = spec, scope, path
@@ -252,6 +262,7 @@ class _Rewriter:
         if self.scope != "compile":
             self._check_data_rebound(outer)
             self._check_stateful_forward()
+            self._check_checkpoint_rng()
         if self.scope != "compile" and not self.scope.startswith("full_iteration"):
             self._check_attributes_set_in_forward(outer)
         if self.scope == "compile":
@@ -417,6 +428,20 @@ class _Rewriter:
                    "replay (draw on the GPU with device=..., keep counters in tensors changed in place)")
             raise self.refuse(f"line {self.positions[node].start.line}: {name}.forward {what} "
                               f"({cst.Module([]).code_for_node(node).strip()}); {why}")
+
+    def _check_checkpoint_rng(self, torch_version: Optional[tuple] = None) -> None:
+        """``torch.utils.checkpoint`` keeping the RNG state (its default) reads and sets the CUDA
+        generator's state, which torch before 2.11 refuses during a capture ("Cannot call
+        CUDAGeneratorImpl::current_seed during CUDA graph capture", pytorch/pytorch#83148,
+        #162504): the rewrite would fail at its first step there. Checkpointed blocks captured
+        on torch 2.11 recompute the mask their forward drew (bench/checkpoint_dropout_probe.py)."""
+        found = rng_checkpoints(self.module)
+        version = torch_version or installed_torch_version()
+        if found and version is not None and version < (2, 11):
+            raise self.refuse(f"line {self.positions[found[0]].start.line}: torch.utils.checkpoint keeps the RNG "
+                              f"state, which torch {'.'.join(map(str, version))} cannot read during a CUDA graph "
+                              "capture (2.11 can); pass preserve_rng_state=False where the block draws no random "
+                              "numbers, or upgrade torch")
 
     def _check_attributes_set_in_forward(self, outer) -> None:
         """The loop reads from a model what a forward sets on its module (``loss = ... +
