@@ -44,6 +44,19 @@ def _cg_exporting():
     return torch.jit.is_tracing() or compiling()
 
 
+def _cg_mode_layers(models):
+    """cg-advise: the BatchNorm and dropout layers of ``models``: their mode changes what they
+    compute (not every submodule's)."""
+    return [m for model in models for m in model.modules()
+            if isinstance(m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+
+
+def _cg_layer_modes(layers):
+    """cg-advise: what a capture holds of each of ``layers`` as a constant: its mode, and a
+    dropout layer's p or a BatchNorm layer's momentum, where a script changes them between epochs."""
+    return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in layers]
+
+
 def _cg_output_tensors(out):
     """cg-advise: (the tensors of a forward's output, a function that builds the output again
     from such tensors): tensors in tuples, lists, dicts (a Hugging Face ModelOutput is one) and
@@ -122,12 +135,6 @@ def _cg_same_key(key, captured):
         return bool(key == captured)
     except Exception:   # a value whose comparison is no single bool
         return False
-
-
-def _cg_layer_modes(layers):
-    """What a capture holds of each BatchNorm and dropout layer: its mode, and a dropout layer's
-    p or a BatchNorm layer's momentum, where a script changes them between epochs."""
-    return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in layers]
 
 
 def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
@@ -221,8 +228,7 @@ def _cg_graph_forward(module, warmup=3, accumulate=False, clone_outputs=False):
                     if p.requires_grad and id(p) not in hooked:
                         p.register_hook(torch.clone)
                         hooked.add(id(p))
-            layers = [m for m in module.modules() if isinstance(
-                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+            layers = _cg_mode_layers([module])
             anchors = [*module.parameters(), *module.buffers()]   # each one: a move leaves some at their addresses
             state.update(positional=positional, key=key, needed=needed, training=module.training,
                          layers=layers, modes=_cg_layer_modes(layers), anchors=anchors,

@@ -11,6 +11,19 @@ import contextlib
 import warnings as _cg_warnings
 
 
+def _cg_mode_layers(models):
+    """cg-advise: the BatchNorm and dropout layers of ``models``: their mode changes what they
+    compute (not every submodule's)."""
+    return [m for model in models for m in model.modules()
+            if isinstance(m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
+
+
+def _cg_layer_modes(layers):
+    """cg-advise: what a capture holds of each of ``layers`` as a constant: its mode, and a
+    dropout layer's p or a BatchNorm layer's momentum, where a script changes them between epochs."""
+    return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in layers]
+
+
 class _CgFullIterationGraph:
     """cg-advise: the training step (forward, loss, backward and, unless they must stay eager,
     the optimizer steps) is captured in one CUDA graph on the first call and replayed after.
@@ -62,7 +75,7 @@ class _CgFullIterationGraph:
             # the models moved off the GPU and back since the capture (model.cpu() to save a
             # checkpoint, then .to(device)): their parameters hold new storage, the graph the old
             self.graph = None
-        if self.graph is not None and self._modes() != self.modes:
+        if self.graph is not None and _cg_layer_modes(self.mode_modules) != self.modes:
             # a model put in eval or train mode since the capture (model.eval() for validation,
             # never set back; its BatchNorm layers frozen after a warm-up), or a layer's setting
             # changed (dropout's p annealed, BatchNorm's momentum decayed): the graph holds the
@@ -95,11 +108,9 @@ class _CgFullIterationGraph:
                 self._make_capturable()
             groups = self._group_values()
             # the models and their layers whose mode changes what they compute (checked at every
-            # call: BatchNorm and dropout, not every submodule), in the modes the step is called
-            # in, before its own model.train() or model.eval()
-            self.mode_modules = self.models + [m for model in self.models for m in model.modules() if isinstance(
-                m, (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd))]
-            modes = self._modes()
+            # call), in the modes the step is called in, before its own model.train() or model.eval()
+            self.mode_modules = self.models + _cg_mode_layers(self.models)
+            modes = _cg_layer_modes(self.mode_modules)
             if first:
                 saved = self._snapshot()
                 every_mode = [(m, m.training) for model in self.models for m in model.modules()]
@@ -191,11 +202,6 @@ class _CgFullIterationGraph:
         if self.clone_outputs:
             return self._unflatten(self.output_layout, iter([t.detach().clone() for t in self.output_tensors]))
         return self.static_outputs
-
-    def _modes(self):
-        # what of each mode module a capture holds as a constant: its mode, and a dropout layer's
-        # p or a BatchNorm layer's momentum, where a script changes them between epochs
-        return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in self.mode_modules]
 
     def _eager_step(self, inputs, why=None):
         # the step as the script ran it: the rewrite took its zero_grad into the helper (unless it
