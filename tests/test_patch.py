@@ -2693,11 +2693,7 @@ for x, y in pairs:
 @requires_cuda
 def test_on_the_gpu_a_batch_changed_in_place_ends_as_eager_leaves_it(tmp_path):
     """Run to its end, the rewrite leaves the loop's batches and the model as eager does."""
-    eager = tmp_path / "eager.py"
-    eager.write_text(ON_THE_GPU_IN_PLACE)
-    graphed = tmp_path / "graphed.py"
-    graphed.write_text(make_patch(eager, "full_iteration").patched)
-    ran = [_run_to_its_end(script) for script in (eager, graphed)]
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_IN_PLACE)
     assert ran[1]["_cg_step_graph"].replays == 8   # the capture's call replays too: none ran eagerly
     for (a, b), (c, d) in zip(ran[0]["pairs"], ran[1]["pairs"]):
         torch.testing.assert_close(a, c)
@@ -3021,11 +3017,7 @@ def test_on_the_gpu_a_batch_that_requires_grad_runs_the_step_eagerly(requires_gr
     """A leaf made to require grad where the rewrite cannot see it: the helper runs the step
     eagerly, with a warning, so the batch's gradient is eager's."""
     script = ON_THE_GPU_LEAF_INPUT.format(requires_grad=requires_grad, prepare=prepare)
-    eager = tmp_path / "eager.py"
-    eager.write_text(script)
-    graphed = tmp_path / "graphed.py"
-    graphed.write_text(make_patch(eager, "full_iteration").patched)
-    ran = [_run_to_its_end(path) for path in (eager, graphed)]
+    ran = _eager_and_rewrite(tmp_path, script)
     assert ran[1]["_cg_step_graph"].graph is None and ran[1]["_cg_step_graph"].eager
     assert any(why in message for message in ran[1]["caught"])
     torch.testing.assert_close(ran[0]["model"].weight, ran[1]["model"].weight)

@@ -10,7 +10,8 @@ from typing import Optional
 
 import libcst as cst
 
-from .discover import SkippingVisitor, calls_backward, calls_in, dotted, host_call, nodes, target_names, tensor_method_result
+from .discover import (LOGGING_PREFIXES, SkippingVisitor, calls_backward, calls_in, dotted, host_call, nodes, target_names,
+                       tensor_method_result)
 
 
 def is_method(call: cst.Call, receiver: Optional[str], method: str) -> bool:
@@ -601,16 +602,13 @@ def is_exit_guard(statement) -> bool:
                 if isinstance(small, cst.Raise):
                     continue
                 if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
-                        and (dotted(small.value.func) in EXITS or dotted(small.value.func).startswith(LOGGING_CALLS))):
+                        and (dotted(small.value.func) in EXITS or dotted(small.value.func).startswith(LOGGING_PREFIXES))):
                     return False
         return True
 
     orelse = statement.orelse
     rest = True if orelse is None else (is_exit_guard(orelse) if isinstance(orelse, cst.If) else plain(orelse.body))
     return plain(statement.body) and rest
-
-
-LOGGING_CALLS = ("logging.", "logger.", "log.")
 
 
 def backward_passes(loop) -> int:
@@ -847,6 +845,12 @@ def _is_distribution_class(value, module) -> bool:
 PYTHON_RANDOM = ("random.", "np.random.", "numpy.random.")
 
 
+def self_methods(cls: cst.ClassDef) -> dict:
+    """``self.<name>`` -> the method, for the methods ``cls`` defines: what a call through
+    ``self`` inside the class runs."""
+    return {f"self.{f.name.value}": f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+
+
 def stateful_forward(module):
     """(class name, node, what) for the first class of the script, called somewhere, whose
     ``forward`` (or ``__call__``, or a method of its own they call) draws random numbers on the
@@ -858,7 +862,7 @@ def stateful_forward(module):
     for cls in nodes(module, (cst.ClassDef,)):
         if cls.name.value not in made:
             continue
-        methods = {f"self.{f.name.value}": f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        methods = self_methods(cls)
         for entry in (m for m in ("self.forward", "self.__call__") if m in methods):
             drawn = host_draw(methods[entry].body.body, methods, module)
             if drawn is not None:
@@ -1728,29 +1732,60 @@ def host_value_argument(statements, models: set, module, scope=None):
     return None
 
 
+def names_reaching(module, paths, seeds=()) -> set:
+    """The names that reach one of the dotted ``paths`` (a class or function) in this file: the
+    paths themselves and ``seeds``, their import aliases (``from torch.utils.checkpoint import
+    checkpoint as ckpt``), the dotted paths through a module imported under another name
+    (``import torch.nn.parallel as par``: ``par.DistributedDataParallel``), and the aliases made
+    by assignment (``DDP = torch.nn.parallel.DistributedDataParallel``, annotated or not). A
+    function of the script's own that shares a name is none of them."""
+    names = set(paths) | set(seeds)
+    aliases = []   # (alias, the dotted value it was assigned), in source order
+
+    def bound(path: str, name: str) -> None:
+        """``name`` is bound to the module or object at ``path``."""
+        for full in paths:
+            if full == path:
+                names.add(name)
+            elif full.startswith(path + "."):
+                names.add(name + full[len(path):])
+
+    class Imports(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            for alias in node.names:
+                if alias.asname:   # `import torch.nn.parallel` binds torch, whose paths are in names
+                    bound(dotted(alias.name), alias.evaluated_alias)
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if isinstance(node.names, cst.ImportStar) or node.relative or node.module is None:
+                return
+            for alias in node.names:
+                bound(f"{dotted(node.module)}.{dotted(alias.name)}", alias.evaluated_alias or dotted(alias.name))
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            aliases.extend((dotted(t.target), dotted(node.value)) for t in node.targets
+                           if isinstance(t.target, cst.Name) and dotted(node.value))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.value is not None and dotted(node.value):
+                aliases.append((node.target.value, dotted(node.value)))
+
+    module.visit(Imports())
+    while True:   # an alias of an alias
+        more = {alias for alias, value in aliases if value in names} - names
+        if not more:
+            return names
+        names |= more
+
+
+CHECKPOINTS = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
+
+
 def rng_checkpoints(module) -> list:
     """The calls of ``torch.utils.checkpoint``'s ``checkpoint`` or ``checkpoint_sequential`` in
-    ``module`` that keep the RNG state (no ``preserve_rng_state=False``): by the dotted path, a
-    module alias (``import torch.utils.checkpoint as cp``) or a name imported from it. A
-    function of the script named ``checkpoint`` that saves a file is none of them."""
-    names, aliases = set(), {"torch.utils.checkpoint"}
-    for node in nodes(module, (cst.ImportFrom, cst.Import)):
-        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted(node.module) == "torch.utils.checkpoint" \
-                and not isinstance(node.names, cst.ImportStar):
-            names |= {a.evaluated_alias or a.evaluated_name for a in node.names
-                      if a.evaluated_name in ("checkpoint", "checkpoint_sequential")}
-        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted(node.module) == "torch.utils" \
-                and not isinstance(node.names, cst.ImportStar):
-            aliases |= {a.evaluated_alias or a.evaluated_name for a in node.names if a.evaluated_name == "checkpoint"}
-        if isinstance(node, cst.Import):
-            aliases |= {a.evaluated_alias for a in node.names
-                        if a.evaluated_name == "torch.utils.checkpoint" and a.evaluated_alias}
-
-    def keeps_rng(call) -> bool:
-        name = dotted(call.func)
-        ours = name in names or (name.rsplit(".", 1)[0] in aliases
-                                 and name.rsplit(".", 1)[-1] in ("checkpoint", "checkpoint_sequential"))
-        return ours and not any(a.keyword is not None and a.keyword.value == "preserve_rng_state"
-                                and dotted(a.value) == "False" for a in call.args)
-
-    return calls_in(module, keeps_rng)
+    ``module`` (``names_reaching``) that keep the RNG state (no ``preserve_rng_state=False``).
+    A function of the script named ``checkpoint`` that saves a file is none of them."""
+    names = names_reaching(module, CHECKPOINTS)
+    return calls_in(module, lambda call: dotted(call.func) in names and not any(
+        a.keyword is not None and a.keyword.value == "preserve_rng_state" and dotted(a.value) == "False"
+        for a in call.args))

@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .dataflow import is_method
+from .dataflow import is_method, names_reaching
 from .discover import calls_in, dotted
 
 DDP_CLASS = "DistributedDataParallel"
@@ -40,47 +40,11 @@ DDP_PATHS = (f"torch.nn.parallel.{DDP_CLASS}", f"torch.nn.parallel.distributed.{
 
 
 def ddp_names(module: cst.Module) -> set:
-    """The names that call DistributedDataParallel in this file: the class, its import
-    aliases (``as DDP``), the dotted paths through ``torch`` and through a module imported
-    under another name (``import torch.nn.parallel as par``), and the aliases made by
+    """The names that call DistributedDataParallel in this file (``names_reaching``): the class,
+    its import aliases (``as DDP``), the dotted paths through ``torch`` and through a module
+    imported under another name (``import torch.nn.parallel as par``), and the aliases made by
     assignment (``DDP = torch.nn.parallel.DistributedDataParallel``, annotated or not)."""
-    names = {DDP_CLASS, f"torch.nn.parallel.{DDP_CLASS}", f"nn.parallel.{DDP_CLASS}", f"parallel.{DDP_CLASS}"}
-    aliases = []   # (alias, the dotted value it was assigned), in source order
-
-    def bound(path: str, name: str) -> None:
-        """``name`` is bound to the module or class at ``path``."""
-        for full in DDP_PATHS:
-            if full == path:
-                names.add(name)
-            elif full.startswith(path + "."):
-                names.add(name + full[len(path):])
-
-    class Imports(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> None:
-            for alias in node.names:
-                if alias.asname:   # `import torch.nn.parallel` binds torch, whose paths are in names
-                    bound(dotted(alias.name), alias.evaluated_alias)
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            if isinstance(node.names, cst.ImportStar) or node.relative or node.module is None:
-                return
-            for alias in node.names:
-                bound(f"{dotted(node.module)}.{dotted(alias.name)}", alias.evaluated_alias or dotted(alias.name))
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            aliases.extend((dotted(t.target), dotted(node.value)) for t in node.targets
-                           if isinstance(t.target, cst.Name) and dotted(node.value))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if isinstance(node.target, cst.Name) and node.value is not None and dotted(node.value):
-                aliases.append((node.target.value, dotted(node.value)))
-
-    module.visit(Imports())
-    while True:   # an alias of an alias
-        more = {alias for alias, value in aliases if value in names} - names
-        if not more:
-            return names
-        names |= more
+    return names_reaching(module, DDP_PATHS, (DDP_CLASS, f"nn.parallel.{DDP_CLASS}", f"parallel.{DDP_CLASS}"))
 
 
 def calls_ddp(module: cst.Module) -> bool:

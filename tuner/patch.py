@@ -40,7 +40,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name, host_scalar, STORE_METHODS, CONTAINER_METHODS,
-                       made_inside_models, stateful_forward, forward_attributes, objects_called)
+                       made_inside_models, stateful_forward, forward_attributes, objects_called, self_methods)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
@@ -230,9 +230,7 @@ class _Rewriter:
         node = self.parents.get(outer)
         while node is not None and not isinstance(node, cst.ClassDef):
             node = self.parents.get(node)
-        if node is None:
-            return {}
-        return {f"self.{f.name.value}": f for f in node.body.body if isinstance(f, cst.FunctionDef)}
+        return self_methods(node) if node is not None else {}
 
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
@@ -429,14 +427,14 @@ class _Rewriter:
             raise self.refuse(f"line {self.positions[node].start.line}: {name}.forward {what} "
                               f"({cst.Module([]).code_for_node(node).strip()}); {why}")
 
-    def _check_checkpoint_rng(self, torch_version: Optional[tuple] = None) -> None:
+    def _check_checkpoint_rng(self) -> None:
         """``torch.utils.checkpoint`` keeping the RNG state (its default) reads and sets the CUDA
         generator's state, which torch before 2.11 refuses during a capture ("Cannot call
         CUDAGeneratorImpl::current_seed during CUDA graph capture", pytorch/pytorch#83148,
         #162504): the rewrite would fail at its first step there. Checkpointed blocks captured
         on torch 2.11 recompute the mask their forward drew (bench/checkpoint_dropout_probe.py)."""
         found = rng_checkpoints(self.module)
-        version = torch_version or installed_torch_version()
+        version = installed_torch_version()
         if found and version is not None and version < (2, 11):
             raise self.refuse(f"line {self.positions[found[0]].start.line}: torch.utils.checkpoint keeps the RNG "
                               f"state, which torch {'.'.join(map(str, version))} cannot read during a CUDA graph "
@@ -1612,9 +1610,7 @@ class _Rewriter:
         epoch, then ``correct += (pred == y).sum()`` in the step): the first call of each epoch is
         handed a number, the others a tensor, so no call after the capture matches it and every
         step runs eagerly (the sweep of 2026-11-30f replayed 4 of 200)."""
-        for assign in nodes(scope, (cst.Assign,)):
-            if any(assign is s or assign in set(nodes(s, (cst.Assign,))) for s in steps):
-                continue
+        for assign in nodes(scope, (cst.Assign,), skip=steps):
             names = {n for t in assign.targets for n in plain_target_names(t.target)} & set(carried)
             if names and is_number_expression(assign.value, set()):
                 name = sorted(names)[0]
