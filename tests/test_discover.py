@@ -302,3 +302,52 @@ def test_a_backward_and_step_inside_a_call_of_the_scripts_code_make_the_training
     spec = discover(script)
     assert (spec.line, spec.step_call, spec.optimizers, spec.models, spec.loss, spec.scaler) == (
         25, 28, ["optimizer"], ["model"], "loss", scaler)
+
+
+TRAINER_CLASS = """import torch
+from torch import nn
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    def train_step(self, batch):
+        x, y = batch
+        self.optimizer.zero_grad()
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def fit(self, batches):
+        for batch in batches:
+            loss = self.train_step(batch)
+        return loss
+
+
+class Other:
+    def train_step(self, batch):
+        return batch
+
+    def run(self, batches):
+        for batch in batches:
+            self.train_step(batch)
+
+
+model = nn.Linear(4, 1)
+trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+trainer.fit([(torch.randn(2, 4), torch.randn(2, 1))] * 8)
+Other().run([1, 2])
+"""
+
+
+def test_a_trainer_method_that_runs_backward_and_step_makes_its_callers_loop_the_training_loop(tmp_path):
+    """A Trainer class's ``fit`` loops over ``self.train_step(batch)`` (sweep f): no training
+    loop was found at all, so no scope applied. ``self`` is the class's own object: its
+    method, not one of another class of the same name, runs the step."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_CLASS)
+    spec = discover(script)
+    assert (spec.line, spec.function, spec.step_call, spec.optimizers, spec.models, spec.loss) == (
+        18, "fit", 19, ["self.optimizer"], ["self.model"], "loss")

@@ -3575,3 +3575,125 @@ def test_a_scripts_own_checkpoint_function_is_no_torch_checkpoint(tmp_path, monk
     monkeypatch.setattr("tuner.patch.installed_torch_version", lambda: (2, 5))
     body = "def checkpoint(epoch):\n    torch.save(model.state_dict(), 'm.pt')\n\n\n" + _plain_loop() + "checkpoint(0)\n"
     assert "_cg_step_graph(x)" in _patched(tmp_path, body)
+
+
+HAND_WRITTEN_UPDATE = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)){device}
+data = [torch.randn(16, 4{on}) for _ in range(6)]
+
+
+def train():
+    for x in data:
+        model.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)   # the word-language-model example's update
+
+
+lr = {lr}
+SCALE = 2.0
+for epoch in range(4):
+    train()
+    {decay}
+print(lr)
+"""
+
+
+def _hand_written(decay="lr /= 4.0", lr="0.05", cuda=False) -> str:
+    return HAND_WRITTEN_UPDATE.format(device=".cuda()" if cuda else "", on=', device="cuda"' if cuda else "",
+                                      lr=lr, decay=decay)
+
+
+@pytest.mark.parametrize("decay, watched", [
+    ("lr /= 4.0", "watched=lambda: (lr,)"),          # pytorch/examples' word_language_model
+    ("lr = lr * 0.5", "watched=lambda: (lr,)"),      # bound a second time at the top level
+    ("pass", None),                                  # bound once: a constant for the graph
+])
+def test_a_global_the_script_binds_anew_is_watched_by_the_full_iteration_graph(decay, watched, tmp_path):
+    """The sweep of 2026-11-30d: the word-language-model example divides its global ``lr`` by 4
+    between epochs, and its hand-written update inside the step reads it; the graph kept the
+    first learning rate, and the run diverged from eager's. The helper now captures again when
+    such a global has changed."""
+    script = tmp_path / "train.py"
+    script.write_text(_hand_written(decay))
+    out = make_patch(script, "full_iteration").patched
+    assert "_CgFullIterationGraph(_cg_step" in out
+    if watched:
+        assert watched in out
+    else:
+        assert "watched=" not in out.split("class _CgFullIterationGraph")[1].split("_cg_step_graph = ")[1]
+
+
+def test_rebound_globals_counts_top_level_bindings_loops_augmented_and_global_statements():
+    import libcst
+
+    from tuner.dataflow import rebound_globals
+    module = libcst.parse_module(
+        "import math\nfrom os import path as p\nA = 1\nB = 1\nB = 2\nC = 1\nC += 1\nfor D in range(3):\n    E = D\n"
+        "F = 1\ndef f():\n    global F\n    F = 2\nclass G:\n    pass\nH = 0\nif H:\n    H = 1\n"
+        "with open('x') as I:\n    pass\n")
+    names = {"math", "p", "A", "B", "C", "D", "E", "F", "G", "H", "I", "f", "undefined"}
+    assert rebound_globals(module, names) == ["B", "C", "D", "E", "F", "H"]
+
+
+@requires_cuda
+def test_on_the_gpu_a_learning_rate_divided_between_epochs_reaches_the_graph(tmp_path):
+    ran = _eager_and_rewrite(tmp_path, _hand_written(cuda=True))
+    _same_model_state(ran, rtol=1e-4, atol=1e-5)
+    assert ran[1]["_cg_step_graph"] is not None
+
+
+def test_a_trainer_methods_loop_gets_its_model_graphed_by_fwd_bwd(tmp_path):
+    """fwd_bwd graphs ``self.model`` in ``fit``, before its loop; full_iteration, which captures
+    a step function's call whole only for functions of the script's top level, says to use
+    fwd_bwd."""
+    from test_discover import TRAINER_CLASS
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_CLASS)
+    out = make_patch(script, "fwd_bwd").patched
+    assert "    def fit(self, batches):\n        _cg_graph_forward(self.model, accumulate=True)" in out
+    with pytest.raises(PatchRefused, match="a method.*try --scope fwd_bwd"):
+        make_patch(script, "full_iteration")
+
+
+ON_THE_GPU_TRAINER = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    def train_step(self, batch):
+        x, y = batch
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.detach()}
+
+    def fit(self, batches, epochs):
+        history = []
+        for epoch in range(epochs):
+            for batch in batches:
+                history.append(self.train_step(batch))
+        return torch.stack([h["loss"] for h in history])
+
+
+model = nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Linear(16, 1)).cuda()
+trainer = Trainer(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
+losses = trainer.fit([(torch.randn(8, 4, device="cuda"), torch.randn(8, 1, device="cuda")) for _ in range(5)], 3)
+"""
+
+
+@requires_cuda
+def test_on_the_gpu_a_trainer_methods_loop_under_fwd_bwd_trains_as_eager(tmp_path):
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_TRAINER, "fwd_bwd")
+    _same_model_state(ran, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(ran[0]["losses"], ran[1]["losses"], rtol=1e-4, atol=1e-5)

@@ -1789,3 +1789,38 @@ def rng_checkpoints(module) -> list:
     return calls_in(module, lambda call: dotted(call.func) in names and not any(
         a.keyword is not None and a.keyword.value == "preserve_rng_state" and dotted(a.value) == "False"
         for a in call.args))
+
+
+def rebound_globals(module: cst.Module, names: set) -> list:
+    """Of ``names`` (globals a captured step reads), those the script may bind anew while the
+    step is replayed: bound twice or more at its top level, added to (``lr /= 4.0``), bound
+    inside a top-level loop, or bound by a function under ``global``. A graph holds the value
+    its capture read: the word-language-model example's hand-written update read ``lr`` after
+    the learning rate had been divided by 4. Names the top level binds to a function, a class
+    or an import are none of them."""
+    counts: dict = {}
+    fixed = set()
+
+    def count(found, times: int = 1) -> None:
+        for name in found:
+            counts[name] = counts.get(name, 0) + times
+
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            fixed.add(statement.name.value)
+            continue
+        skip = list(nodes(statement, (cst.FunctionDef, cst.ClassDef)))
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    fixed.update((a.evaluated_alias or a.evaluated_name).split(".")[0] for a in small.names)
+                elif isinstance(small, cst.AugAssign):
+                    count(plain_target_names(small.target), 2)
+            count(names_assigned(statement))
+        elif isinstance(statement, (cst.For, cst.While)):
+            count(names_rebound(statement, skip=skip), 2)
+        else:
+            count(names_rebound(statement, skip=skip))
+            count({n for a in nodes(statement, cst.AugAssign) for n in plain_target_names(a.target)}, 2)
+    declared = {n.name.value for g in nodes(module, cst.Global) for n in g.names}
+    return sorted(n for n in names if n not in fixed and (counts.get(n, 0) >= 2 or n in declared))

@@ -573,7 +573,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
         body = bodies[node] = _LoopBody(positions)
         node.body.visit(body)
         body.inline = bool(body.backward and (body.step or body.scaler_steps or body.manual_updates))
-        _steps_inside_calls(body, assignments, functions, positions)
+        _steps_inside_calls(body, assignments, functions, positions, loop_class(loops.qualnames[node], functions.classes))
         _schedulers_given_a_value(body, assignments)
         _steps_of_other_objects(body, assignments)
         optimizers = _optimizers(body, assignments)
@@ -615,7 +615,7 @@ def discover(path, source: Optional[str] = None, step: Optional[str] = None) -> 
     definitions = _Definitions()
     wrapper.module.visit(definitions)
     definitions.names |= _star_imported_calls(wrapper)
-    lr_calls = _lr_set_through_functions(body, assignments, functions)
+    lr_calls = _lr_set_through_functions(body, assignments, functions, loop_class(loops.qualnames[node], functions.classes))
     # a name bound to a function the script's own function returns (a schedule's closure) is no model
     closures = {n for n, callee in assignments.constructed.items()
                 if callee in functions.by_name and _returned_closure(functions.by_name[callee]) is not None}
@@ -762,16 +762,27 @@ class _FunctionDefs(cst.CSTVisitor):
         self._methods.update(map(id, methods.values()))
         self._depth += 1
 
-    def callee(self, name: str, assignments: "_Assignments") -> tuple:
+    def callee(self, name: str, assignments: "_Assignments", cls: Optional[str] = None) -> tuple:
         """(FunctionDef, the object it is a method of, or None) that a call of ``name`` runs: a
         function of the script, the ``__call__`` of an object built from one of its classes
         (timm's ``loss_scaler(loss, optimizer)``), or such an object's method
-        (``lr_scheduler.step_update(...)``); (None, None) otherwise."""
+        (``lr_scheduler.step_update(...)``), or, called on ``self`` in a method of the class
+        ``cls``, that class's method (a Trainer's ``self.train_step(batch)``); (None, None) otherwise."""
         if name in self.by_name and "." not in name:
             return self.by_name[name], None
         obj, _, method = name.rpartition(".") if "." in name else (name, "", "__call__")
-        methods = self.classes.get(assignments.constructed.get(obj, "").rpartition(".")[2], {})
+        if obj == "self" and cls in self.classes:
+            methods = self.classes[cls]
+        else:
+            methods = self.classes.get(assignments.constructed.get(obj, "").rpartition(".")[2], {})
         return (methods[method], obj) if method in methods else (None, None)
+
+
+def loop_class(qualname: str, classes: dict) -> Optional[str]:
+    """The class whose method holds a loop (``Trainer`` of ``Trainer.fit``), where ``self`` in
+    the loop is one of its objects; None for a loop in a function or at the top level."""
+    parts = qualname.split(".")
+    return parts[-2] if len(parts) >= 2 and parts[-2] in classes and parts[-1] in classes[parts[-2]] else None
 
 
 def script_functions(module: cst.Module) -> dict:
@@ -801,13 +812,14 @@ def _sets_lr(function: cst.FunctionDef, functions: dict, depth: int = 2) -> bool
     return any(f is not None and f is not function and _sets_lr(f, functions, depth - 1) for f in called)
 
 
-def _lr_set_through_functions(body: _LoopBody, assignments: _Assignments, functions: dict) -> list:
+def _lr_set_through_functions(body: _LoopBody, assignments: _Assignments, functions: dict,
+                              cls: Optional[str] = None) -> list:
     """(line, name) of the loop's calls of the script's functions that set the learning rate by hand:
     MAE's ``adjust_learning_rate(optimizer, epoch)``, or a closure built before the loop
     (open_clip's ``scheduler = cosine_lr(...)``, then ``scheduler(step)``)."""
     lines = []
     for name, line in body.calls:
-        function, _ = functions.callee(name, assignments)
+        function, _ = functions.callee(name, assignments, cls)
         made_by = functions.by_name.get(assignments.constructed.get(name, ""))
         if function is None and made_by is not None:
             function = _returned_closure(made_by)
@@ -816,14 +828,15 @@ def _lr_set_through_functions(body: _LoopBody, assignments: _Assignments, functi
     return lines
 
 
-def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _FunctionDefs, positions) -> None:
+def _steps_inside_calls(body: _LoopBody, assignments: _Assignments, functions: _FunctionDefs, positions,
+                        cls: Optional[str] = None) -> None:
     """A call of the script's own code that runs the backward and the optimizer step (timm's
     and MAE's ``loss_scaler(loss, optimizer, parameters=...)``, whose ``__call__`` does
     ``scale(loss).backward()``, then the scaler's step): its backward, steps and zero_grad count
     as the loop's, with the names the call passes in place of its parameters."""
     for call in body.call_nodes:
         name = dotted(call.func)
-        function, obj = functions.callee(name, assignments)
+        function, obj = functions.callee(name, assignments, cls)
         if function is None or not calls_backward(function.body) or any(
                 calls_backward(loop.body) for loop in nodes(function.body, (cst.For, cst.While))):
             continue   # a function that trains a whole epoch (the MNIST example's train()) has its own loop

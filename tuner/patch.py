@@ -40,7 +40,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_depend
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name, host_scalar, STORE_METHODS, CONTAINER_METHODS,
-                       made_inside_models, stateful_forward, forward_attributes, objects_called, self_methods)
+                       made_inside_models, stateful_forward, forward_attributes, objects_called, rebound_globals, self_methods)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
@@ -1074,6 +1074,7 @@ class _Rewriter:
         if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={changed}"
         clone += self._state_outside(list(function.body.body), set(bound) | made, outer_models)
+        clone += self._watched(list(function.body.body), params | made, None)
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
                                   f"[{', '.join(outer_models)}]{clone})\n").body
@@ -1106,6 +1107,23 @@ class _Rewriter:
         state = changed_in_place(statements, set().union(*map(names_read, statements)) - own - held - {"self"},
                                  self.functions)
         return f", state=[{', '.join(state)}]" if state else ""
+
+    def _watched(self, statements, own: set, scope) -> str:
+        """``, watched=lambda: (lr,)`` for the globals the step reads, in ``statements`` or in
+        the script's functions they call, that the script may bind anew while it replays
+        (``rebound_globals``): the helper captures again when one has changed, where the graph
+        would read what its capture read (``lr /= 4.0`` between epochs, read by a hand-written
+        update inside the step). ``own``: the step's inputs and its own names; names the loop's
+        function (``scope``) binds are its locals, not globals. '' where there are none."""
+        free = set().union(*map(names_read, statements)) - own
+        if isinstance(scope, cst.FunctionDef):
+            free -= names_rebound(scope) | set(parameter_names(scope))
+        for call in (c for statement in statements for c in calls_through(statement, self.functions)):
+            function = self.functions.get(dotted(call.func))
+            if function is not None:
+                free |= free_names(function)
+        watched = rebound_globals(self.module, free)
+        return f", watched=lambda: ({', '.join(watched)}{',' if len(watched) == 1 else ''})" if watched else ""
 
     def _number_or_tensor(self, name: str) -> bool:
         """Whether the script binds ``name`` only to numbers and torch calls (``running = 0.0``,
@@ -1353,6 +1371,7 @@ class _Rewriter:
         if changed:   # `x.mul_(0.5)` on the loop's batch: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={[inputs.index(name) for name in changed]}"
         clone += self._state_outside(core, set(inputs) | assigned, models)
+        clone += self._watched(core, set(inputs) | bound, scope)
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
             clone += f", allreduce=_cg_if_ddp({self.ddp.name})"

@@ -18,6 +18,14 @@ def _cg_layer_modes(layers):
     return [(m.training, getattr(m, "p", None), getattr(m, "momentum", None)) for m in layers]
 
 
+def _cg_same_values(captured, now):
+    """cg-advise: whether the globals a step reads still hold what its capture read: numbers
+    and strings equal, anything else (a tensor bound anew) the very same object."""
+    return len(captured) == len(now) and all(
+        a is b or (type(a) is type(b) and isinstance(a, (bool, int, float, complex, str)) and a == b)
+        for a, b in zip(captured, now))
+
+
 class _CgFullIterationGraph:
     """cg-advise: the training step (forward, loss, backward and, unless they must stay eager,
     the optimizer steps) is captured in one CUDA graph on the first call and replayed after.
@@ -28,8 +36,12 @@ class _CgFullIterationGraph:
     are put back in place, so training starts from the same point as without the graph."""
 
     def __init__(self, step, optimizers, models=(), warmup=3, clone_outputs=False, accumulate=False, allreduce=None,
-                 optimizers_in_graph=True, changed_inputs=(), state=()):
+                 optimizers_in_graph=True, changed_inputs=(), state=(), watched=None):
         self.step, self.optimizers, self.warmup = step, list(optimizers), warmup
+        # the values the step reads from the script's globals that the script binds anew (a
+        # learning rate divided by 4 between epochs, for a hand-written update): a graph holds
+        # what its capture read, so a change is captured again
+        self.watched = watched
         # tensors outside the models that the step changes in place (a memory bank, a running
         # statistic): the warm-up's steps change them too, so they are put back with the models
         self.state = self._flatten(list(state))[0]
@@ -75,7 +87,9 @@ class _CgFullIterationGraph:
             # changed (dropout's p annealed, BatchNorm's momentum decayed): the graph holds the
             # capture's, captured again as it is
             self.graph = None
-        if self.graph is not None and self.optimizers_in_graph and not self._same_settings():
+        values = self.watched() if self.watched is not None else ()
+        if self.graph is not None and (self.optimizers_in_graph and not self._same_settings()
+                                       or not _cg_same_values(values, self.values)):
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
             return self._eager_step(inputs)
@@ -144,6 +158,7 @@ class _CgFullIterationGraph:
             self.anchors = params + [b for m in self.models for b in m.buffers()]
             self.placed = [p.data_ptr() for p in self.anchors]
             self.modes = modes
+            self.values = values
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
@@ -248,8 +263,9 @@ class _CgFullIterationGraph:
         self.quick = self.quick + 1 if self.replays < 10 else 0
         if self.quick >= 2:
             self.eager = True
-            _cg_warnings.warn("cg-advise: the optimizer's settings (learning rate, ...) change every few steps; "
-                              "the training step runs eagerly from here on", stacklevel=3)
+            _cg_warnings.warn("cg-advise: the optimizer's settings (learning rate, ...) or the script's values "
+                              "the step reads change every few steps; the training step runs eagerly from here on",
+                              stacklevel=3)
         self.graph = None
 
     def _no_sync(self):
