@@ -3640,11 +3640,38 @@ def test_rebound_globals_counts_top_level_bindings_loops_augmented_and_global_st
     assert rebound_globals(module, names) == ["B", "C", "D", "E", "F", "H"]
 
 
+ON_THE_GPU_LR_DECAYED_BY_A_FUNCTION = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).cuda()
+data = [torch.randn(16, 4, device="cuda") for _ in range(12)]   # more replays than a quick change counts
+lr = 0.05
+
+
+def decay():
+    global lr
+    lr /= 4.0
+
+
+for epoch in range(4):
+    for x in data:
+        model.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+    decay()
+"""
+
+
 @requires_cuda
 def test_on_the_gpu_a_learning_rate_divided_between_epochs_reaches_the_graph(tmp_path):
-    ran = _eager_and_rewrite(tmp_path, _hand_written(cuda=True))
+    """One graph for the whole run (the loop at the top level), ``lr`` divided by a function
+    under ``global`` between epochs: the graph captured at the first step kept 0.05 to the end."""
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_LR_DECAYED_BY_A_FUNCTION)
     _same_model_state(ran, rtol=1e-4, atol=1e-5)
-    assert ran[1]["_cg_step_graph"] is not None
+    assert ran[1]["_cg_step_graph"].watched_values == (0.05 / 4 ** 3,)
 
 
 def test_a_trainer_methods_loop_gets_its_model_graphed_by_fwd_bwd(tmp_path):

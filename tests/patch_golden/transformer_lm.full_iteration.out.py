@@ -93,9 +93,9 @@ class _CgFullIterationGraph:
             # changed (dropout's p annealed, BatchNorm's momentum decayed): the graph holds the
             # capture's, captured again as it is
             self.graph = None
-        values = self.watched() if self.watched is not None else ()
+        read = self.watched() if self.watched is not None else ()
         if self.graph is not None and (self.optimizers_in_graph and not self._same_settings()
-                                       or not _cg_same_values(values, self.values)):
+                                       or not _cg_same_values(self.watched_values, read)):
             self._settings_changed()
         if self.eager or (self.graph is None and not self._on_cuda(tensors)):   # once captured, the model is on the GPU
             return self._eager_step(inputs)
@@ -164,7 +164,7 @@ class _CgFullIterationGraph:
             self.anchors = params + [b for m in self.models for b in m.buffers()]
             self.placed = [p.data_ptr() for p in self.anchors]
             self.modes = modes
-            self.values = values
+            self.watched_values = read
             self.host_settings = [(value, float(value)) for group, values in groups for value in values.values()
                                   if torch.is_tensor(value) and value.device.type == "cpu" and value.numel() == 1]
             self._check_outputs(self.output_layout)
