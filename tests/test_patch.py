@@ -3674,16 +3674,55 @@ def test_on_the_gpu_a_learning_rate_divided_between_epochs_reaches_the_graph(tmp
     assert ran[1]["_cg_step_graph"].watched_values == (0.05 / 4 ** 3,)
 
 
-def test_a_trainer_methods_loop_gets_its_model_graphed_by_fwd_bwd(tmp_path):
-    """fwd_bwd graphs ``self.model`` in ``fit``, before its loop; full_iteration, which captures
-    a step function's call whole only for functions of the script's top level, says to use
-    fwd_bwd."""
+def test_a_trainer_methods_loop_gets_its_model_graphed_by_fwd_bwd_and_its_call_captured_by_full_iteration(tmp_path):
+    """A Trainer's ``fit`` looping over ``self.train_step(batch)`` (sweep f): fwd_bwd graphs
+    ``self.model`` in ``fit``, before its loop; full_iteration captures the method's call whole,
+    as a step function's, the helper made in ``fit``."""
     from test_discover import TRAINER_CLASS
     script = tmp_path / "train.py"
     script.write_text(TRAINER_CLASS)
     out = make_patch(script, "fwd_bwd").patched
     assert "    def fit(self, batches):\n        _cg_graph_forward(self.model, accumulate=True)" in out
-    with pytest.raises(PatchRefused, match="a method.*try --scope fwd_bwd"):
+    out = make_patch(script, "full_iteration").patched
+    assert ("    def fit(self, batches):\n        _cg_step_graph = _CgFullIterationGraph(self.train_step, "
+            "[self.optimizer], [self.model])\n\n        for batch in batches:\n"
+            "            loss = _cg_step_graph(batch)  # cg-advise: replays the captured train_step()\n") in out
+
+
+def test_a_step_method_returning_a_dict_of_what_it_computes_is_captured_whole(tmp_path):
+    """sweep f's Trainer returns ``{"loss": loss.detach(), "acc": acc, ...}``: the replay writes
+    each value again, as a tuple's (refused before as a Python value)."""
+    from test_discover import TRAINER_CLASS
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_CLASS.replace("        return loss.detach()",
+                                            '        return {"loss": loss.detach(), "undetached": loss}'))
+    assert "_CgFullIterationGraph(self.train_step" in make_patch(script, "full_iteration").patched
+    script.write_text(TRAINER_CLASS.replace("        return loss.detach()",
+                                            '        return {"loss": loss.detach(), "lr": self.optimizer.param_groups[0]["lr"]}'))
+    with pytest.raises(PatchRefused, match="a replay cannot update"):
+        make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("change, why", [
+    (("        return loss.detach()", "        self.last = loss.detach()\n        return loss.detach()"),
+     "it sets self.last, Python state"),
+    (("            loss = self.train_step(batch)", "            loss = self.train_step(batch)\n            self.scale = 0.5"),
+     "it reads self.scale, which the loop or another method sets"),
+    (("    def fit(self, batches):", "    def anneal(self):\n        self.scale = 0.5\n\n    def fit(self, batches):"),
+     "it reads self.scale, which the loop or another method sets"),
+    (("        return loss.detach()", "        self.ema.mul_(0.9).add_(loss.detach())\n        return loss.detach()"),
+     "it changes a tensor of self's in place"),
+])
+def test_a_trainer_method_whose_object_state_a_graph_would_hold_is_not_captured(change, why, tmp_path):
+    """What the method reads of ``self`` that the loop or another method sets (a step counter,
+    a weight a callback anneals), or sets itself, would be the capture's value at every replay."""
+    from test_discover import TRAINER_CLASS
+    source = TRAINER_CLASS.replace(*change).replace("self.model(x), y)", "self.model(x), y) * self.scale").replace(
+        "self.model, self.optimizer = model, optimizer", "self.model, self.optimizer = model, optimizer\n"
+        "        self.scale = 1.0")
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    with pytest.raises(PatchRefused, match=re.escape(why)):
         make_patch(script, "full_iteration")
 
 
@@ -3703,14 +3742,15 @@ class Trainer:
         loss = nn.functional.mse_loss(self.model(x), y)
         loss.backward()
         self.optimizer.step()
-        return {"loss": loss.detach()}
+        norm = torch.cat([p.grad.flatten() for p in self.model.parameters()]).norm()
+        return {"loss": loss.detach(), "norm": norm}
 
     def fit(self, batches, epochs):
         history = []
         for epoch in range(epochs):
             for batch in batches:
                 history.append(self.train_step(batch))
-        return torch.stack([h["loss"] for h in history])
+        return torch.stack([h["loss"] for h in history] + [h["norm"] for h in history])
 
 
 model = nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Linear(16, 1)).cuda()
@@ -3720,7 +3760,10 @@ losses = trainer.fit([(torch.randn(8, 4, device="cuda"), torch.randn(8, 1, devic
 
 
 @requires_cuda
-def test_on_the_gpu_a_trainer_methods_loop_under_fwd_bwd_trains_as_eager(tmp_path):
-    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_TRAINER, "fwd_bwd")
+@pytest.mark.parametrize("scope", ["full_iteration", "fwd_bwd"])
+def test_on_the_gpu_a_trainer_methods_loop_trains_as_eager(scope, tmp_path):
+    """Each loss the loop keeps is the one eager computed (full_iteration copies the replay's
+    output out, as the loop keeps it past the next replay)."""
+    ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_TRAINER, scope)
     _same_model_state(ran, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(ran[0]["losses"], ran[1]["losses"], rtol=1e-4, atol=1e-5)

@@ -867,9 +867,11 @@ class _Rewriter:
             at = [s for s in body if step_call(s, self.functions) and calls_backward(
                 self.functions.get(step_call(s, self.functions)[1].func.value) or cst.Pass())]
             at = at if len(at) == 1 else []
-        found = step_call(at[0], self.functions) if at else None
-        function = self.functions.get(found[1].func.value) if found else None
-        if function is None or function not in self.module.body:
+        # a Trainer's `self.train_step(batch)`: a method of the class whose method holds the loop
+        methods = self._own_methods(outer)
+        found = step_call(at[0], self.functions) or step_call(at[0], methods) if at else None
+        function = (self.functions.get(dotted(found[1].func)) or methods.get(dotted(found[1].func))) if found else None
+        if function is None or function not in self.module.body and function not in methods.values():
             raise self.refuse(f"line {spec.step_call or spec.line}: backward() or the optimizer step runs inside a "
                               "call of the script's own code that cg-advise cannot stand a graph for: a method, "
                               "a callable object (a loss scaler's __call__?), a function not defined at the "
@@ -878,6 +880,8 @@ class _Rewriter:
         statement, (targets, call), name = at[0], found, function.name.value
         index, line = body.index(statement), positions[statement].start.line
         try:
+            if function not in self.module.body:
+                self._check_method_state(outer, function)
             self._check_step_call(outer, scope, body, index, call, function)
         except NotAStep as why:
             raise self.refuse(f"line {line}: the step runs inside {name}(), which no graph can hold: {why} "
@@ -942,7 +946,8 @@ class _Rewriter:
         if scaled is not None:
             raise NotAStep(f"{cst.Module([]).code_for_node(scaled.func)}() inside it: a GradScaler or a scheduler "
                            "steps there, which keeps the optimizer step out of a graph")
-        if sum(name in bound_from(self.module, i, i + 1) for i in range(len(self.module.body))) > 1:
+        if function in self.module.body and sum(name in bound_from(self.module, i, i + 1)
+                                                for i in range(len(self.module.body))) > 1:
             raise NotAStep(f"the script defines {name} more than once")
         if isinstance(scope, cst.FunctionDef) and name in names_rebound(scope) | {
                 f.name.value for f in nodes(scope.body, cst.FunctionDef)}:
@@ -950,6 +955,33 @@ class _Rewriter:
         taken = sorted(n for n in names_read(self.module) | names_rebound(self.module) if n.startswith("_cg_"))
         if taken:
             raise NotAStep(f"the script already uses {taken[0]}, a name the rewrite emits (patched already?)")
+
+    def _check_method_state(self, outer, method) -> None:
+        """NotAStep where a graph of a method called on the loop's own object (a Trainer's
+        ``self.train_step(batch)``) would hold what the method reads of that object: an
+        attribute or item the loop sets, or another method does (``__init__`` aside: the
+        object's setup, before any capture), such as a step counter or a loss weight a callback
+        changes; or an attribute the method sets itself, Python state a graph sets once, at its
+        capture (``self.last_loss = loss``)."""
+        own = self._own_methods(outer)
+        targets = lambda node: {keyed_path(t.target) for a in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))  # noqa: E731
+                                for t in (a.targets if isinstance(a, cst.Assign) else [a])} - {""}
+        kept = sorted(p for p in targets(method.body) if p.startswith("self."))
+        if kept:
+            raise NotAStep(f"it sets {kept[0]}, Python state a graph would set once, at its capture")
+        if changed_in_place(method.body.body, {"self"}, self.functions):
+            # a running statistic of the object's (self.ema.mul_(0.9)): the warm-up's steps would
+            # change it too, and only the models and optimizers are put back after them
+            raise NotAStep("it changes a tensor of self's in place, which the graph's warm-up steps would change "
+                           "too (keep it in a global, or in a module)")
+        elsewhere = targets(outer).union(*(targets(m.body) for m in own.values()
+                                           if m is not method and m.name.value != "__init__"))
+        read = keyed_paths_read(method.body)
+        clash = sorted(p for p in read if p.startswith("self.") and any(
+            p == q or p.startswith(q + ".") or p.startswith(q + "[") for q in elsewhere))
+        if clash:
+            raise NotAStep(f"it reads {clash[0]}, which the loop or another method sets; a graph would keep the "
+                           "value of its capture")
 
     def _counted_by(self, outer, skip=()):
         """A test of an expression: is it a plain Python number that changes from one iteration
@@ -975,7 +1007,9 @@ class _Rewriter:
         if spec.scaler or spec.scheduler or spec.lr_set:
             raise NotAStep("a GradScaler or a learning-rate schedule keeps the optimizer step out of the graph, "
                            "and the step runs inside the call")
-        bound = bind_arguments(function, call)
+        method = function not in self.module.body   # `self.train_step(batch)`: self is the first argument
+        bound = bind_arguments(function, call.with_changes(args=[cst.Arg(cst.Name("self")), *call.args])
+                               if method else call)
         params = set(parameter_names(function))
         made = set().union(*map(names_assigned, function.body.body))
         rebound = names_rebound(outer)
@@ -996,13 +1030,16 @@ class _Rewriter:
             return inner
 
         stepped = step_receivers(function)
-        models = function_models(function, bound, spec.models or [spec.model])
+        models = function_models(function, bound, spec.models or [spec.model], own="self" if method else None)
         if not stepped or not models:
             raise NotAStep("the model's forward runs outside it" if stepped else "its optimizer is not named in it")
         optimizers, outer_models = [outside(o) for o in stepped], [outside(m) for m in models]
         zeroed_before = any(zeroes_grads(s, (*optimizers, *outer_models)) for s in body[:index])
         read_after = returned_host_read(function)
         captured = function
+        if read_after is not None and method:
+            raise NotAStep(f"it returns {cst.Module([]).code_for_node(read_after[0])}, a Python value a replay cannot "
+                           "update (return the tensors, and read them in the loop)")
         if read_after is not None:
             # PyG's `return float(loss)`: the graph's function returns the tensors it reads, and
             # the loop reads them after each replay; a copy of the function, so other callers keep it
@@ -1036,7 +1073,7 @@ class _Rewriter:
             raise NotAStep("its optimizer cannot step inside a graph")
         self._refuse_argument_checks(list(function.body.body), self.positions)
         inputs = [cst.Module([]).code_for_node(a.value) for a in call.args]
-        step = captured.name.value
+        step = f"self.{captured.name.value}" if method else captured.name.value
         setup = [captured] if captured is not function else []
         if any(a.keyword for a in call.args):   # the helper hands its inputs on by position
             arg_names = [f"_cg_arg{i}" for i in range(len(call.args))]

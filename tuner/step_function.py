@@ -66,12 +66,12 @@ def step_call(statement, functions=()) -> Optional[tuple]:
         value, targets = small.value, None
     else:
         return None
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (not functions
-                                                                          or value.func.value in functions):
+    if isinstance(value, cst.Call) and (isinstance(value.func, cst.Name) and not functions
+                                        or dotted(value.func) in functions):
         return targets, value
     if not functions or nodes(small, NOT_ONCE):
         return None
-    inner = calls_in(small, lambda c: isinstance(c.func, cst.Name) and c.func.value in functions)
+    inner = calls_in(small, lambda c: dotted(c.func) in functions)
     return (EMBEDDED, inner[0]) if len(inner) == 1 else None
 
 
@@ -219,12 +219,13 @@ def step_receivers(function: cst.FunctionDef) -> list:
                               if dotted(c.func.value)))
 
 
-def function_models(function: cst.FunctionDef, bound: dict, models: list) -> list:
+def function_models(function: cst.FunctionDef, bound: dict, models: list, own: Optional[str] = None) -> list:
     """The models discovery named (as the calling loop names them) as the function names them
     and calls them: the parameter an argument is handed to (``train_step(net, ...)``'s
-    ``model``), or the global itself."""
+    ``model``), or the global itself; for a method called on the loop's own object (``own``:
+    ``self``), its attribute (``self.model``)."""
     called = {dotted(c.func).split(".")[0] for c in calls_in(function.body, lambda c: True)}
-    params = set(parameter_names(function))
+    params = set(parameter_names(function)) - {own}
     inside = [p for p, value in bound.items() if dotted(value) in models]
     inside += [m for m in models if m and m.split(".")[0] not in params]
     return [m for m in dict.fromkeys(inside) if m.split(".")[0] in called]
@@ -239,7 +240,9 @@ def refuse_returned_values(function: cst.FunctionDef) -> None:
             and last.body[0].value is not None):
         return
     value = last.body[0].value
-    items = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+    items = ([e.value for e in value.elements] if isinstance(value, cst.Tuple) else
+             [e.value if isinstance(e, cst.DictElement) else e for e in value.elements] if isinstance(value, cst.Dict)
+             else [value])   # a Trainer's `return {"loss": loss.detach(), "acc": acc}`: its values
     made = set().union(*map(names_assigned, function.body.body[:-1]))
     plain = next((i for i in items if root_name(i) not in made), None)
     if plain is not None:   # opt.param_groups[0]["lr"], len(batch): not made from what it computes
