@@ -3703,27 +3703,82 @@ def test_a_step_method_returning_a_dict_of_what_it_computes_is_captured_whole(tm
         make_patch(script, "full_iteration")
 
 
-@pytest.mark.parametrize("change, why", [
-    (("        return loss.detach()", "        self.last = loss.detach()\n        return loss.detach()"),
-     "it sets self.last, Python state"),
-    (("            loss = self.train_step(batch)", "            loss = self.train_step(batch)\n            self.scale = 0.5"),
-     "it reads self.scale, which the loop or another method sets"),
-    (("    def fit(self, batches):", "    def anneal(self):\n        self.scale = 0.5\n\n    def fit(self, batches):"),
-     "it reads self.scale, which the loop or another method sets"),
-    (("        return loss.detach()", "        self.ema.mul_(0.9).add_(loss.detach())\n        return loss.detach()"),
-     "it changes a tensor of self's in place"),
+TRAINER_STATE = """import torch
+from torch import nn
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.scale, self.seen = 1.0, 0
+{methods}
+    def train_step(self, batch):
+        x, y = batch
+        self.optimizer.zero_grad()
+        loss = {loss}
+        loss.backward()
+        self.optimizer.step(){more}
+        return loss.detach()
+
+    def fit(self, batches):
+        for batch in batches:
+            loss = self.train_step(batch){loop}
+        return loss
+{classes}
+
+model = nn.Linear(4, 1)
+trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+trainer.fit([(torch.randn(2, 4), torch.randn(2, 1))] * 8)
+"""
+
+MSE = "nn.functional.mse_loss(self.model(x), y)"
+
+
+@pytest.mark.parametrize("parts, why", [
+    ({"more": "\n        self.last = loss.detach()"}, "it sets self.last, Python state"),
+    ({"loss": f"{MSE} * self.scale", "loop": "\n            self.scale = 0.5"},
+     "it reads self.scale, which the loop or a method it calls sets"),
+    # a method the loop calls anneals the weight
+    ({"loss": f"{MSE} * self.scale", "loop": "\n            self.anneal()",
+      "methods": "\n    def anneal(self):\n        self.scale *= 0.9\n"},
+     "it reads self.scale, which the loop or a method it calls sets"),
+    ({"more": "\n        self.ema.mul_(0.9).add_(loss.detach())"}, "it changes a tensor of self's in place"),
+    # sweep g: a property the step reads, computed from a counter the loop moves (a KL warm-up)
+    ({"loss": f"{MSE} * self.weight", "loop": "\n            self.seen += 1",
+      "methods": "\n    @property\n    def weight(self):\n        return min(1.0, self.seen / 10)\n"},
+     "it reads self.seen, which the loop or a method it calls sets"),
+    # sweep g: a method the step calls reads the weight the loop anneals
+    ({"loss": f"self.weigh({MSE})", "loop": "\n            self.scale *= 0.9",
+      "methods": "\n    def weigh(self, loss):\n        return loss * self.scale\n"},
+     "it reads self.scale, which the loop or a method it calls sets"),
+    # sweep g: a subclass overrides the step the base class's loop calls
+    ({"classes": "\n\nclass Mixup(Trainer):\n    def train_step(self, batch):\n        return batch\n"},
+     "Mixup, a subclass of Trainer, overrides train_step()"),
+    ({"loop": "\n            log(self)"}, "the loop hands self to log()"),
+    ({"more": "\n        self.scaler.unscale_(self.optimizer)"}, "a GradScaler or a scheduler steps inside it"),
 ])
-def test_a_trainer_method_whose_object_state_a_graph_would_hold_is_not_captured(change, why, tmp_path):
-    """What the method reads of ``self`` that the loop or another method sets (a step counter,
-    a weight a callback anneals), or sets itself, would be the capture's value at every replay."""
-    from test_discover import TRAINER_CLASS
-    source = TRAINER_CLASS.replace(*change).replace("self.model(x), y)", "self.model(x), y) * self.scale").replace(
-        "self.model, self.optimizer = model, optimizer", "self.model, self.optimizer = model, optimizer\n"
-        "        self.scale = 1.0")
+def test_a_trainer_method_whose_object_state_a_graph_would_hold_is_not_captured(parts, why, tmp_path):
+    """What the step reads of ``self`` that the loop, or a method the loop calls, sets (a step
+    counter, a weight annealed each epoch), in the method, a method it calls or a property it
+    reads (sweep g's KL warm-up, an auxiliary weight), or sets itself, would be the capture's
+    value at every replay; a subclass's override is another step."""
     script = tmp_path / "train.py"
-    script.write_text(source)
+    script.write_text(TRAINER_STATE.format(**{"methods": "", "loss": MSE, "more": "", "loop": "", "classes": "", **parts}))
     with pytest.raises(PatchRefused, match=re.escape(why)):
         make_patch(script, "full_iteration")
+
+
+@pytest.mark.parametrize("parts", [
+    {},
+    {"loss": f"{MSE} * self.scale"},   # set in __init__ only
+    # set by a method that runs before the loop's method, not while its graph lives (sweep g's
+    # research trainer: fit() builds the optimizer, then calls train_epoch())
+    {"loss": f"{MSE} * self.scale", "methods": "\n    def configure(self):\n        self.scale = 0.5\n"},
+])
+def test_a_trainer_method_reading_state_nothing_changes_while_it_replays_is_captured(parts, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_STATE.format(**{"methods": "", "loss": MSE, "more": "", "loop": "", "classes": "", **parts}))
+    assert "_CgFullIterationGraph(self.train_step" in make_patch(script, "full_iteration").patched
 
 
 ON_THE_GPU_TRAINER = """import torch
@@ -3767,3 +3822,28 @@ def test_on_the_gpu_a_trainer_methods_loop_trains_as_eager(scope, tmp_path):
     ran = _eager_and_rewrite(tmp_path, ON_THE_GPU_TRAINER, scope)
     _same_model_state(ran, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(ran[0]["losses"], ran[1]["losses"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("body, calls", [
+    ("if cond:\n    y = model(x)\nelse:\n    y = model(x, h)\n", 1),          # word_language_model's two branches
+    ("if cond:\n    y = model(x)\nelif other:\n    y = model(x)\nelse:\n    y = model(h)\n", 1),
+    ("y = model(x)\nif cond:\n    z = model(y)\n", 2),
+    ("for chunk in xs:\n    y = model(chunk)\n", 2),                         # a loop inside: more than once
+    ("try:\n    y = model(x)\nexcept RuntimeError:\n    y = model(x[:1])\n", 2),   # the body's call may have run
+    ("with ctx:\n    y = model(model(x))\n", 2),
+])
+def test_calls_on_one_path_takes_branches_as_alternatives(body, calls):
+    import libcst
+
+    from tuner.dataflow import calls_on_one_path
+    assert calls_on_one_path(libcst.parse_module(body).body, "model") == calls
+
+
+def test_a_model_called_in_both_branches_of_an_if_is_graphed_by_fwd_bwd(tmp_path):
+    """pytorch/examples' word_language_model calls its model in the ``if`` of a Transformer and
+    in the ``else`` of an RNN: once an iteration, refused before as called twice."""
+    script = tmp_path / "train.py"
+    script.write_text(LIVE_OUT.format(body="for x in data:\n    opt.zero_grad()\n    if x.dim() > 1:\n"
+                                           "        out = model(x)\n    else:\n        out = model(x[None])\n"
+                                           "    loss = out.pow(2).mean()\n    loss.backward()\n    opt.step()\n"))
+    assert "_cg_graph_forward(model)" in make_patch(script, "fwd_bwd").patched

@@ -1824,3 +1824,37 @@ def rebound_globals(module: cst.Module, names: set) -> list:
             count({n for a in nodes(statement, cst.AugAssign) for n in plain_target_names(a.target)}, 2)
     declared = {n.name.value for g in nodes(module, cst.Global) for n in g.names}
     return sorted(n for n in names if n not in fixed and (counts.get(n, 0) >= 2 or n in declared))
+
+
+def calls_on_one_path(statements, name: str) -> int:
+    """The most calls of ``name`` that one pass through ``statements`` makes: the branches of
+    an ``if`` are alternatives (the word-language-model example calls its model in the ``if``
+    of a Transformer and in the ``else`` of an RNN, once an iteration), a loop inside counts
+    its calls twice, and a ``try``'s handler adds to its body (which may have called before it
+    raised). Calls under
+    ``no_grad`` count too: never fewer than the iteration makes with grad."""
+    def count(node) -> int:
+        return len(calls_in(node, lambda c: dotted(c.func) == name))
+
+    def branch(orelse) -> int:
+        if orelse is None:
+            return 0
+        if isinstance(orelse, cst.If):   # elif
+            return calls_on_one_path([orelse], name)
+        return calls_on_one_path(orelse.body.body, name)
+
+    total = 0
+    for statement in statements:
+        if isinstance(statement, cst.If):
+            total += count(statement.test) + max(calls_on_one_path(statement.body.body, name), branch(statement.orelse))
+        elif isinstance(statement, (cst.For, cst.While)):
+            total += 2 * count(statement)
+        elif isinstance(statement, cst.Try):
+            handlers = [calls_on_one_path(h.body.body, name) for h in statement.handlers]
+            total += (calls_on_one_path(statement.body.body, name) + max(handlers, default=0)
+                      + branch(statement.orelse) + (count(statement.finalbody) if statement.finalbody else 0))
+        elif isinstance(statement, cst.With):
+            total += sum(count(item) for item in statement.items) + calls_on_one_path(statement.body.body, name)
+        else:
+            total += count(statement)
+    return total

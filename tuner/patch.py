@@ -34,9 +34,9 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (MOVE_METHODS, backward_passes, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, backward_passes, calls_on_one_path, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_exit_guard, rng_checkpoints, safe_pick_containers, is_host_method_call, is_loading, is_method,
-                       is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants,
+                       is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants, paths_read,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
                        requires_grad_change, rnn_module, sparse_use, step_start, varying_numbers,
                        zeroes_grads, changed_in_place, changes_structure, gradient_of_input, handed_to_functions, host_draw, root_name, host_scalar, STORE_METHODS, CONTAINER_METHODS,
@@ -554,7 +554,7 @@ class _Rewriter:
                 why.append(f"{model}'s forward returns a torch.distributions object ({made}), which a graphed "
                            "forward cannot hand back: every call would run eagerly (return its parameters and "
                            "build the distribution outside, or try --scope full_iteration)")
-            elif spec.calls.get(model, 1) > 1:
+            elif spec.calls.get(model, 1) > 1 and (spec.through_calls or calls_on_one_path(loop.body.body, model) > 1):
                 why.append(f"{model} is called more than once per iteration; a graphed forward keeps the "
                            "activations of one call for its backward (try --scope full_iteration)")
             else:
@@ -958,30 +958,93 @@ class _Rewriter:
 
     def _check_method_state(self, outer, method) -> None:
         """NotAStep where a graph of a method called on the loop's own object (a Trainer's
-        ``self.train_step(batch)``) would hold what the method reads of that object: an
-        attribute or item the loop sets, or another method does (``__init__`` aside: the
-        object's setup, before any capture), such as a step counter or a loss weight a callback
-        changes; or an attribute the method sets itself, Python state a graph sets once, at its
-        capture (``self.last_loss = loss``)."""
-        own = self._own_methods(outer)
+        ``self.train_step(batch)``) would not do what the call does. What the step runs is the
+        method, the methods of the object it calls (``self.compute_loss(...)``) and the
+        properties it reads (``self.kl_weight``), two deep; it must not set an attribute of the
+        object (Python state a graph sets once, at its capture), change one of its tensors in
+        place (the warm-up's steps would too), step a GradScaler, or read an attribute that
+        the loop, or a method the loop calls, sets while the graph lives (a step counter, a
+        loss weight annealed each epoch: the graph would keep its capture's). A subclass of the
+        script that overrides the method, or a loop that hands ``self`` to a call, may run or
+        change what no check saw."""
+        cls = self.parents.get(outer)
+        while cls is not None and not isinstance(cls, cst.ClassDef):
+            cls = self.parents.get(cls)
+        methods = self._class_methods(cls)
+        name = method.name.value
+        overriding = [c.name.value for c in nodes(self.module, cst.ClassDef) if c is not cls
+                      and cls.name.value in self._bases(c) and f"self.{name}" in self_methods(c)]
+        if overriding:
+            raise NotAStep(f"{overriding[0]}, a subclass of {cls.name.value}, overrides {name}(): the object the "
+                           "loop runs may step otherwise than the method checked")
+        step = self._reached_through_self(method, methods)
+        bodies = [m.body for m in step]
+        if any(calls_in(b, lambda c: is_method(c, None, "scale") or is_method(c, None, "unscale_")
+                        or (is_method(c, None, "step") and bool(c.args))) for b in bodies):
+            raise NotAStep("a GradScaler or a scheduler steps inside it, which keeps the optimizer step out of a "
+                           "graph")
         targets = lambda node: {keyed_path(t.target) for a in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))  # noqa: E731
                                 for t in (a.targets if isinstance(a, cst.Assign) else [a])} - {""}
-        kept = sorted(p for p in targets(method.body) if p.startswith("self."))
+        kept = sorted(p for b in bodies for p in targets(b) if p.startswith("self."))
         if kept:
             raise NotAStep(f"it sets {kept[0]}, Python state a graph would set once, at its capture")
-        if changed_in_place(method.body.body, {"self"}, self.functions):
+        if any(changed_in_place(b.body, {"self"}, self.functions) for b in bodies):
             # a running statistic of the object's (self.ema.mul_(0.9)): the warm-up's steps would
             # change it too, and only the models and optimizers are put back after them
             raise NotAStep("it changes a tensor of self's in place, which the graph's warm-up steps would change "
                            "too (keep it in a global, or in a module)")
-        elsewhere = targets(outer).union(*(targets(m.body) for m in own.values()
-                                           if m is not method and m.name.value != "__init__"))
-        read = keyed_paths_read(method.body)
+        handed = next((c for c in calls_in(outer, lambda c: any(dotted(a.value) == "self" for a in c.args))), None)
+        if handed is not None:
+            raise NotAStep(f"the loop hands self to {dotted(handed.func)}(), which may change what the step reads")
+        live = [m for m in self._reached_through_self(outer, methods) if m not in step]
+        elsewhere = targets(outer).union(*(targets(m.body) for m in live if m is not outer))
+        read = set().union(*map(keyed_paths_read, bodies))
         clash = sorted(p for p in read if p.startswith("self.") and any(
             p == q or p.startswith(q + ".") or p.startswith(q + "[") for q in elsewhere))
         if clash:
-            raise NotAStep(f"it reads {clash[0]}, which the loop or another method sets; a graph would keep the "
+            raise NotAStep(f"it reads {clash[0]}, which the loop or a method it calls sets; a graph would keep the "
                            "value of its capture")
+
+    def _bases(self, cls: cst.ClassDef) -> set:
+        """The names of ``cls``'s bases, and theirs where the script defines them."""
+        classes = {c.name.value: c for c in nodes(self.module, cst.ClassDef)}
+        found, todo = set(), [cls]
+        while todo:
+            for base in todo.pop().bases:
+                base_name = dotted(base.value)
+                if base_name and base_name not in found:
+                    found.add(base_name)
+                    todo += [classes[base_name]] if base_name in classes else []
+        return found
+
+    def _class_methods(self, cls: cst.ClassDef) -> dict:
+        """``self.<name>`` -> what a call through ``self`` runs in an object of ``cls``: its own
+        methods over those of the script's classes it derives from."""
+        classes = {c.name.value: c for c in nodes(self.module, cst.ClassDef)}
+        methods = {}
+        for base in reversed([cls] + [classes[b] for b in self._bases(cls) if b in classes]):
+            methods.update(self_methods(base))
+        return methods
+
+    @staticmethod
+    def _reached_through_self(node, methods: dict, depth: int = 2) -> list:
+        """``node`` and the methods (``methods``: ``self.<name>`` -> def) it calls through
+        ``self`` or reads as properties (``@property``, ``functools.cached_property``),
+        ``depth`` deep."""
+        found, frontier = [node], [node]
+        for _ in range(depth):
+            reached = []
+            for inner in frontier:
+                called = {dotted(c.func) for c in calls_in(inner, lambda c: True)}
+                read = paths_read(inner)
+                for path, method in methods.items():
+                    prop = any(dotted(d.decorator).split(".")[-1] in ("property", "cached_property")
+                               for d in method.decorators)
+                    if method not in found and (path in called or prop and path in read):
+                        found.append(method)
+                        reached.append(method)
+            frontier = reached
+        return found
 
     def _counted_by(self, outer, skip=()):
         """A test of an expression: is it a plain Python number that changes from one iteration
@@ -1709,8 +1772,11 @@ class _Rewriter:
         helper makes it capturable); a class we do not know keeps its step eager."""
         assignments = _Assignments()
         self.module.visit(assignments)
+        # built by the script's own function or method (a Trainer's self.configure_optimizers()):
+        # built elsewhere too
+        defined = {f.name.value for f in nodes(self.module, cst.FunctionDef)}
         built = [callee.split(".")[-1] for o in self._optimizers() for callee in assignments.callees.get(o, [])]
-        return all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) for name in built)
+        return all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) or name in defined for name in built)
 
     def _capturable_optimizer(self, module):
         """Adam-family optimizers must be built with capturable=True to step inside a graph."""
