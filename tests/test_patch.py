@@ -3753,9 +3753,24 @@ MSE = "nn.functional.mse_loss(self.model(x), y)"
      "it reads self.scale, which the loop or a method it calls sets"),
     # sweep g: a subclass overrides the step the base class's loop calls
     ({"classes": "\n\nclass Mixup(Trainer):\n    def train_step(self, batch):\n        return batch\n"},
-     "Mixup, a subclass of Trainer, overrides train_step()"),
-    ({"loop": "\n            log(self)"}, "the loop hands self to log()"),
+     "in Mixup, a subclass of Trainer, self.train_step() is another method"),
+    ({"loop": "\n            log(self)"}, "log(self) reaches self otherwise than through self.<name>"),
     ({"more": "\n        self.scaler.unscale_(self.optimizer)"}, "a GradScaler or a scheduler steps inside it"),
+    # the review of 2026-11-30e: what a reading of self.<name> alone would miss
+    ({"loss": f"{MSE} * getattr(self, 'scale')"}, "getattr(self, 'scale') reaches self otherwise"),
+    ({"loss": f"{MSE} * self.scale", "loop": "\n            t = self\n            t.scale *= 0.5"},
+     "t = self reaches self otherwise"),
+    ({"loss": f"{MSE} * self.scale", "loop": "\n            self.scale, self.seen = 0.5, 1"},
+     "it reads self.scale, which the loop or a method it calls sets"),
+    ({"loss": f"{MSE} * self.a()", "loop": "\n            self.scale *= 0.5",   # three calls deep
+      "methods": "\n    def a(self):\n        return self.b()\n\n    def b(self):\n        return self.c()\n\n"
+                 "    def c(self):\n        return self.scale\n"},
+     "it reads self.scale, which the loop or a method it calls sets"),
+    ({"loss": f"{MSE} * self.weight()", "methods": "\n    def weight(self):\n        return 1.0\n",
+      "classes": "\n\nclass Warm(Trainer):\n    def weight(self):\n        return min(1.0, self.seen / 10)\n"},
+     "in Warm, a subclass of Trainer, self.weight() is another method"),
+    ({"more": "\n        lr = self.optimizer.param_groups[0]['lr']",
+      "loop": ""}, None),   # see below: a returned Python value
 ])
 def test_a_trainer_method_whose_object_state_a_graph_would_hold_is_not_captured(parts, why, tmp_path):
     """What the step reads of ``self`` that the loop, or a method the loop calls, sets (a step
@@ -3763,9 +3778,42 @@ def test_a_trainer_method_whose_object_state_a_graph_would_hold_is_not_captured(
     reads (sweep g's KL warm-up, an auxiliary weight), or sets itself, would be the capture's
     value at every replay; a subclass's override is another step."""
     script = tmp_path / "train.py"
-    script.write_text(TRAINER_STATE.format(**{"methods": "", "loss": MSE, "more": "", "loop": "", "classes": "", **parts}))
+    source = TRAINER_STATE.format(**{"methods": "", "loss": MSE, "more": "", "loop": "", "classes": "", **parts})
+    if why is None:   # a dict that returns a learning rate read in the step: the helper cannot hand it back
+        source, why = source.replace("        return loss.detach()", '        return {"loss": loss.detach(), "lr": lr}'), \
+            "it returns lr, a Python value"
+    script.write_text(source)
     with pytest.raises(PatchRefused, match=re.escape(why)):
         make_patch(script, "full_iteration")
+
+
+def test_a_trainer_deriving_from_a_class_defined_elsewhere_is_not_captured_through_its_methods(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_STATE.format(methods="", loss=f"{MSE} * self.weight()", more="", loop="", classes="")
+                      .replace("class Trainer:", "from base import Base\n\n\nclass Trainer(Base):"))
+    with pytest.raises(PatchRefused, match=re.escape("it calls self.weight(), which Trainer takes from Base")):
+        make_patch(script, "full_iteration")
+
+
+def test_a_static_step_method_is_refused_saying_so(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINER_STATE.format(methods="", loss=MSE, more="", loop="", classes="").replace(
+        "    def train_step(self, batch):", "    @staticmethod\n    def train_step(self, batch):"))
+    with pytest.raises(PatchRefused, match="a static or class method"):
+        make_patch(script, "full_iteration")
+
+
+def test_a_watched_global_hidden_by_a_local_of_the_calling_function_is_read_from_the_globals(tmp_path):
+    """The review of 2026-11-30e: the helper made inside ``run(beta)`` would have read its
+    parameter, not the global the step function reads (bound twice at the top level)."""
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\n"
+                      "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nbeta = 1.0\nbeta = 0.5\n\n\n"
+                      "def step(x):\n    opt.zero_grad()\n    loss = model(x).pow(2).mean() * beta\n"
+                      "    loss.backward()\n    opt.step()\n    return loss.detach()\n\n\n"
+                      "def run(data, beta):\n    for x in data:\n        loss = step(x)\n\n\n"
+                      "run([torch.randn(2, 4)] * 4, 0.25)\n")
+    assert 'watched=lambda: (globals()["beta"],)' in make_patch(script, "full_iteration").patched
 
 
 @pytest.mark.parametrize("parts", [
@@ -3831,6 +3879,8 @@ def test_on_the_gpu_a_trainer_methods_loop_trains_as_eager(scope, tmp_path):
     ("for chunk in xs:\n    y = model(chunk)\n", 2),                         # a loop inside: more than once
     ("try:\n    y = model(x)\nexcept RuntimeError:\n    y = model(x[:1])\n", 2),   # the body's call may have run
     ("with ctx:\n    y = model(model(x))\n", 2),
+    ("y = torch.cat([model(c) for c in x.chunk(4)])\n", 2),          # a comprehension runs it any number of times
+    ("if cond:\n    y = sum(model(c).sum() for c in xs)\nelse:\n    y = model(x)\n", 2),
 ])
 def test_calls_on_one_path_takes_branches_as_alternatives(body, calls):
     import libcst
@@ -3847,3 +3897,24 @@ def test_a_model_called_in_both_branches_of_an_if_is_graphed_by_fwd_bwd(tmp_path
                                            "        out = model(x)\n    else:\n        out = model(x[None])\n"
                                            "    loss = out.pow(2).mean()\n    loss.backward()\n    opt.step()\n"))
     assert "_cg_graph_forward(model)" in make_patch(script, "fwd_bwd").patched
+
+
+@pytest.mark.parametrize("built, in_graph", [
+    ("torch.optim.AdamW(self.model.parameters(), lr=1e-3)", True),
+    ("Custom(self.model.parameters())", False),   # a class cg-advise does not know: its step stays eager
+])
+def test_an_optimizer_a_trainer_method_builds_is_judged_by_what_the_method_returns(built, in_graph, tmp_path):
+    """Sweep g's research trainer builds its optimizer in ``self.configure_optimizers()``: refused
+    before as an optimizer class cg-advise did not know."""
+    source = TRAINER_STATE.format(methods=f"\n    def configure_optimizers(self):\n        return {built}\n", loss=MSE,
+                                  more="", loop="", classes="\n\nclass Custom(torch.optim.SGD):\n    pass\n")
+    source = source.replace("        self.model, self.optimizer = model, optimizer\n",
+                            "        self.model = model\n        self.optimizer = self.configure_optimizers()\n")
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    try:
+        out = make_patch(script, "full_iteration").patched
+    except PatchRefused as refused:
+        assert not in_graph and "its optimizer cannot step inside a graph" in str(refused)
+    else:
+        assert in_graph and "_CgFullIterationGraph(self.train_step, [self.optimizer], [self.model])" in out

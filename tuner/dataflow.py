@@ -1823,18 +1823,20 @@ def rebound_globals(module: cst.Module, names: set) -> list:
             count(names_rebound(statement, skip=skip))
             count({n for a in nodes(statement, cst.AugAssign) for n in plain_target_names(a.target)}, 2)
     declared = {n.name.value for g in nodes(module, cst.Global) for n in g.names}
-    return sorted(n for n in names if n not in fixed and (counts.get(n, 0) >= 2 or n in declared))
+    return sorted(n for n in names if n in declared or n not in fixed and counts.get(n, 0) >= 2)
 
 
 def calls_on_one_path(statements, name: str) -> int:
     """The most calls of ``name`` that one pass through ``statements`` makes: the branches of
     an ``if`` are alternatives (the word-language-model example calls its model in the ``if``
     of a Transformer and in the ``else`` of an RNN, once an iteration), a loop inside counts
-    its calls twice, and a ``try``'s handler adds to its body (which may have called before it
-    raised). Calls under
+    its calls twice, as does a comprehension or a lambda, and a ``try``'s handler adds to its
+    body (which may have called before it raised). Calls under
     ``no_grad`` count too: never fewer than the iteration makes with grad."""
-    def count(node) -> int:
-        return len(calls_in(node, lambda c: dotted(c.func) == name))
+    def count(node) -> int:   # a call in a comprehension or a lambda runs any number of times: twice
+        repeated = nodes(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda))
+        return len(calls_in(node, lambda c: dotted(c.func) == name)) + sum(
+            len(calls_in(r, lambda c: dotted(c.func) == name)) for r in repeated)
 
     def branch(orelse) -> int:
         if orelse is None:

@@ -865,7 +865,7 @@ class _Rewriter:
         at = [s for s in body if positions[s].start.line <= (spec.step_call or 0) <= positions[s].end.line]
         if not at:   # discovery placed no call (a step it found conditional): the one call that runs backward
             at = [s for s in body if step_call(s, self.functions) and calls_backward(
-                self.functions.get(step_call(s, self.functions)[1].func.value) or cst.Pass())]
+                self.functions.get(dotted(step_call(s, self.functions)[1].func)) or cst.Pass())]
             at = at if len(at) == 1 else []
         # a Trainer's `self.train_step(batch)`: a method of the class whose method holds the loop
         methods = self._own_methods(outer)
@@ -881,6 +881,8 @@ class _Rewriter:
         index, line = body.index(statement), positions[statement].start.line
         try:
             if function not in self.module.body:
+                if any(dotted(d.decorator) in ("staticmethod", "classmethod") for d in function.decorators):
+                    raise NotAStep("it is a static or class method, which takes no self")
                 self._check_method_state(outer, function)
             self._check_step_call(outer, scope, body, index, call, function)
         except NotAStep as why:
@@ -960,32 +962,58 @@ class _Rewriter:
         """NotAStep where a graph of a method called on the loop's own object (a Trainer's
         ``self.train_step(batch)``) would not do what the call does. What the step runs is the
         method, the methods of the object it calls (``self.compute_loss(...)``) and the
-        properties it reads (``self.kl_weight``), two deep; it must not set an attribute of the
-        object (Python state a graph sets once, at its capture), change one of its tensors in
-        place (the warm-up's steps would too), step a GradScaler, or read an attribute that
-        the loop, or a method the loop calls, sets while the graph lives (a step counter, a
-        loss weight annealed each epoch: the graph would keep its capture's). A subclass of the
-        script that overrides the method, or a loop that hands ``self`` to a call, may run or
-        change what no check saw."""
+        properties it reads (``self.kl_weight``), followed to the end; it must not set an
+        attribute of the object (Python state a graph sets once, at its capture), change one of
+        its tensors in place (the warm-up's steps would too), step a GradScaler, or read an
+        attribute that the loop, or a method the loop calls, sets while the graph lives (a step
+        counter, a loss weight annealed each epoch: the graph would keep its capture's). What
+        no reading of this file can follow is refused too: ``self`` reached otherwise than
+        through ``self.<name>`` (``getattr(self, ...)``, ``t = self``, handed to a call,
+        ``self(x)``, ``super()``), a call of ``self`` that no class of the file defines where
+        the class derives from one defined elsewhere, and a subclass of the file in which a
+        method the step runs resolves to another."""
         cls = self.parents.get(outer)
         while cls is not None and not isinstance(cls, cst.ClassDef):
             cls = self.parents.get(cls)
-        methods = self._class_methods(cls)
-        name = method.name.value
-        overriding = [c.name.value for c in nodes(self.module, cst.ClassDef) if c is not cls
-                      and cls.name.value in self._bases(c) and f"self.{name}" in self_methods(c)]
-        if overriding:
-            raise NotAStep(f"{overriding[0]}, a subclass of {cls.name.value}, overrides {name}(): the object the "
-                           "loop runs may step otherwise than the method checked")
+        classes = {c.name.value: c for c in nodes(self.module, cst.ClassDef)}
+        methods = self._class_methods(cls, classes)
         step = self._reached_through_self(method, methods)
+        live = [m for m in self._reached_through_self(outer, methods) if m not in step]
         bodies = [m.body for m in step]
+        code = lambda node: cst.Module([]).code_for_node(node).strip()  # noqa: E731
+        init = [m.body for path, m in methods.items() if path == "self.__init__"]   # a callback given self there
+        for node in bodies + [outer] + [m.body for m in live if m is not outer] + init:
+            indirect = next((n for n in nodes(node, (cst.Name, cst.Call)) if self._self_indirectly(n, self.parents)),
+                            None)
+            if indirect is not None:
+                shown = indirect   # the call or the statement it is a part of: `log(self)`, `t = self`
+                while isinstance(shown, (cst.Name, cst.Arg, cst.Element, cst.StarredElement, cst.List, cst.Tuple,
+                                         cst.Attribute, cst.Subscript, cst.SubscriptElement, cst.Index)) \
+                        and self.parents.get(shown) is not None:
+                    shown = self.parents[shown]
+                raise NotAStep(f"{code(shown)[:60]} reaches self otherwise than through self.<name>, which no check "
+                               "can follow")
+        attributes = {p for m in methods.values() for p in self._set_paths(m.body)}
+        external = [b for b in self._bases(cls, classes) if b not in classes and b not in ("object",)]
+        unknown = sorted(dotted(c.func) for b in bodies for c in calls_in(b, lambda c: dotted(c.func).count(".") == 1
+                                                                           and dotted(c.func).startswith("self."))
+                         if dotted(c.func) not in methods and dotted(c.func) not in attributes)
+        if external and unknown:
+            raise NotAStep(f"it calls {unknown[0]}(), which {cls.name.value} takes from {external[0]}, a class "
+                           "defined elsewhere")
+        ran = {f"self.{m.name.value}": m for m in step}
+        for other in classes.values():
+            if other is not cls and cls.name.value in self._bases(other, classes):
+                theirs = self._class_methods(other, classes)
+                changed = sorted(path for path, m in ran.items() if theirs.get(path) is not m)
+                if changed:
+                    raise NotAStep(f"in {other.name.value}, a subclass of {cls.name.value}, {changed[0]}() is "
+                                   "another method: the object the loop runs may step otherwise than the method checked")
         if any(calls_in(b, lambda c: is_method(c, None, "scale") or is_method(c, None, "unscale_")
                         or (is_method(c, None, "step") and bool(c.args))) for b in bodies):
             raise NotAStep("a GradScaler or a scheduler steps inside it, which keeps the optimizer step out of a "
                            "graph")
-        targets = lambda node: {keyed_path(t.target) for a in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))  # noqa: E731
-                                for t in (a.targets if isinstance(a, cst.Assign) else [a])} - {""}
-        kept = sorted(p for b in bodies for p in targets(b) if p.startswith("self."))
+        kept = sorted(p for b in bodies for p in self._set_paths(b) if p.startswith("self."))
         if kept:
             raise NotAStep(f"it sets {kept[0]}, Python state a graph would set once, at its capture")
         if any(changed_in_place(b.body, {"self"}, self.functions) for b in bodies):
@@ -993,46 +1021,88 @@ class _Rewriter:
             # change it too, and only the models and optimizers are put back after them
             raise NotAStep("it changes a tensor of self's in place, which the graph's warm-up steps would change "
                            "too (keep it in a global, or in a module)")
-        handed = next((c for c in calls_in(outer, lambda c: any(dotted(a.value) == "self" for a in c.args))), None)
-        if handed is not None:
-            raise NotAStep(f"the loop hands self to {dotted(handed.func)}(), which may change what the step reads")
-        live = [m for m in self._reached_through_self(outer, methods) if m not in step]
-        elsewhere = targets(outer).union(*(targets(m.body) for m in live if m is not outer))
+        elsewhere = self._set_paths(outer).union(*(self._set_paths(m.body) for m in live if m is not outer))
         read = set().union(*map(keyed_paths_read, bodies))
+        made = sorted(p for c in [cls] + [classes[b] for b in self._bases(cls, classes) if b in classes]
+                      for a in nodes(c.body, cst.Assign) if self.parents.get(self.parents.get(a)) is c.body
+                      and isinstance(a.value, cst.Call) and dotted(a.value.func).split(".")[-1] in ("property", "cached_property")
+                      for t in a.targets for p in [f"self.{dotted(t.target)}"] if p in read)
+        if made:   # `w = property(_w)`: a method no call of self names
+            raise NotAStep(f"it reads {made[0]}, a property made by property(...), which no check follows")
+        for node in [outer] + [m.body for m in live if m is not outer]:
+            # `m = self.model; m.temp = ...`: the object's state set through another name
+            aliases = {t for a in nodes(node, cst.Assign) if dotted(a.value).startswith("self.")
+                       for target in a.targets for t in plain_target_names(target.target)}
+            through = sorted(aliases & set_through(node))
+            if through:
+                raise NotAStep(f"the loop sets an attribute of {through[0]}, a part of self, which the step may read")
+        setters = sorted(dotted(c.func) for c in calls_through(outer, self.functions) if dotted(c.func) in self.functions
+                         and set_through(self.functions[dotted(c.func)].body)
+                         - set(parameter_names(self.functions[dotted(c.func)])))
+        if setters:   # a function of the script that sets `trainer.scale` on the global object
+            raise NotAStep(f"the loop calls {setters[0]}(), which sets an attribute of a global, which may be self")
         clash = sorted(p for p in read if p.startswith("self.") and any(
-            p == q or p.startswith(q + ".") or p.startswith(q + "[") for q in elsewhere))
+            p == q or p.startswith(q + ".") or p.startswith(q + "[") or q.startswith(p + ".") or q.startswith(p + "[")
+            for q in elsewhere))
         if clash:
             raise NotAStep(f"it reads {clash[0]}, which the loop or a method it calls sets; a graph would keep the "
                            "value of its capture")
 
-    def _bases(self, cls: cst.ClassDef) -> set:
-        """The names of ``cls``'s bases, and theirs where the script defines them."""
-        classes = {c.name.value: c for c in nodes(self.module, cst.ClassDef)}
-        found, todo = set(), [cls]
-        while todo:
-            for base in todo.pop().bases:
-                base_name = dotted(base.value)
-                if base_name and base_name not in found:
-                    found.add(base_name)
-                    todo += [classes[base_name]] if base_name in classes else []
+    @staticmethod
+    def _set_paths(node) -> set:
+        """The attribute paths and constant-key items ``node`` assigns, tuple targets unpacked."""
+        def unpacked(target):
+            if isinstance(target, (cst.Tuple, cst.List)):
+                return [p for e in target.elements for p in unpacked(e.value)]
+            return [keyed_path(target)]
+        return {p for a in nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                for t in (a.targets if isinstance(a, cst.Assign) else [a]) for p in unpacked(t.target)} - {""}
+
+    @staticmethod
+    def _self_indirectly(node, parents) -> bool:
+        """Whether ``node`` reaches ``self`` otherwise than as ``self.<name>``: ``self`` alone
+        (an argument, ``t = self``, ``self(x)``, ``vars(self)``, ``self.__dict__``), or ``super()``."""
+        if isinstance(node, cst.Call):
+            return dotted(node.func) == "super"
+        if node.value != "self":
+            return False
+        parent = parents.get(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return parent.attr.value.startswith("__")
+        return not isinstance(parent, cst.Param)
+
+    @staticmethod
+    def _bases(cls: cst.ClassDef, classes: dict) -> list:
+        """The names of ``cls``'s bases, and theirs where the script defines them (``classes``),
+        in the order Python looks a method up in them (left to right, depth first: the MRO of
+        the plain hierarchies scripts write)."""
+        found = []
+
+        def visit(node) -> None:
+            for base in node.bases:
+                name = dotted(base.value)
+                if name and name not in found:
+                    found.append(name)
+                    if name in classes:
+                        visit(classes[name])
+        visit(cls)
         return found
 
-    def _class_methods(self, cls: cst.ClassDef) -> dict:
+    def _class_methods(self, cls: cst.ClassDef, classes: dict) -> dict:
         """``self.<name>`` -> what a call through ``self`` runs in an object of ``cls``: its own
-        methods over those of the script's classes it derives from."""
-        classes = {c.name.value: c for c in nodes(self.module, cst.ClassDef)}
+        methods over those of the script's classes it derives from, the first base first."""
         methods = {}
-        for base in reversed([cls] + [classes[b] for b in self._bases(cls) if b in classes]):
+        for base in reversed([cls] + [classes[b] for b in self._bases(cls, classes) if b in classes]):
             methods.update(self_methods(base))
         return methods
 
     @staticmethod
-    def _reached_through_self(node, methods: dict, depth: int = 2) -> list:
+    def _reached_through_self(node, methods: dict) -> list:
         """``node`` and the methods (``methods``: ``self.<name>`` -> def) it calls through
-        ``self`` or reads as properties (``@property``, ``functools.cached_property``),
-        ``depth`` deep."""
+        ``self`` or reads as properties (``@property``, ``functools.cached_property``), and
+        those they reach, to the end."""
         found, frontier = [node], [node]
-        for _ in range(depth):
+        while frontier:
             reached = []
             for inner in frontier:
                 called = {dotted(c.func) for c in calls_in(inner, lambda c: True)}
@@ -1174,7 +1244,7 @@ class _Rewriter:
         if changed:   # `x.mul_(0.5)` on an argument: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={changed}"
         clone += self._state_outside(list(function.body.body), set(bound) | made, outer_models)
-        clone += self._watched(list(function.body.body), params | made, None)
+        clone += self._watched(list(function.body.body), params | made, None, scope)
         unchecked = NO_ARGUMENT_CHECKS if uses_distributions(self.module) else ""
         setup += cst.parse_module(unchecked + f"_cg_step_graph = _CgFullIterationGraph({step}, [{', '.join(optimizers)}], "
                                   f"[{', '.join(outer_models)}]{clone})\n").body
@@ -1208,21 +1278,27 @@ class _Rewriter:
                                  self.functions)
         return f", state=[{', '.join(state)}]" if state else ""
 
-    def _watched(self, statements, own: set, scope) -> str:
+    def _watched(self, statements, own: set, scope, at=None) -> str:
         """``, watched=lambda: (lr,)`` for the globals the step reads, in ``statements`` or in
         the script's functions they call, that the script may bind anew while it replays
         (``rebound_globals``): the helper captures again when one has changed, where the graph
         would read what its capture read (``lr /= 4.0`` between epochs, read by a hand-written
         update inside the step). ``own``: the step's inputs and its own names; names the loop's
-        function (``scope``) binds are its locals, not globals. '' where there are none."""
+        function (``scope``) binds are its locals, not globals; one that the function the helper
+        is made in (``at``) binds is read as ``globals()["name"]``. '' where there are none."""
         free = set().union(*map(names_read, statements)) - own
-        if isinstance(scope, cst.FunctionDef):
-            free -= names_rebound(scope) | set(parameter_names(scope))
+        if isinstance(scope, cst.FunctionDef):   # its locals; not the globals it declares and rebinds
+            declared = {n.name.value for g in nodes(scope.body, cst.Global) for n in g.names}
+            free -= (names_rebound(scope) | set(parameter_names(scope))) - declared
         for call in (c for statement in statements for c in calls_through(statement, self.functions)):
             function = self.functions.get(dotted(call.func))
             if function is not None:
                 free |= free_names(function)
         watched = rebound_globals(self.module, free)
+        if isinstance(at, cst.FunctionDef):   # a local of the function the helper is made in hides the global
+            hiding = (names_rebound(at) | set(parameter_names(at))) - {
+                n.name.value for g in nodes(at.body, cst.Global) for n in g.names}
+            watched = [f'globals()["{n}"]' if n in hiding else n for n in watched]
         return f", watched=lambda: ({', '.join(watched)}{',' if len(watched) == 1 else ''})" if watched else ""
 
     def _number_or_tensor(self, name: str) -> bool:
@@ -1471,7 +1547,7 @@ class _Rewriter:
         if changed:   # `x.mul_(0.5)` on the loop's batch: the replay changes the graph's copy, copied back
             clone += f", changed_inputs={[inputs.index(name) for name in changed]}"
         clone += self._state_outside(core, set(inputs) | assigned, models)
-        clone += self._watched(core, set(inputs) | bound, scope)
+        clone += self._watched(core, set(inputs) | bound, scope, scope)
         if self.ddp:   # only full_iteration_allreduce_outside gets here with DDP (_check_ddp)
             # captured under its no_sync(), all-reduced after each replay; None on a path without DDP
             clone += f", allreduce=_cg_if_ddp({self.ddp.name})"
@@ -1772,11 +1848,22 @@ class _Rewriter:
         helper makes it capturable); a class we do not know keeps its step eager."""
         assignments = _Assignments()
         self.module.visit(assignments)
-        # built by the script's own function or method (a Trainer's self.configure_optimizers()):
-        # built elsewhere too
-        defined = {f.name.value for f in nodes(self.module, cst.FunctionDef)}
         built = [callee.split(".")[-1] for o in self._optimizers() for callee in assignments.callees.get(o, [])]
-        return all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) or name in defined for name in built)
+        return all(name in CAPTURABLE_OPTIMIZERS + ("SGD",) or self._builds_capturable(name) for name in built)
+
+    def _builds_capturable(self, name: str) -> bool:
+        """Whether the script's functions or methods called ``name`` return only optimizers that
+        can step in a graph (a Trainer's ``self.configure_optimizers()`` returning an AdamW), as
+        their ``return`` shows: a call of the class, or a name bound from one."""
+        defined = [f for f in nodes(self.module, cst.FunctionDef) if f.name.value == name]
+        classes = []
+        for function in defined:
+            made = {n: a.value for a in nodes(function.body, cst.Assign) if isinstance(a.value, cst.Call)
+                    for t in a.targets for n in plain_target_names(t.target)}
+            for ret in nodes(function.body, cst.Return):
+                value = made.get(dotted(ret.value)) if isinstance(ret.value, cst.Name) else ret.value
+                classes.append(dotted(value.func).split(".")[-1] if isinstance(value, cst.Call) else "")
+        return bool(classes) and all(c in CAPTURABLE_OPTIMIZERS + ("SGD",) for c in classes)
 
     def _capturable_optimizer(self, module):
         """Adam-family optimizers must be built with capturable=True to step inside a graph."""

@@ -32,7 +32,7 @@ from typing import Optional
 import libcst as cst
 
 from .dataflow import (MOVE_METHODS, has_sync, host_data_call, host_value_binding, is_docstring, is_method,
-                       changes_structure, names_assigned, names_rebound, names_read, parameter_names, root_name,
+                       changes_structure, names_assigned, names_rebound, names_read, parameter_names, plain_target_names, root_name,
                        zeroes_grads)
 from .discover import calls_backward, calls_in, dotted, host_call, nodes
 
@@ -241,7 +241,7 @@ def refuse_returned_values(function: cst.FunctionDef) -> None:
         return
     value = last.body[0].value
     items = ([e.value for e in value.elements] if isinstance(value, cst.Tuple) else
-             [e.value if isinstance(e, cst.DictElement) else e for e in value.elements] if isinstance(value, cst.Dict)
+             [e.value for e in value.elements] if isinstance(value, cst.Dict)
              else [value])   # a Trainer's `return {"loss": loss.detach(), "acc": acc}`: its values
     made = set().union(*map(names_assigned, function.body.body[:-1]))
     plain = next((i for i in items if root_name(i) not in made), None)
@@ -249,9 +249,21 @@ def refuse_returned_values(function: cst.FunctionDef) -> None:
         raise NotAStep(f"it returns {cst.Module([]).code_for_node(plain)}, which a replay cannot update (return "
                        "tensors it computes)")
     for item in items:
-        binding = host_value_binding(function.body.body, root_name(item))
+        binding = host_value_binding(function.body.body, root_name(item)) or _read_from_outside(
+            function.body.body, root_name(item), made - {root_name(item)})
         if binding is not None:
             raise NotAStep(f"it returns {root_name(item)}, a Python value a replay cannot update")
+
+
+def _read_from_outside(statements, name: str, made: set):
+    """The assignment that binds ``name`` to what the function computes, with no call, from
+    nothing it made (``lr = opt.param_groups[0]["lr"]``, ``w = self.scale * 2``): a value of the
+    host as likely as a tensor, which a replay hands back as its capture read it. Else None."""
+    for assign in (a for statement in statements for a in nodes(statement, cst.Assign)):
+        if (any(name in plain_target_names(t.target) for t in assign.targets)
+                and not calls_in(assign.value, lambda c: True) and not names_read(assign.value) & made):
+            return assign
+    return None
 
 
 def bound_from(module: cst.Module, start: int, stop: Optional[int] = None) -> set:
