@@ -1822,8 +1822,14 @@ def rebound_globals(module: cst.Module, names: set) -> list:
         else:
             count(names_rebound(statement, skip=skip))
             count({n for a in nodes(statement, cst.AugAssign) for n in plain_target_names(a.target)}, 2)
-    declared = {n.name.value for g in nodes(module, cst.Global) for n in g.names}
+    declared = declared_global(module)
     return sorted(n for n in names if n in declared or n not in fixed and counts.get(n, 0) >= 2)
+
+
+def declared_global(node) -> set:
+    """Every name a ``global`` statement inside ``node`` names (the script, or one function):
+    a function may rebind it."""
+    return {n.name.value for g in nodes(node, cst.Global) for n in g.names}
 
 
 def calls_on_one_path(statements, name: str) -> int:
@@ -1833,10 +1839,11 @@ def calls_on_one_path(statements, name: str) -> int:
     its calls twice, as does a comprehension or a lambda, and a ``try``'s handler adds to its
     body (which may have called before it raised). Calls under
     ``no_grad`` count too: never fewer than the iteration makes with grad."""
+    def named(call) -> bool:
+        return dotted(call.func) == name
+
     def count(node) -> int:   # a call in a comprehension or a lambda runs any number of times: twice
-        repeated = nodes(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda))
-        return len(calls_in(node, lambda c: dotted(c.func) == name)) + sum(
-            len(calls_in(r, lambda c: dotted(c.func) == name)) for r in repeated)
+        return len(calls_in(node, named)) + sum(len(calls_in(r, named)) for r in nodes(node, (*COMPREHENSIONS, cst.Lambda)))
 
     def branch(orelse) -> int:
         if orelse is None:

@@ -34,7 +34,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from advisor.errors import CgAdviseError
 from advisor.sourcefile import SourceFile, read_source
 
-from .dataflow import (MOVE_METHODS, backward_passes, calls_on_one_path, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
+from .dataflow import (MOVE_METHODS, backward_passes, calls_on_one_path, declared_global, calls_through, data_dependent_shape, double_backward, has_sync, host_data_call, host_number_read, host_tensor_copy, host_value_argument,
                        hoist_picks, host_value_binding, indexed_by, is_bookkeeping, is_exit_guard, rng_checkpoints, safe_pick_containers, is_host_method_call, is_loading, is_method,
                        is_docstring, is_number_expression, is_prefetch, keyed_path, keyed_paths_read, number_constants, paths_read,
                        keeps_output, keeps_reference, leaves_iteration, live_reads, model_outputs, names_assigned, names_read, names_rebound, parameter_names, plain_target_names, read_first,
@@ -47,7 +47,7 @@ from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in,
 from .harness import COMPILE_MARK
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
-from .step_function import (EMBEDDED, NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, declared_global, free_names,
+from .step_function import (EMBEDDED, NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, free_names,
                             function_models, mode_calls, refuse_returned_values,
                             read_at_once, returned_host_read, set_through, state_keeping_call, step_call, step_receivers,
                             without_return_read)
@@ -223,14 +223,19 @@ class _Rewriter:
         self.ddps = []    # every DDP model of the loop (a GAN's generator and discriminator)
         self.maybe_ddps = []   # the loop's other models, where a DDP the file builds may be one (`netD = wrap(netD)`)
 
+    def _loop_class(self, outer) -> Optional[cst.ClassDef]:
+        """The class whose method holds the loop ``outer``, or None."""
+        node = self.parents.get(outer)
+        while node is not None and not isinstance(node, cst.ClassDef):
+            node = self.parents.get(node)
+        return node
+
     def _own_methods(self, outer) -> dict:
         """``self.<name>`` -> the method, for the methods of the class whose method holds the
         loop (a trainer's ``self.info_nce_loss(features)``): the step's calls of them are
         followed as a function's are."""
-        node = self.parents.get(outer)
-        while node is not None and not isinstance(node, cst.ClassDef):
-            node = self.parents.get(node)
-        return self_methods(node) if node is not None else {}
+        cls = self._loop_class(outer)
+        return self_methods(cls) if cls is not None else {}
 
     def refuse(self, why: str) -> PatchRefused:
         return PatchRefused(f"{self.path}:{self.spec.line}: cannot apply {self.scope}: {why}")
@@ -922,8 +927,7 @@ class _Rewriter:
             raise NotAStep("the loop calls the model before the call too; the graph's copy of what it hands the "
                            "call would cut the backward off from it")
         free = free_names(function)
-        own = {n.name.value for g in nodes(function.body, cst.Global) for n in g.names}
-        changed = sorted(free & (self._bound_from_loop(outer) | declared_global(self.module) - own))
+        changed = sorted(free & (self._bound_from_loop(outer) | declared_global(self.module) - declared_global(function.body)))
         if changed:
             raise NotAStep(f"it reads the global {changed[0]!r}, which the script binds again while it runs; a graph "
                            "would keep its first value (pass it as an argument)")
@@ -943,8 +947,7 @@ class _Rewriter:
         if graded is not None:
             raise NotAStep(f"it takes the gradient of what it is handed ({cst.Module([]).code_for_node(graded).strip()}"
                            "); a graph's copy of it has none")
-        scaled = next((c for c in calls_in(function.body, lambda c: (is_method(c, None, "step") and c.args)
-                                           or is_method(c, None, "scale") or is_method(c, None, "unscale_"))), None)
+        scaled = next(iter(calls_in(function.body, steps_scaler)), None)
         if scaled is not None:
             raise NotAStep(f"{cst.Module([]).code_for_node(scaled.func)}() inside it: a GradScaler or a scheduler "
                            "steps there, which keeps the optimizer step out of a graph")
@@ -972,17 +975,16 @@ class _Rewriter:
         ``self(x)``, ``super()``), a call of ``self`` that no class of the file defines where
         the class derives from one defined elsewhere, and a subclass of the file in which a
         method the step runs resolves to another."""
-        cls = self.parents.get(outer)
-        while cls is not None and not isinstance(cls, cst.ClassDef):
-            cls = self.parents.get(cls)
+        cls = self._loop_class(outer)
         classes = {c.name.value: c for c in nodes(self.module, cst.ClassDef)}
         methods = self._class_methods(cls, classes)
         step = self._reached_through_self(method, methods)
         live = [m for m in self._reached_through_self(outer, methods) if m not in step]
         bodies = [m.body for m in step]
         code = lambda node: cst.Module([]).code_for_node(node).strip()  # noqa: E731
+        around = [outer] + [m.body for m in live if m is not outer]   # what runs while the graph lives
         init = [m.body for path, m in methods.items() if path == "self.__init__"]   # a callback given self there
-        for node in bodies + [outer] + [m.body for m in live if m is not outer] + init:
+        for node in bodies + around + init:
             indirect = next((n for n in nodes(node, (cst.Name, cst.Call)) if self._self_indirectly(n, self.parents)),
                             None)
             if indirect is not None:
@@ -1009,8 +1011,7 @@ class _Rewriter:
                 if changed:
                     raise NotAStep(f"in {other.name.value}, a subclass of {cls.name.value}, {changed[0]}() is "
                                    "another method: the object the loop runs may step otherwise than the method checked")
-        if any(calls_in(b, lambda c: is_method(c, None, "scale") or is_method(c, None, "unscale_")
-                        or (is_method(c, None, "step") and bool(c.args))) for b in bodies):
+        if any(calls_in(b, steps_scaler) for b in bodies):
             raise NotAStep("a GradScaler or a scheduler steps inside it, which keeps the optimizer step out of a "
                            "graph")
         kept = sorted(p for b in bodies for p in self._set_paths(b) if p.startswith("self."))
@@ -1021,15 +1022,15 @@ class _Rewriter:
             # change it too, and only the models and optimizers are put back after them
             raise NotAStep("it changes a tensor of self's in place, which the graph's warm-up steps would change "
                            "too (keep it in a global, or in a module)")
-        elsewhere = self._set_paths(outer).union(*(self._set_paths(m.body) for m in live if m is not outer))
+        elsewhere = set().union(*map(self._set_paths, around))
         read = set().union(*map(keyed_paths_read, bodies))
-        made = sorted(p for c in [cls] + [classes[b] for b in self._bases(cls, classes) if b in classes]
+        made = sorted(p for c in self._lineage(cls, classes)
                       for a in nodes(c.body, cst.Assign) if self.parents.get(self.parents.get(a)) is c.body
-                      and isinstance(a.value, cst.Call) and dotted(a.value.func).split(".")[-1] in ("property", "cached_property")
+                      and isinstance(a.value, cst.Call) and dotted(a.value.func).split(".")[-1] in PROPERTIES
                       for t in a.targets for p in [f"self.{dotted(t.target)}"] if p in read)
         if made:   # `w = property(_w)`: a method no call of self names
             raise NotAStep(f"it reads {made[0]}, a property made by property(...), which no check follows")
-        for node in [outer] + [m.body for m in live if m is not outer]:
+        for node in around:
             # `m = self.model; m.temp = ...`: the object's state set through another name
             aliases = {t for a in nodes(node, cst.Assign) if dotted(a.value).startswith("self.")
                        for target in a.targets for t in plain_target_names(target.target)}
@@ -1088,11 +1089,15 @@ class _Rewriter:
         visit(cls)
         return found
 
+    def _lineage(self, cls: cst.ClassDef, classes: dict) -> list:
+        """``cls`` and the script's classes it derives from, in lookup order."""
+        return [cls] + [classes[b] for b in self._bases(cls, classes) if b in classes]
+
     def _class_methods(self, cls: cst.ClassDef, classes: dict) -> dict:
         """``self.<name>`` -> what a call through ``self`` runs in an object of ``cls``: its own
         methods over those of the script's classes it derives from, the first base first."""
         methods = {}
-        for base in reversed([cls] + [classes[b] for b in self._bases(cls, classes) if b in classes]):
+        for base in reversed(self._lineage(cls, classes)):
             methods.update(self_methods(base))
         return methods
 
@@ -1108,8 +1113,7 @@ class _Rewriter:
                 called = {dotted(c.func) for c in calls_in(inner, lambda c: True)}
                 read = paths_read(inner)
                 for path, method in methods.items():
-                    prop = any(dotted(d.decorator).split(".")[-1] in ("property", "cached_property")
-                               for d in method.decorators)
+                    prop = any(dotted(d.decorator).split(".")[-1] in PROPERTIES for d in method.decorators)
                     if method not in found and (path in called or prop and path in read):
                         found.append(method)
                         reached.append(method)
@@ -1287,17 +1291,15 @@ class _Rewriter:
         function (``scope``) binds are its locals, not globals; one that the function the helper
         is made in (``at``) binds is read as ``globals()["name"]``. '' where there are none."""
         free = set().union(*map(names_read, statements)) - own
-        if isinstance(scope, cst.FunctionDef):   # its locals; not the globals it declares and rebinds
-            declared = {n.name.value for g in nodes(scope.body, cst.Global) for n in g.names}
-            free -= (names_rebound(scope) | set(parameter_names(scope))) - declared
+        if isinstance(scope, cst.FunctionDef):
+            free -= local_names(scope)
         for call in (c for statement in statements for c in calls_through(statement, self.functions)):
             function = self.functions.get(dotted(call.func))
             if function is not None:
                 free |= free_names(function)
         watched = rebound_globals(self.module, free)
         if isinstance(at, cst.FunctionDef):   # a local of the function the helper is made in hides the global
-            hiding = (names_rebound(at) | set(parameter_names(at))) - {
-                n.name.value for g in nodes(at.body, cst.Global) for n in g.names}
+            hiding = local_names(at)
             watched = [f'globals()["{n}"]' if n in hiding else n for n in watched]
         return f", watched=lambda: ({', '.join(watched)}{',' if len(watched) == 1 else ''})" if watched else ""
 
@@ -1897,6 +1899,23 @@ class _Rewriter:
         statements = list(function.body.body)
         docstring, tail = statements[0], statements[2:]
         return function.with_changes(body=function.body.with_changes(body=[docstring, *core, *tail]))
+
+
+PROPERTIES = ("property", "cached_property")   # what makes a method read as an attribute
+
+
+def steps_scaler(call: cst.Call) -> bool:
+    """``scaler.scale(...)``, ``scaler.unscale_(...)``, or a ``step`` given an argument (a
+    GradScaler's ``scaler.step(optimizer)``, a scheduler's ``step(epoch)``): the optimizer step
+    stays out of a graph where one of them runs."""
+    return (is_method(call, None, "step") and bool(call.args)) or is_method(call, None, "scale") \
+        or is_method(call, None, "unscale_")
+
+
+def local_names(function: cst.FunctionDef) -> set:
+    """The names ``function`` binds as its own: its parameters and what it binds, but the
+    globals it declares."""
+    return (names_rebound(function) | set(parameter_names(function))) - declared_global(function.body)
 
 
 def uses_distributions(module: cst.Module) -> bool:

@@ -311,11 +311,6 @@ def free_names(function: cst.FunctionDef) -> set:
     return names_read(function.body) - params - set().union(*map(names_assigned, function.body.body))
 
 
-def declared_global(module: cst.Module) -> set:
-    """Every name a ``global`` statement of the script names: a function may rebind it."""
-    return {n.name.value for g in nodes(module, cst.Global) for n in g.names}
-
-
 def zeroes_grads_in(node, receivers) -> bool:
     return bool(calls_in(node, lambda c: any(is_method(c, r, "zero_grad") for r in receivers if r)))
 
