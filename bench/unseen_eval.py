@@ -55,10 +55,11 @@ CALLABLE = "paired_timing/h200_callable_2026-11-29"   # earlier loops again, pro
 NEW_SHAPES = "paired_timing/h200_new_shapes_2026-11-30"   # ten public loop shapes written today, four of medium size, two H200s
 STEP_FUNCTIONS = "paired_timing/h200_step_functions_2026-11-30"   # loops whose step is a function they call, two H200s
 IN_PLACE = "paired_timing/h200_in_place_2026-11-30"   # loops that change their batch in place, two new shapes, two H200s
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+TRAINERS = "paired_timing/h200_trainers_2026-11-30"   # Trainer classes whose loop calls self.train_step, two H200s
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -333,6 +334,10 @@ SETS = (
     # step function's loss the loop adds up (`running += train_step(...)`), profiled and tuned once
     # full_iteration captured them, on a machine of two H200s, the model unchanged
     *each_scope("H200 pair, in-place batches and two new shapes", f"{IN_PLACE}/a", GRAPH_PAIR, f"{IN_PLACE}/a"),
+    # six Trainer classes of public shapes written after the model (bench/workloads/unseen_2026-11-30d),
+    # whose loop calls self.train_step: captured whole by full_iteration since 2026-11-30, profiled and
+    # tuned once on a machine of two H200s, the model unchanged
+    *each_scope("H200 pair, six Trainer classes", f"{TRAINERS}/a", GRAPH_PAIR, f"{TRAINERS}/a"),
 )
 
 
