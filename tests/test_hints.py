@@ -23,7 +23,7 @@ def test_a_hint_to_a_refused_scope_is_taken_out(message, expected):
 def test_the_refused_scope_s_reason_is_said_in_place_of_the_hint():
     reasons = {"full_iteration": "a host sync inside the step", "submodule": None}
     message = "model is called twice (try --scope full_iteration)"
-    assert checked_hints(message, SCOPES, reasons.get) == (
+    assert checked_hints(message, "fwd_bwd", SCOPES, reasons.get) == (
         "model is called twice; full_iteration does not apply either: a host sync inside the step")
 
 
@@ -34,8 +34,19 @@ def test_a_hint_to_a_scope_that_applies_stays_and_words_that_are_no_scope_are_le
     def refusal_of(scope):
         asked.append(scope)
 
-    assert checked_hints(message, SCOPES, refusal_of) == message
+    assert checked_hints(message, "fwd_bwd", SCOPES, refusal_of) == message
     assert asked == ["compile"]
+
+
+def test_a_reason_said_in_place_of_a_hint_keeps_no_hint_of_its_own_to_a_refused_scope():
+    # submodule -> full_iteration, whose own refusal points at fwd_bwd, which refuses too
+    reasons = {"full_iteration": "the step runs inside a call (try --scope fwd_bwd)", "fwd_bwd": "called twice",
+               "compile": None}
+    message = "called twice (try --scope full_iteration)"
+    assert checked_hints(message, "submodule", SCOPES, reasons.get) == (
+        "called twice; full_iteration does not apply either: the step runs inside a call")
+    reasons["full_iteration"] = "the step runs inside a call (try --scope compile)"   # compile applies: kept
+    assert checked_hints(message, "submodule", SCOPES, reasons.get).endswith("inside a call (try --scope compile)")
 
 
 def refusal(path, scope) -> str:
@@ -49,6 +60,7 @@ def test_a_gan_trainer_s_two_refusals_no_longer_send_the_user_from_one_to_the_ot
     script = ROOT / "bench" / "workloads" / "sweep_2026-11-30g" / "gan_train_d_train_g.py"
     fwd_bwd, full_iteration = refusal(script, "fwd_bwd"), refusal(script, "full_iteration")
     assert "try --scope" not in fwd_bwd and "try --scope" not in full_iteration
+    assert "try --scope" not in refusal(script, "submodule")   # its hint's reason pointed at fwd_bwd
     assert fwd_bwd.endswith("; full_iteration does not apply either: line 42: the step runs inside train_d(), which "
                             "no graph can hold: the loop runs backward() or an optimizer step outside the call too")
     assert full_iteration.endswith("; fwd_bwd does not apply either: self.D is called more than once per iteration; "

@@ -16,20 +16,28 @@ from typing import Callable, Optional
 HINT = re.compile(r"(?:try --scope |use )(\w+)(?: or (\w+))?")
 
 
-def checked_hints(message: str, scopes: tuple, refusal_of: Callable[[str], Optional[str]]) -> str:
-    """``message`` with each hint to a scope of ``scopes`` that ``refusal_of`` (a scope -> its
-    refusal's reason, None where it applies) finds refused too taken out, and those reasons
-    added at its end. Unchanged where every hinted scope applies."""
+def checked_hints(message: str, scope: str, scopes: tuple, refusal_of: Callable[[str], Optional[str]]) -> str:
+    """``message``, ``scope``'s refusal, with each hint to a scope of ``scopes`` that
+    ``refusal_of`` (a scope -> its refusal's reason, None where it applies) finds refused too
+    taken out, and those reasons added at its end, less their own hints to ``scope`` or to
+    another scope that refuses. Unchanged where every hinted scope applies."""
     reasons: dict = {}
-    for match in HINT.finditer(message):
-        for scope in _named(match, scopes):
-            if scope not in reasons:
-                reasons[scope] = refusal_of(scope)
-    refused = {scope: why for scope, why in reasons.items() if why is not None}
-    if not refused:
+
+    def refused(other: str) -> bool:
+        if other not in reasons:
+            reasons[other] = refusal_of(other)
+        return reasons[other] is not None
+
+    hinted = [other for match in HINT.finditer(message) for other in _named(match, scopes)]
+    gone = tuple(dict.fromkeys(other for other in hinted if refused(other)))
+    if not gone:
         return message
-    return without_hints_to(message, tuple(refused)) + "".join(
-        f"; {scope} does not apply either: {why}" for scope, why in refused.items())
+    said = []
+    for other in gone:
+        why = reasons[other]
+        circular = (scope,) + tuple(o for m in HINT.finditer(why) for o in _named(m, scopes) if refused(o))
+        said.append(f"; {other} does not apply either: {without_hints_to(why, circular)}")
+    return without_hints_to(message, gone) + "".join(said)
 
 
 def without_hints_to(message: str, scopes: tuple) -> str:

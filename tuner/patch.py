@@ -45,7 +45,7 @@ from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_dd
                   not_deferrable, sharded, untraced_ddps)
 from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
 from .harness import COMPILE_MARK
-from .hints import checked_hints, without_hints_to
+from .hints import checked_hints
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
 from .search import ALLREDUCE_OUTSIDE, scopes_for
 from .step_function import (EMBEDDED, NotAStep, bind_arguments, bound_from, stores_into_argument, check_body, free_names,
@@ -144,22 +144,20 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
     try:
         return _make_patch(path, scope, source, spec)
     except PatchRefused as refusal:
-        checked = checked_hints(str(refusal), PATCH_SCOPES,
-                                lambda other: _refusal_reason(path, other, source, spec, scope))
+        checked = checked_hints(str(refusal), scope, PATCH_SCOPES,
+                                lambda other: _refusal_reason(path, other, source, spec))
         if checked == str(refusal):
             raise
         raise PatchRefused(checked) from None
 
 
-def _refusal_reason(path: Path, scope: str, source: SourceFile, spec: StepSpec, hinted_from: str) -> Optional[str]:
-    """Why ``scope`` refuses the loop (its message after "cannot apply <scope>: ", less any
-    hint back to ``hinted_from``), None where it applies."""
+def _refusal_reason(path: Path, scope: str, source: SourceFile, spec: StepSpec) -> Optional[str]:
+    """Why ``scope`` refuses the loop (its message after "cannot apply <scope>: "), None where
+    it applies."""
     try:
         _make_patch(path, scope, source, spec)
     except PatchRefused as refusal:
-        text = str(refusal)
-        reason = text.split(f"cannot apply {scope}: ", 1)[-1]
-        return without_hints_to(reason, (hinted_from,))
+        return str(refusal).split(f"cannot apply {scope}: ", 1)[-1]
     return None
 
 
