@@ -83,3 +83,19 @@ def test_no_corpus_refusal_points_at_a_scope_that_refuses_the_same_loop(name):
             for hinted in SCOPES:
                 if f"try --scope {hinted}" in str(refused) or f"use {hinted}" in str(refused):
                     make_patch(script, hinted)   # applies, or this test fails with its refusal
+
+
+def test_a_hinted_scope_that_fails_otherwise_leaves_the_refusal_as_it_was(monkeypatch):
+    # trying the hinted scope raises something else than a refusal: the user still gets the refusal
+    from tuner import patch
+
+    script = ROOT / "bench" / "workloads" / "sweep_2026-11-30g" / "gan_train_d_train_g.py"
+    real = patch._make_patch
+
+    def failing(path, scope, source, spec):
+        if scope == "full_iteration":
+            raise RuntimeError("a bug in the full_iteration rewrite")
+        return real(path, scope, source, spec)
+
+    monkeypatch.setattr(patch, "_make_patch", failing)
+    assert refusal(script, "fwd_bwd").endswith("(try --scope full_iteration)")

@@ -153,11 +153,14 @@ def make_patch(path, scope: str, spec: Optional[StepSpec] = None, step: Optional
 
 def _refusal_reason(path: Path, scope: str, source: SourceFile, spec: StepSpec) -> Optional[str]:
     """Why ``scope`` refuses the loop (its message after "cannot apply <scope>: "), None where
-    it applies."""
+    it applies, or where trying it failed otherwise: a hint is then left as it is, and the
+    refusal being checked is still the one the user gets."""
     try:
         _make_patch(path, scope, source, spec)
     except PatchRefused as refusal:
         return str(refusal).split(f"cannot apply {scope}: ", 1)[-1]
+    except Exception:  # noqa: BLE001 - the hint stays unchecked; never a crash in place of a refusal
+        return None
     return None
 
 
