@@ -492,8 +492,8 @@ def helper_ms(f: dict) -> float:
     measured it on this host; 0 where it did not (a record from before, the dataset's rows), as
     the model was fitted. A small step's graph is paced by it: 0.063 ms an iteration measured
     on the lent H200 where the step's kernels take 0.025 ms and a replay's launch 0.007 ms
-    (``eval_in_epoch``); the helper read 25 us there. Less where patch hands the helper no
-    input to copy (``helper_inputs_share``)."""
+    (``eval_in_epoch``); the helper read 25 us there. Scaled by the names patch hands the
+    helper to copy (``helper_inputs_share``): less for none or one, more for three or more."""
     overhead = _value(f, "helper_overhead_us", 0.0)
     return overhead * helper_inputs_share(f) / 1e3 if overhead > 0 else 0.0
 
@@ -503,6 +503,7 @@ def helper_ms(f: dict) -> float:
 # (bench/results/paired_windows_h100/, bench/host_read_probe.py), a line of 8.4 us plus 7.45 us
 # a tensor. The calibration times it with calibrate.HELPER_INPUTS.
 HELPER_BASE_US, HELPER_PER_INPUT_US = 8.4, 7.45
+HELPER_MAX_INPUTS = 64   # a record's count past this is no loop's: charged as this many
 
 
 def helper_inputs_share(f: dict) -> float:
@@ -513,7 +514,8 @@ def helper_inputs_share(f: dict) -> float:
     0.035-0.042 ms that the graph's launch and the two-tensor helper predicted); a loop handed
     one name pays 0.68 of it (``counter_in_step``'s graphed step measured 0.022-0.032 ms on a lone
     H200, GPU-bound, where the helper alone was charged 0.026-0.027 ms). A name that holds
-    several tensors (a dict batch) is charged one copy, which the count cannot see past. Counted
+    several tensors (a dict batch) is charged one copy, which the count cannot see past; three
+    names or more pay more than the calibrated two-tensor cost (1.32x for three). Counted
     so, the H200's unseen loops went from 158 to 160 of 237 tunes within 20 % and 75 to 77 of
     104 loops; the H100's stayed at 45 of 52 (``bench/unseen_eval.py``; before, every loop handed
     any name paid the whole calibrated cost). 1 where the record does not say (a record from
@@ -521,6 +523,7 @@ def helper_inputs_share(f: dict) -> float:
     inputs = _value(f, "helper_inputs")
     if not inputs >= 0:
         return 1.0
+    inputs = min(inputs, HELPER_MAX_INPUTS)
     return (HELPER_BASE_US + HELPER_PER_INPUT_US * inputs) / (HELPER_BASE_US + HELPER_PER_INPUT_US * HELPER_INPUTS)
 
 

@@ -14,10 +14,22 @@ SCOPES = ("fwd_bwd", "full_iteration", "submodule", "compile")
     ("the all-reduce (use fwd_bwd: DDP all-reduces each eagerly) at the end", "the all-reduce at the end"),
     ("overwrites gradients it accumulates; use fwd_bwd, which copies them", "overwrites gradients it accumulates"),
     ("no forward (try --scope full_iteration or submodule)", "no forward (try --scope submodule)"),
+    # each clause to where it ends at its own depth of parentheses (a review's cases)
+    ("X; use fwd_bwd, which copies them (see pytorch#1)", "X"),
+    ("foo, or try --scope compile. Bar (baz) qux", "foo. Bar (baz) qux"),
+    ("the all-reduce (use fwd_bwd: DDP all-reduces (each) eagerly) at the end", "the all-reduce at the end"),
+    ("(do A or try --scope compile)", "(do A)"),
+    ("foo: use fwd_bwd", "foo"),
+    ("(pytorch/pytorch#139476; try --scope fwd_bwd)", "(pytorch/pytorch#139476)"),
+    # no hint: words that end in "use", a scope's name quoted in a sentence, "or" and a word that is no scope
+    ("fails because compile's graphs overwrite them", "fails because compile's graphs overwrite them"),
+    ("we reuse fwd_bwd weights", "we reuse fwd_bwd weights"),
+    ("models use compile hooks", "models use compile hooks"),
+    ("foo (try --scope submodule or keep it eager)", "foo (try --scope submodule or keep it eager)"),
 ])
 def test_a_hint_to_a_refused_scope_is_taken_out(message, expected):
     refused = ("full_iteration", "compile", "fwd_bwd")
-    assert without_hints_to(message, refused) == expected
+    assert without_hints_to(message, refused, SCOPES) == expected
 
 
 def test_the_refused_scope_s_reason_is_said_in_place_of_the_hint():
@@ -99,3 +111,42 @@ def test_a_hinted_scope_that_fails_otherwise_leaves_the_refusal_as_it_was(monkey
 
     monkeypatch.setattr(patch, "_make_patch", failing)
     assert refusal(script, "fwd_bwd").endswith("(try --scope full_iteration)")
+
+
+def test_the_refused_scope_is_not_tried_again_for_a_reason_that_points_back_at_it():
+    asked = []
+
+    def refusal_of(scope):
+        asked.append(scope)
+        return {"full_iteration": "inside a call (try --scope fwd_bwd)"}.get(scope)
+
+    checked_hints("called twice (try --scope full_iteration)", "fwd_bwd", SCOPES, refusal_of)
+    assert asked == ["full_iteration"]
+
+
+def test_a_ddp_model_called_twice_is_pointed_at_the_whole_step_with_the_all_reduce_outside(tmp_path):
+    # under DDP full_iteration is not offered (capturing the all-reduce inside the graph hung)
+    script = tmp_path / "twice.py"
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\nfrom torch import nn\n"
+        "from torch.nn.parallel import DistributedDataParallel\n\ndist.init_process_group('nccl')\n"
+        "ddp_model = DistributedDataParallel(nn.Linear(8, 8).cuda())\n"
+        "optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.01)\n"
+        "for x in [torch.randn(4, 8, device='cuda') for _ in range(10)]:\n"
+        "    loss = ddp_model(ddp_model(x)).square().mean()\n    loss.backward()\n    optimizer.step()\n"
+        "    optimizer.zero_grad()\n")
+    assert refusal(script, "fwd_bwd").endswith("(try --scope full_iteration_allreduce_outside)")
+    make_patch(script, "full_iteration_allreduce_outside")
+
+
+def test_an_inference_loop_is_pointed_at_compile(tmp_path):
+    # an inference loop has no step to capture; its forward returns a distribution no graph hands back
+    script = tmp_path / "policy.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Policy(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
+        "        return torch.distributions.Categorical(logits=self.fc(x))\n\n\n"
+        "model = Policy().cuda().eval()\nwith torch.no_grad():\n    for _ in range(20):\n"
+        "        action = model(torch.randn(4, 8, device='cuda')).sample()\n")
+    assert refusal(script, "forward").endswith("or try --scope compile)")
+    make_patch(script, "compile")

@@ -594,6 +594,7 @@ def test_the_helper_cost_follows_the_names_it_is_handed(rows, shipped):
     assert host[""] - host["0"] == pytest.approx((23.3 - 8.4) / 1e3, rel=1e-9)
     assert host["2"] - host["1"] == pytest.approx(7.45 / 1e3, rel=1e-9)
     assert host["5"] - host["2"] == pytest.approx(3 * 7.45 / 1e3, rel=1e-9)
+    assert pr.helper_inputs_share({"helper_inputs": "1e9"}) == pr.helper_inputs_share({"helper_inputs": "64"})
     for scope in ("fwd_bwd", "submodule", "compile"):
         assert pr.physical({**row, "helper_inputs": "0"}, scope, shipped) == pr.physical(row, scope, shipped)
 

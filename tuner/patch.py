@@ -421,6 +421,14 @@ class _Rewriter:
                               "whose kernels size their outputs from the data; a CUDA graph cannot capture them "
                               "(try --scope compile)")
 
+    def _whole_step_scope(self) -> str:
+        """The scope a refusal points a loop to whose model's calls no graphed forward can take:
+        one graph of the whole step, with DDP's all-reduce outside it under DDP (whose capture
+        inside hung), or compile for an inference loop, which has no step to capture."""
+        if self.spec.kind == "inference":
+            return "compile"
+        return ALLREDUCE_OUTSIDE if self.ddp is not None else "full_iteration"
+
     def _check_double_backward(self, loop) -> None:
         """A step that differentiates a backward again (``double_backward``): refused for the
         scopes that graph a model's calls with a backward of their own (compile, fwd_bwd,
@@ -429,7 +437,7 @@ class _Rewriter:
         if found is not None:
             raise self.refuse(f"line {self.positions[found].start.line}: the step differentiates a backward again "
                               "(create_graph=True); the backward of a graphed or compiled model cannot be "
-                              "differentiated (try --scope full_iteration)")
+                              f"differentiated (try --scope {self._whole_step_scope()})")
 
     def _check_requires_grad(self, loop) -> None:
         """A step that freezes or unfreezes parameters itself (pix2pix's discriminator, frozen
@@ -485,7 +493,8 @@ class _Rewriter:
         if found:
             raise self.refuse(f"the loop reads {found[0]}, which a forward sets on its module (line "
                               f"{self.positions[attributes[found[0].rsplit('.', 1)[1]]].start.line}); a graphed forward "
-                              "leaves the capture's tensor there (return it from forward, or try --scope full_iteration)")
+                              "leaves the capture's tensor there (return it from forward, or try --scope "
+                              f"{self._whole_step_scope()})")
 
     def _check_data_rebound(self, outer) -> None:
         """A tensor's ``.data`` bound anew in the loop (NormFace's ``model.weight.data =
@@ -585,10 +594,10 @@ class _Rewriter:
             elif self.scope in ("fwd_bwd", "forward") and (made := self._returns_distribution(model)):
                 why.append(f"{model}'s forward returns a torch.distributions object ({made}), which a graphed "
                            "forward cannot hand back: every call would run eagerly (return its parameters and "
-                           "build the distribution outside, or try --scope full_iteration)")
+                           f"build the distribution outside, or try --scope {self._whole_step_scope()})")
             elif spec.calls.get(model, 1) > 1 and (spec.through_calls or calls_on_one_path(loop.body.body, model) > 1):
                 why.append(f"{model} is called more than once per iteration; a graphed forward keeps the "
-                           "activations of one call for its backward (try --scope full_iteration)")
+                           f"activations of one call for its backward (try --scope {self._whole_step_scope()})")
             else:
                 usable.append(model)
         if not usable:
