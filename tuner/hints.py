@@ -37,18 +37,19 @@ def checked_hints(message: str, scope: str, scopes: tuple, refusal_of: Callable[
     said = []
     for other in gone:
         why = reasons[other]
-        circular = (scope,) + tuple(o for m in HINT.finditer(why) for o in _named(m, scopes) if refused(o))
+        # its hints back to ``scope`` (seeded in ``reasons``) or on to another refusing scope
+        circular = tuple(o for m in HINT.finditer(why) for o in _named(m, scopes) if refused(o))
         said.append(f"; {other} does not apply either: {without_hints_to(why, circular, scopes)}")
     return without_hints_to(message, gone, scopes) + "".join(said)
 
 
-def without_hints_to(message: str, removed: tuple, scopes: tuple = ()) -> str:
+def without_hints_to(message: str, removed: tuple, scopes: tuple) -> str:
     """``message`` without its hints to ``removed``: "try --scope a or b" becomes "try --scope
-    b" where only a is among them (b one of ``scopes``, where given), a hint to them alone is
-    taken out with its clause."""
+    b" where only a is among them (b one of ``scopes``), a hint to them alone is taken out with
+    its clause."""
     # from the last hint back, so that the earlier ones' positions hold
     for match in reversed(list(HINT.finditer(message))):
-        named = [scope for scope in match.groups() if scope and (not scopes or scope in scopes)]
+        named = _named(match, scopes)
         if not any(scope in removed for scope in named):
             continue
         left = [scope for scope in named if scope not in removed]
