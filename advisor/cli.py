@@ -346,10 +346,11 @@ def profile(output, output_dir, force, warmup, iterations, run_to_end, baseline_
               help="Seconds to time at least: past --iterations, windows of the same size go on while the script "
                    "runs (a host's launch speed drifts from second to second; 0: stop where --iterations end, paired "
                    "timing where its windows pair up).")
-@click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--runs", type=click.IntRange(min=1),
               help="Processes per candidate, ms/iteration their median (use 5, with as many --iterations as the "
                    "script allows, for loops with host work: their timing varies from process to process; the "
-                   "spread is printed).")
+                   "spread is printed). Default: 1, and 3 for a scope timed in one pair of windows (a script "
+                   "too short for long paired windows).")
 @click.option("--cpus", metavar="LIST", help="Pin every candidate to these CPUs, e.g. 0-3 (steadier host timing).")
 @click.option("--no-pairing", "no_pairing", is_flag=True,
               help="Time fwd_bwd, submodule and full_iteration in their own process only, against the eager process (by default "

@@ -196,6 +196,8 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
     winner = saved["winner"]
     unit = "model call" if (saved.get("step") or {}).get("kind") == "inference" else "training step"
     runs = f", median of {saved['runs']} runs" if (saved.get("runs") or 1) > 1 else ""
+    if not runs and any(len(row.get("paired_runs") or row.get("run_ms") or []) > 1 for row in saved["rows"]):
+        runs = ", where a scope ran in several processes their median"
     table = Table(title=f"Capture scopes of {saved['script']} (ms per {unit}, untraced{runs})", title_justify="left")
     for column in ("scope", "ms/iter", "speedup", "overhead recovered", "extra MB", "correctness", "status"):
         table.add_column(column, justify="left" if column in ("scope", "correctness", "status") else "right")
@@ -204,8 +206,11 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
         table.add_row(*row, style=style)
     out.print(table)
     if spreads:
-        out.print(f"between runs (slowest/fastest of {saved['runs']} processes): "
-                  + ", ".join(f"{scope} {spread:.2f}x" for scope, spread in spreads.items())
+        counts = {processes for _, processes in spreads.values()}
+        of = f"of {counts.pop()} processes" if len(counts) == 1 else "of its processes"
+        out.print(f"between runs (slowest/fastest {of}): "
+                  + ", ".join(f"{scope} {spread:.2f}x" + (f" ({processes})" if of == "of its processes" else "")
+                              for scope, (spread, processes) in spreads.items())
                   + "; timings closer than that are within this machine's noise")
     if saved.get("gpu_busy_ms"):
         out.print(f"GPU-busy bound: {saved['gpu_busy_ms']:.3f} ms/{unit} "

@@ -951,6 +951,7 @@ def test_the_report_says_where_a_paired_row_is_held_at_the_gpu_busy_time():
              "rows": [row], "note": "", "step": {}, "eager_peak_mb": None, "gpu_busy_ms": 0.14}
     out = io.StringIO()
     render_tune(saved, result_table_rows(saved), run_spreads(saved), Console(file=out, width=400))
+    assert "between runs" not in out.getvalue() and "median" not in out.getvalue()
     gain = 15.0 / eager_slowdown("full_iteration")
     assert f"{gain:.2f}x with graphing's slowdown" in out.getvalue()
     assert "held at the iteration's GPU-busy time (0.140 ms" in out.getvalue()
@@ -976,3 +977,34 @@ def test_a_helper_first_called_in_an_eager_window_captures_with_capturable_optim
     new(torch.randn(16, 4), torch.randn(16, 1))                  # (on the CPU its fallback runs the step)
     assert switches == [("capturable", ["changed"]), ("as built", [optimizer])]
     assert timer.as_built == ["changed again"]
+
+
+def test_the_spread_line_names_each_scopes_processes_where_they_differ():
+    """A scope timed in one pair runs in three processes while eager ran in one (tune.runs_for):
+    the spread line and the table's title say so per scope, not as --runs for all."""
+    import io
+
+    from rich.console import Console
+
+    from advisor.report import render_tune
+    from tuner.tune import result_table_rows, run_spreads
+
+    def row(scope, runs):
+        return {"scope": scope, "status": "ok", "ms_per_iter": 0.1, "speedup": 10.0, "recovered": None,
+                "peak_mb": None, "correct": True, "failure": None, "measured_ms": None, "paired_speedup": None,
+                "paired_eager_ms": None, "run_ms": [0.1] * len(runs), "paired_runs": runs, "note": ""}
+
+    saved = {"winner": "full_iteration", "script": "train.py", "eager_ms": 1.0, "eager_run_ms": [1.0, 1.1],
+             "runs": 1, "rows": [row("full_iteration", [8.0, 10.0, 12.0]), row("fwd_bwd", [1.5, 1.8, 1.6])],
+             "note": "", "step": {}, "eager_peak_mb": None, "gpu_busy_ms": None}
+    assert run_spreads(saved) == {"eager": (1.1 / 1.0, 2), "full_iteration": (1.5, 3), "fwd_bwd": (1.2, 3)}
+    out = io.StringIO()
+    render_tune(saved, result_table_rows(saved), run_spreads(saved), Console(file=out, width=400))
+    text = out.getvalue()
+    assert ("between runs (slowest/fastest of its processes): eager 1.10x (2), full_iteration 1.50x (3), "
+            "fwd_bwd 1.20x (3); timings closer than that are within this machine's noise") in text
+    assert "where a scope ran in several processes their median" in " ".join(text.split())
+    saved = {**saved, "eager_run_ms": [1.0, 1.2, 1.1]}
+    out = io.StringIO()
+    render_tune(saved, result_table_rows(saved), run_spreads(saved), Console(file=out, width=400))
+    assert "between runs (slowest/fastest of 3 processes): eager 1.20x, full_iteration 1.50x, fwd_bwd 1.20x;" in out.getvalue()

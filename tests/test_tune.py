@@ -170,6 +170,48 @@ def test_timing_is_the_median_of_the_windows_and_of_the_processes():
     assert snapshot.exists()
 
 
+def test_a_scope_timed_in_one_pair_runs_in_three_processes_unless_runs_says():
+    """A short script's one pair of windows moves from process to process (a host-bound loop's
+    pace is the process's): such a scope is timed in ONE_PAIR_RUNS processes by default; --runs,
+    where given, decides for every candidate, and everything else runs once."""
+    from dataclasses import replace
+
+    from tuner.tune import ONE_PAIR_RUNS, paired_settings, runs_for
+
+    settings = Settings(warmup=10, iterations=100, repeats=5)
+    one_pair = paired_settings(settings, script_steps=600, graphed_ms=0.05)
+    long_pairs = paired_settings(settings, script_steps=100_000, graphed_ms=0.05)
+    assert one_pair.stretch_steps and not long_pairs.stretch_steps
+    assert ONE_PAIR_RUNS == 3
+    assert [runs_for(None, t) for t in (one_pair, long_pairs, settings, None)] == [3, 1, 1, 1]
+    assert [runs_for(2, t) for t in (one_pair, long_pairs, settings, None)] == [2, 2, 2, 2]
+    # the stretches alone, outside a paired timing, are no pair
+    assert runs_for(None, replace(one_pair, paired=False)) == 1
+
+
+def test_processes_past_the_required_ones_give_way_to_the_budget(monkeypatch):
+    """Processes the tuner adds (past --runs) are dropped where the budget runs out before
+    them, the measured ones standing; a process --runs asked for that the budget leaves no time
+    for makes the candidate over budget, as before."""
+    import time
+
+    from tuner import runner
+    from tuner.search import Candidate
+
+    def fake(script, args, scope, settings, workdir, left, **kwargs):
+        time.sleep(0.2)   # each process outlasts the deadline below
+        return Candidate(scope, status="ok", ms_per_iter=1.0, paired_speedup=4.0, paired_eager_ms=2.0), None
+
+    monkeypatch.setattr(runner, "run_candidate", fake)
+    settings = Settings(warmup=2, iterations=4, paired=True, stretch_steps=2)
+    kept, _ = runner.run_repeated(SCRIPT, [], "full_iteration", settings, new_workdir(), 60, runs=3,
+                                  deadline=time.monotonic() + 0.1, required=1)
+    assert (kept.status, kept.run_ms, kept.paired_speedup, kept.paired_runs) == ("ok", [1.0], 4.0, None)
+    over, _ = runner.run_repeated(SCRIPT, [], "full_iteration", settings, new_workdir(), 60, runs=3,
+                                  deadline=time.monotonic() + 0.1)
+    assert (over.status, over.failure["kind"]) == ("skipped", "budget")
+
+
 def test_timing_goes_on_past_the_minimum_while_the_script_runs():
     """Until min_seconds are timed, windows of the same size go on past --iterations for as
     long as the script runs (its end takes them in), up to MAX_TIMED_FACTOR times --iterations;
@@ -392,7 +434,8 @@ def test_a_short_script_is_timed_over_the_steps_it_has(tmp_path):
     assert json.loads(out)["timing"] == {"warmup": 4, "iterations": 34, "repeats": 5, "min_seconds": 3.0}
     # too few steps for long paired windows: the graph scopes are timed in one pair (paired_settings)
     assert ("cg-advise: the script runs 40 steps, too few for long paired windows: fwd_bwd timed in one pair of "
-            "17-step windows, graphed then eager") in err
+            "17-step windows, graphed then eager, each in 3 processes (their median: one pair moves from process "
+            "to process)") in err
     code, out, err = run("--json", script, "--steps", "12", env={"CG_ADVISE_ALLOW_NO_CUDA": "1"})
     assert (code, out) == (2, "")
     assert err.splitlines()[-1] == (f"cg-advise: error: {script} does not complete 110 training steps under the "

@@ -122,7 +122,8 @@ SHORT_WINDOWS_NOTE = ("timed in windows of {} steps by turns with eager ones, th
 
 # a paired timing of one graphed and one eager window (tune.paired_settings: a short script)
 ONE_PAIR_NOTE = ("timed in one pair of {}-step windows, graphed then eager, the script too short for more pairs: "
-                 "one pair moves more from run to run than several (--runs N times it in N processes)")
+                 "one pair moves more from process to process than several, so tune takes the median of "
+                 "3 processes unless --runs says how many")
 
 
 def patched_copy(script: Path, scope: str, patched: bytes) -> Path:
@@ -232,18 +233,24 @@ def after_the_loop(failure: dict, scope: str) -> dict:
 def run_repeated(script: Path, args: list, scope: str, settings: Settings, workdir: Path, timeout: float,
                  runs: int = 1, target: Optional[Path] = None, step: Optional[str] = None,
                  python: str = sys.executable, deadline: Optional[float] = None,
-                 launcher: Optional[list] = None) -> tuple:
+                 launcher: Optional[list] = None, required: Optional[int] = None) -> tuple:
     """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
     (a host-bound loop's timing varies from process to process), peak memory the largest;
-    the first failure ends it."""
+    the first failure ends it. Processes past ``required`` (default: all) are the tuner's own
+    choice, not the user's: where the budget runs out before them, those measured stand."""
     measured = []
+    required = max(1, runs if required is None else required)
     for _ in range(max(1, runs)):
         left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
         if left <= 0:
+            if len(measured) >= required:
+                break
             return over_budget(scope), None
         candidate, snapshot = run_candidate(script, args, scope, settings, workdir, left, python=python,
                                             target=target, step=step, launcher=launcher)
         if candidate.status != "ok" and (candidate.failure or {}).get("kind") == "timeout" and left < timeout:
+            if len(measured) >= required:
+                break
             return over_budget(scope), None    # stopped by the budget, not by a hang of its own
         if candidate.status != "ok":
             return candidate, snapshot

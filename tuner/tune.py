@@ -37,7 +37,7 @@ class TuneOptions:
     tolerance: float = DEFAULT_TOLERANCE
     predictions: Optional[dict] = None
     gpu_busy_ms: Optional[float] = None
-    runs: int = 1                      # processes per candidate (median)
+    runs: Optional[int] = None         # processes per candidate (median); None: 1, ONE_PAIR_RUNS where timed in one pair
     step: Optional[str] = None         # --step [module:]function: where the loop is
     keep_workdir: bool = False         # keep each candidate's measurement and snapshot for inspection
     python: str = sys.executable       # the interpreter that runs the user's script (its torch)
@@ -50,6 +50,15 @@ ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
 # make_graphed_callables graphs; the full-iteration helper's step; what torch.compile compiled),
 # so they are timed paired (tuner/harness.py)
 PAIRED_SCOPES = ("fwd_bwd", "submodule", "full_iteration", "compile")
+# processes for a scope timed in one pair (a script too short for long paired windows) where
+# --runs does not say: their median. On one lent H200, ten short loops' full_iteration timed in
+# three processes each read speedups up to 1.69x apart within one tune (main_guard 24.7x, 33.5x,
+# 41.6x), the eager loop's own pace moving with the process (0.33-0.64 ms a step); one process
+# fell within 20 % of the other two's median for 21 of 30 (bench/results/paired_timing/
+# h200_one_pair_runs_2026-12-01/). A script long enough for several long pairs repeats itself
+# (on the H200 sets, 59 of 63 such tunes within 20 % of the same loop's other tunes, against 73
+# of 97 timed in one pair): one process
+ONE_PAIR_RUNS = 3
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
@@ -134,8 +143,8 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
         if timing is None and scope in PAIRED_SCOPES and pairs:
             timing = paired_timing.get(scope) or paired_settings(settings, script_steps)
         return run_repeated(script, args, scope, timing or settings, workdir, options.candidate_timeout_s,
-                            options.runs, step=step, python=options.python, deadline=deadline,
-                            launcher=options.launcher)
+                            runs_for(options.runs, timing), step=step, python=options.python, deadline=deadline,
+                            launcher=options.launcher, required=options.runs or 1)
 
     eager, eager_snapshot, settings = time_eager(lambda timing: measure("eager", timing=timing), settings, progress)
     script_steps = eager.steps if settings.to_end else None   # the script's length (paired_settings)
@@ -163,8 +172,11 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
                    and paired_timing[c.scope].stretch_steps]
     if pairs and in_one_pair:
         window = paired_timing[in_one_pair[0]].iterations // 2
+        processes = runs_for(options.runs, paired_timing[in_one_pair[0]])
+        each = (f", each in {processes} processes (their median: one pair moves from process to process)"
+                if processes > 1 else "")
         progress(f"the script runs {script_steps} steps, too few for long paired windows: {', '.join(in_one_pair)} "
-                 f"timed in one pair of {window}-step windows, graphed then eager")
+                 f"timed in one pair of {window}-step windows, graphed then eager{each}")
 
     def result_of(candidates) -> dict:
         result = choose(eager.ms_per_iter, candidates, options.gpu_busy_ms, eager.spread)
@@ -180,7 +192,7 @@ def _tune(script: Path, args: list, options: TuneOptions, progress, spec, workdi
                                                   # its spread is read from them, and the note's margin shows it
             "eager_rank_ms": eager.rank_ms,
             "launcher": list(options.launcher),
-            "runs": options.runs,
+            "runs": options.runs or 1,
             "eager_peak_mb": eager.peak_mb,
             "gpu_busy_ms": options.gpu_busy_ms,
             "timing": {"warmup": settings.warmup, "iterations": settings.iterations, "repeats": settings.repeats,
@@ -286,6 +298,14 @@ def fit_window(settings: Settings, steps) -> Optional[Settings]:
                        "check_steps": min(settings.check_steps, warmup + iterations)})
 
 
+def runs_for(runs: Optional[int], timing: Optional[Settings]) -> int:
+    """The processes a candidate runs in: ``runs`` where --runs gave it, else ONE_PAIR_RUNS for a
+    scope timed in one pair (``paired_settings`` gave it stretches) and 1 for any other."""
+    if runs:
+        return runs
+    return ONE_PAIR_RUNS if timing is not None and timing.paired and timing.stretch_steps else 1
+
+
 def paired_settings(settings: Settings, script_steps: Optional[int], graphed_ms: Optional[float] = None) -> Settings:
     """Settings that time a graph scope paired with eager in its process. Past tune's minimum
     (windows of 10 steps by turns) the harness measures long windows once two pairs of them
@@ -316,7 +336,7 @@ def paired_settings(settings: Settings, script_steps: Optional[int], graphed_ms:
 
 
 def run_spreads(saved: dict) -> dict:
-    """scope -> max/min of its per-process times (of a paired scope, its per-process speedups),
+    """scope -> (max/min of its per-process times, its processes) (of a paired scope, its per-process speedups),
     when each ran in several processes: how far
     the same code's timing moves between runs on this machine (a host-bound loop's by 10-60 %
     on a shared host), so how close two speedups can be and still differ."""
@@ -324,7 +344,7 @@ def run_spreads(saved: dict) -> dict:
     # a scope timed paired: how far its processes' paired speedups moved (its own noise)
     runs.update({row["scope"]: row.get("paired_runs") or row.get("run_ms") or []
                  for row in saved["rows"] if row["status"] == "ok"})
-    return {scope: max(ms) / min(ms) for scope, ms in runs.items() if len(ms) > 1 and min(ms) > 0}
+    return {scope: (max(ms) / min(ms), len(ms)) for scope, ms in runs.items() if len(ms) > 1 and min(ms) > 0}
 
 
 def result_table_rows(saved: dict) -> list:
