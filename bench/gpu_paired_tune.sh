@@ -4,6 +4,7 @@
 # the same result files hold (eager_run_ms over run_ms), and bench/unseen_rows.py can set the
 # predictions of a profile of the same scripts beside them.
 # Usage (GPU): CORPUS="amp_scaler cifar_tutorial" bash bench/gpu_paired_tune.sh OUT [SECONDS] [RUNS] [SCOPES]
+#   RUNS "default": no --runs, tune's own choice (3 processes for a scope timed in one pair, else 1)
 #   CORPUS_DIR=DIR[:DIR...]: where the CORPUS scripts are (tests/corpus, then bench/workloads/unseen_*, by default)
 set -u
 source "$(dirname "$0")/corpus_script.sh"
@@ -14,6 +15,7 @@ for name in ${CORPUS:-}; do
   [ $((SECONDS - start)) -ge "$deadline" ] && { echo "deadline: $name not tuned"; continue; }
   script=$(corpus_script "$name") || continue
   cp "$script" "$out/$name.py"
-  python3 -m advisor.cli tune --scopes "$scopes" --runs "$runs" --json "$out/$name.py" > "$out/$name.tune.json" 2> "$out/$name.tune.log"
+  runs_arg=(--runs "$runs"); [ "$runs" = default ] && runs_arg=()
+  python3 -m advisor.cli tune --scopes "$scopes" "${runs_arg[@]}" --json "$out/$name.py" > "$out/$name.tune.json" 2> "$out/$name.tune.log"
   echo "$name: exit $? at $((SECONDS - start)) s"
 done

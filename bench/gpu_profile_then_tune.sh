@@ -5,6 +5,7 @@
 # Then, here: python bench/unseen_rows.py OUT -o rows.csv && python bench/paired_vs_predicted.py
 # rows.csv OUT --scope full_iteration
 # Usage (GPU, nsys on PATH): CORPUS="cifar_tutorial in_function" bash bench/gpu_profile_then_tune.sh OUT [SECONDS] [RUNS] [SCOPES]
+#   RUNS "default": tune's own number of processes (bench/gpu_paired_tune.sh)
 set -u
 out=${1:?OUTDIR}; deadline=${2:-540}; runs=${3:-3}; scopes=${4:-full_iteration}
 start=$SECONDS
