@@ -56,10 +56,11 @@ NEW_SHAPES = "paired_timing/h200_new_shapes_2026-11-30"   # ten public loop shap
 STEP_FUNCTIONS = "paired_timing/h200_step_functions_2026-11-30"   # loops whose step is a function they call, two H200s
 IN_PLACE = "paired_timing/h200_in_place_2026-11-30"   # loops that change their batch in place, two new shapes, two H200s
 TRAINERS = "paired_timing/h200_trainers_2026-11-30"   # Trainer classes whose loop calls self.train_step, two H200s
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+DRAWN = "paired_timing/h200_one_pair_runs_2026-12-01"   # a seeded draw of earlier H200 loops, profile's default, lone H200
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -338,6 +339,10 @@ SETS = (
     # whose loop calls self.train_step: captured whole by full_iteration since 2026-11-30, profiled and
     # tuned once on a machine of two H200s, the model unchanged
     *each_scope("H200 pair, six Trainer classes", f"{TRAINERS}/a", GRAPH_PAIR, f"{TRAINERS}/a"),
+    # five loops of a seeded draw from the 104 that the H200 sets tuned full_iteration on, profiled
+    # with the default and tuned right after, one process a candidate (the default before
+    # 2026-12-01), on a lone H200, the model unchanged
+    *each_scope("H200 alone, a seeded draw, one process", f"{DRAWN}/drawn", GRAPH_PAIR, f"{DRAWN}/drawn"),
 )
 
 
@@ -609,6 +614,31 @@ def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
     return agree, tunes, later_longer
 
 
+def by_pairing(model: dict, scope: str, prefixes: tuple = NOW_H200) -> dict:
+    """{"one pair" | "several pairs": [hits, tunes, repeated hits, repeated tunes]} of ``scope``
+    over the sets timed as tune times now whose rows start with ``prefixes``: how often the
+    prediction falls within the tolerance of each tune process's paired speedup, and how often a
+    tune falls within it of the median of the same loop's other tunes of the same kind
+    (``tunes_agree``), split by whether the tune timed one pair of windows (a script too short
+    for long pairs, ``tuner.tune.paired_settings``) or several. One pair is where tune's
+    measurement moves most, and why tune now times such a scope in ONE_PAIR_RUNS processes."""
+    from paired_vs_predicted import paired_speedups
+
+    out, scripts = {}, {"one pair": [], "several pairs": []}
+    for row, predicted, _, measured, tolerance in predicted_rows(model, scope, prefixes):
+        if "speedup" not in predicted:
+            continue
+        kind = "one pair" if len(measured.get("window_ms") or []) == 1 else "several pairs"
+        counts = out.setdefault(kind, [0, 0, 0, 0])
+        speedups = paired_speedups(measured, scope)
+        counts[0] += sum(close(predicted["speedup"], s, tolerance) for s in speedups)
+        counts[1] += len(speedups)
+        scripts[kind].append((row["workload"], predicted["speedup"], speedups))
+    for kind, counts in out.items():
+        counts[2:] = tunes_agree(scripts[kind])[:2]
+    return out
+
+
 def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
     """``repeatability`` of (loop, predicted, [paired speedups]) triples."""
     measured = {}
@@ -687,6 +717,12 @@ def main() -> None:
         print(f"timed as tune times now, {gpu}, the measurement's own repeatability (each tune of a loop tuned "
               "more than once against the median of its other tunes): " + "; ".join(
                   "{} {} of {} ({} loops)".format(scope, *repeatability(sets, prefixes, scope)) for scope in GRAPH_PAIR))
+    for scope in GRAPH_PAIR:
+        kinds = by_pairing(model, scope)
+        print(f"timed as tune times now, H200, {scope} by the pairs tune timed (the prediction within 20 %; a tune "
+              "within 20 % of the median of the same loop's other tunes of the kind): " + "; ".join(
+                  "{} {} of {}, repeatability {} of {}".format(kind, *kinds.get(kind, [0, 0, 0, 0]))
+                  for kind in ("one pair", "several pairs")))
     print("timed as tune times now, the eager loop's time in tune's two candidates (full_iteration's and fwd_bwd's "
           "paired windows, two processes of one tune) within 20 % of each other: " + "; ".join(
               "{} {} of {} (of the others, fwd_bwd's the longer {})".format(gpu, *eager_between_candidates(prefixes))

@@ -100,18 +100,21 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     908 inside before them. The last 12: six Trainer classes whose loop calls self.train_step,
     profiled and tuned on another pair (2026-11-30, the session after): full_iteration 6 of 6,
     fwd_bwd 5 of 6, with the helper's cost counted per name it is handed
-    (advisor.predict.helper_inputs_share), which took 810 to 812 of the 1026 before them."""
+    (advisor.predict.helper_inputs_share), which took 810 to 812 of the 1026 before them. The
+    last 10: five loops of a seeded draw from the H200's earlier loops, profiled with the default
+    and tuned on a lone H200 (2026-12-01): full_iteration 2 of 5, fwd_bwd 5 of 5; 823 of 1038 and
+    926 inside before them (the unsteady interval refitted with them)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 1038
-    assert hits >= 819
+    assert total == 1048
+    assert hits >= 826
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 922 and inside / counted <= 0.95
+    assert inside >= 931 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -173,10 +176,14 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # 197 of 226 (4 of 5 and 6 of 6 there); with two loops that change their batch in place and
     # two new shapes (the same day): 152 of 231 and 201 of 230 (4 of 4 and 4 of 4 there); with the
     # helper's cost counted per name it is handed: 154 of 231; with six Trainer classes (the session
-    # after), on another pair: 160 of 237 and 206 of 236 (6 of 6 and 5 of 6 there)
+    # after), on another pair: 160 of 237 and 206 of 236 (6 of 6 and 5 of 6 there); with five loops
+    # of a seeded draw from the earlier ones, profiled with the default and tuned in one process a
+    # candidate on a lone H200 (2026-12-01): 162 of 242 and 211 of 241 (2 of 5 and 5 of 5 there)
     h200 = by_scope(unseen.NOW_H200)
-    assert h200["full_iteration"][1] == 237 and h200["full_iteration"][0] >= 156
-    assert h200["fwd_bwd"][1] == 236 and h200["fwd_bwd"][0] >= 202
+    assert h200["full_iteration"][1] == 242 and h200["full_iteration"][0] >= 158
+    assert h200["fwd_bwd"][1] == 241 and h200["fwd_bwd"][0] >= 207
+    drawn = by_scope((unseen.DRAWN,))
+    assert drawn["full_iteration"] == [2, 5] and drawn["fwd_bwd"] == [5, 5]
     trainers = by_scope((unseen.TRAINERS,))
     assert trainers["full_iteration"] == [6, 6] and trainers["fwd_bwd"] == [5, 6]
     shapes = by_scope((unseen.NEW_SHAPES,))
@@ -192,8 +199,10 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     bare = by_scope((unseen.BARE,))
     assert bare["full_iteration"] == [5, 6] and bare["fwd_bwd"] == [8, 9]
     model = pr.load_model()
-    assert unseen.bare_against_bootstrap(model, "full_iteration") == (51, 45, 70)   # every bare set
-    assert unseen.bare_against_bootstrap(model, "fwd_bwd") == (62, 63, 75)
+    assert unseen.bare_against_bootstrap(model, "full_iteration") == (53, 48, 75)   # every bare set
+    assert unseen.bare_against_bootstrap(model, "fwd_bwd") == (67, 68, 80)
+    # the seeded draw of 2026-12-01: from the bootstrap's baseline 3 of 5 and 5 of 5
+    assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.DRAWN,)) == (2, 3, 5)
     # the Trainer classes: from the bootstrap's baseline 5 of 6 and 4 of 6
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.TRAINERS,)) == (6, 5, 6)
     assert unseen.bare_against_bootstrap(model, "fwd_bwd", (unseen.TRAINERS,)) == (5, 4, 6)
@@ -274,22 +283,25 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     steps 35 of 73 (27 above, 11 below). With ten loops of public shapes on another pair (all
     steady): 142 of 179 (24 above, 13 below). With the helper's cost counted per name it is handed
     and six Trainer classes (all steady): 154 of 193 (26 above, 13 below) and 51 of 96 (32 above,
-    13 below); tiny steps 39 of 74 (24 above, 11 below): fewer tiny steps under-predicted."""
+    13 below); tiny steps 39 of 74 (24 above, 11 below): fewer tiny steps under-predicted. With
+    five loops of a seeded draw on a lone H200 (2026-12-01): 156 of 196 (27 above, 13 below) and
+    51 of 98 (32 above, 15 below); tiny steps 39 of 76 (24 above, 13 below)."""
     from advisor import predict as pr
 
     regimes = unseen.by_regime(pr.load_model())
     (steady, counted, above, below), (rest, others, tiny_above, tiny_below) = regimes["steady"], regimes["tiny or short"]
     sets = [s for s in unseen.evaluate(pr.load_model())
             if s["scope"] == "full_iteration" and s["rows"].startswith(unseen.NOW + unseen.NOW_H200)]
-    assert counted + others == sum(s["measurements"] for s in sets) == 289
+    assert counted + others == sum(s["measurements"] for s in sets) == 294
     assert steady + rest == sum(s["hits"] for s in sets)
     assert steady + above + below == counted and rest + tiny_above + tiny_below == others
-    assert (counted, others) == (193, 96) and steady >= 150 and steady / counted > 0.78 > 0.6 > rest / others
+    assert (counted, others) == (196, 98) and steady >= 152 and steady / counted > 0.78 > 0.6 > rest / others
     # lean above: tiny steps 36 above against 12 below (32 against 10 before the 14 tunes of 2026-11-29
     # with the callable figures), steady 22 against 12; 32 against 13 with the helper's cost per name
     assert tiny_above > 2 * tiny_below and above > 1.5 * below
     hits, tiny, step_above, step_below = regimes["tiny step"]
-    assert (hits, tiny) == (39, 74) and step_above > 2 * step_below   # what the caveat says
+    # what the caveat says (24 above against 11 below before the seeded draw of 2026-12-01, 13 below since)
+    assert (hits, tiny) == (39, 76) and step_above > 1.5 * step_below
     assert tiny < others and hits <= rest
 
 
@@ -310,7 +322,8 @@ def test_per_workload_the_median_of_a_loops_tunes_against_its_median_prediction(
     seeded sample profiled with three bare processes, 57 of 82 and 74 of 84; with 28 of the
     loops profiled with them and tuned on a machine of two H200s, 58 of 82 and 72 of 84; with ten
     loops of public shapes written on 2026-11-30, 61 of 89 and 81 of 92; with the helper's cost
-    counted per name it is handed and six Trainer classes (the session after), 77 of 104 and 95 of 107.
+    counted per name it is handed and six Trainer classes (the session after), 77 of 104 and 95 of 107;
+    with five loops of a seeded draw tuned again on a lone H200 (2026-12-01), 78 of 104 and 95 of 107.
     Recounted here from each loop's tune files read as plain JSON (the paired
     speedup over graphing's slowdown of the eager windows, tuner.search.GRAPHED_EAGER_SLOWDOWN)."""
     import json
@@ -391,7 +404,12 @@ def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_ful
     sets timed as tune times now: H100 full_iteration 30 of 37 (81 %, 17 loops), fwd_bwd 37 of
     37; H200 147 of 177 (83 %, 58 loops), fwd_bwd 157 of 172 (91 %); 112 of 139 and 128 of 134
     (48 loops) before the 28 loops tuned again on a machine of two H200s; with 14 of them tuned
-    again on another pair and a lone H200, 156 of 191 (82 %) and 174 of 186. The tunes of a loop ran on
+    again on another pair and a lone H200, 156 of 191 (82 %) and 174 of 186; with five loops of a
+    seeded draw on a lone H200, 160 of 198 and 183 of 195. By the pairs tune timed (H200), a
+    tune timed in one pair (a script too short for long pairs) repeats the same loop's other
+    such tunes within 20 % for 75 of 103 full_iteration tunes and 89 of 106 fwd_bwd ones, one
+    timed in several long pairs for 59 of 63 and 56 of 56: why tune now times a scope in one pair
+    in three processes (tuner.tune.ONE_PAIR_RUNS). The tunes of a loop ran on
     different machine starts or hours; a prediction that knew only the loop's other tunes would
     reach no more: one full_iteration tune of these small launch-bound loops does not repeat
     another within 20 % as often as the issue's 90 %."""
@@ -400,8 +418,11 @@ def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_ful
     sets = unseen.evaluate(pr.load_model())
     assert unseen.repeatability(sets, unseen.NOW, "full_iteration") == (30, 37, 17)
     assert unseen.repeatability(sets, unseen.NOW, "fwd_bwd") == (37, 37, 17)
-    assert unseen.repeatability(sets, unseen.NOW_H200, "full_iteration") == (156, 191, 58)
-    assert unseen.repeatability(sets, unseen.NOW_H200, "fwd_bwd") == (176, 188, 59)
+    assert unseen.repeatability(sets, unseen.NOW_H200, "full_iteration") == (160, 198, 60)
+    assert unseen.repeatability(sets, unseen.NOW_H200, "fwd_bwd") == (183, 195, 61)
+    pairing = {scope: unseen.by_pairing(pr.load_model(), scope) for scope in ("full_iteration", "fwd_bwd")}
+    assert pairing["full_iteration"] == {"one pair": [95, 155, 75, 103], "several pairs": [67, 87, 59, 63]}
+    assert pairing["fwd_bwd"] == {"one pair": [132, 160, 89, 106], "several pairs": [79, 81, 56, 56]}
 
 
 def test_two_candidates_of_one_tune_read_the_eager_loop_apart(unseen):
@@ -415,12 +436,14 @@ def test_two_candidates_of_one_tune_read_the_eager_loop_apart(unseen):
     eager windows read slower there, host drift over the tune or graphing's slowdown of the
     eager windows larger under fwd_bwd than the 1.07 both scopes are charged. With ten loops of
     public shapes on another pair (2026-11-30): 155 of 208 (46 of 53). With six Trainer classes on
-    another pair (the session after): 164 of 222 (50 of 58); 2 of those 6 tunes agree."""
+    another pair (the session after): 164 of 222 (50 of 58); 2 of those 6 tunes agree. With five
+    loops of a seeded draw on a lone H200 (2026-12-01): 167 of 227 (52 of 60); 3 of those 5."""
     assert unseen.eager_between_candidates(unseen.NOW) == (39, 50, 6)
-    assert unseen.eager_between_candidates(unseen.NOW_H200) == (164, 222, 50)
+    assert unseen.eager_between_candidates(unseen.NOW_H200) == (167, 227, 52)
+    assert unseen.eager_between_candidates((unseen.DRAWN,)) == (3, 5, 2)
     assert unseen.eager_between_candidates((unseen.TRAINERS,)) == (2, 6, 3)
     assert unseen.eager_between_candidates((unseen.CALLABLE,)) == (8, 14, 5)
-    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (222, 222, 0)   # every pair counted
+    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (227, 227, 0)   # every pair counted
 
 
 def test_fwd_bwd_s_eager_windows_read_slower_than_full_iteration_s_on_the_h200(unseen):
@@ -435,12 +458,12 @@ def test_fwd_bwd_s_eager_windows_read_slower_than_full_iteration_s_on_the_h200(u
 
     h100, h200 = unseen.eager_windows_over_eager_run(unseen.NOW), unseen.eager_windows_over_eager_run(unseen.NOW_H200)
     assert h100 == pytest.approx([1.109, 1.112], abs=0.002)
-    assert h200 == pytest.approx([1.061, 1.147], abs=0.002)
+    assert h200 == pytest.approx([1.060, 1.150], abs=0.002)
     assert h200[1] / h200[0] > 1.05 > h100[1] / h100[0]
     # the H200's fwd_bwd misses, steady and not: 26 of 29 measured above the prediction
     regimes = unseen.by_regime(pr.load_model(), "fwd_bwd", unseen.NOW_H200)
     hits, total, above, below = (sum(r[k] for r in (regimes["steady"], regimes["tiny or short"])) for k in range(4))
-    assert (hits, total, above, below) == (206, 236, 26, 4)
+    assert (hits, total, above, below) == (211, 241, 26, 4)
 
 
 def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(unseen):
@@ -461,8 +484,9 @@ def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(u
 
     model = pr.load_model()
     steady_only = {k: v for k, v in model.items() if k != pr.UNSTEADY_INTERVAL}
-    # with the helper's cost counted per name it is handed (refitted): full_iteration 68, 82 and 83 of 96
-    for scope, before, after, held_out in (("full_iteration", [68, 96], [82, 96], (83, 96)),
+    # with the helper's cost counted per name it is handed (refitted): full_iteration 68, 82 and 83 of
+    # 96; with five loops of a seeded draw (refitted, 2026-12-01): 70, 84 and 85 of 98
+    for scope, before, after, held_out in (("full_iteration", [70, 98], [84, 98], (85, 98)),
                                            ("fwd_bwd", [37, 54], [50, 54], (49, 54))):
         assert unseen.interval_by_regime(steady_only, scope)["tiny or short"] == before
         regimes = unseen.interval_by_regime(model, scope)
@@ -474,5 +498,5 @@ def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(u
         low, high = residuals[max((n + 1) // 10, 1) - 1], residuals[min(-(-9 * (n + 1) // 10), n) - 1]
         assert model[pr.UNSTEADY_INTERVAL][scope] == pytest.approx([low, high], rel=1e-9)
         assert low < 0 < high and high > -low   # measured above the prediction more than below
-    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [179, 193]
-    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [194, 233]
+    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [182, 196]
+    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [198, 238]

@@ -51,13 +51,13 @@ ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
 # so they are timed paired (tuner/harness.py)
 PAIRED_SCOPES = ("fwd_bwd", "submodule", "full_iteration", "compile")
 # processes for a scope timed in one pair (a script too short for long paired windows) where
-# --runs does not say: their median. On one lent H200, ten short loops' full_iteration timed in
-# three processes each read speedups up to 1.69x apart within one tune (main_guard 24.7x, 33.5x,
-# 41.6x), the eager loop's own pace moving with the process (0.33-0.64 ms a step); one process
-# fell within 20 % of the other two's median for 21 of 30 (bench/results/paired_timing/
-# h200_one_pair_runs_2026-12-01/). A script long enough for several long pairs repeats itself
-# (on the H200 sets, 59 of 63 such tunes within 20 % of the same loop's other tunes, against 73
-# of 97 timed in one pair): one process
+# --runs does not say: their median. On a lone H200, ten short loops' full_iteration timed in
+# three processes each read speedups up to 1.69x apart within one tune (main_guard 23.0x, 31.3x,
+# 38.8x), the eager loop's own pace moving with the process (0.33-0.64 ms a step); one process
+# fell within 20 % of the other two's median for 22 of 30 (bench/results/paired_timing/
+# h200_one_pair_runs_2026-12-01/). Over the H200 sets, a tune timed in one pair fell within 20 %
+# of the same loop's other such tunes for 75 of 103, one timed in several long pairs 59 of 63
+# (bench/unseen_eval.py): one process does for those.
 ONE_PAIR_RUNS = 3
 
 
