@@ -176,7 +176,8 @@ def test_a_scope_timed_in_one_pair_runs_in_three_processes_unless_runs_says():
     where given, decides for every candidate, and everything else runs once."""
     from dataclasses import replace
 
-    from tuner.tune import ONE_PAIR_RUNS, paired_settings, runs_for
+    from tuner.runner import ONE_PAIR_RUNS
+    from tuner.tune import paired_settings, runs_for
 
     settings = Settings(warmup=10, iterations=100, repeats=5)
     one_pair = paired_settings(settings, script_steps=600, graphed_ms=0.05)

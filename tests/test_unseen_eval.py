@@ -409,7 +409,7 @@ def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_ful
     tune timed in one pair (a script too short for long pairs) repeats the same loop's other
     such tunes within 20 % for 75 of 103 full_iteration tunes and 89 of 106 fwd_bwd ones, one
     timed in several long pairs for 59 of 63 and 56 of 56: why tune now times a scope in one pair
-    in three processes (tuner.tune.ONE_PAIR_RUNS). The tunes of a loop ran on
+    in three processes (tuner.runner.ONE_PAIR_RUNS). The tunes of a loop ran on
     different machine starts or hours; a prediction that knew only the loop's other tunes would
     reach no more: one full_iteration tune of these small launch-bound loops does not repeat
     another within 20 % as often as the issue's 90 %."""

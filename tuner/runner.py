@@ -120,10 +120,20 @@ SHORT_WINDOWS_NOTE = ("timed in windows of {} steps by turns with eager ones, th
                       "speedup is likely low; run the script with more steps to time it as your loop runs")
 
 
+# processes for a scope timed in one pair (a script too short for long paired windows) where
+# --runs does not say: their median. On a lone H200, ten short loops' full_iteration timed in
+# three processes each read speedups up to 1.69x apart within one tune (main_guard 23.0x, 31.3x,
+# 38.8x), the eager loop's own pace moving with the process (0.33-0.64 ms a step); one process
+# fell within 20 % of the other two's median for 22 of 30 (bench/results/paired_timing/
+# h200_one_pair_runs_2026-12-01/). Over the H200 sets, a tune timed in one pair fell within 20 %
+# of the same loop's other such tunes for 75 of 103, one timed in several long pairs 59 of 63
+# (bench/unseen_eval.py): one process does for those (tune.runs_for).
+ONE_PAIR_RUNS = 3
+
 # a paired timing of one graphed and one eager window (tune.paired_settings: a short script)
 ONE_PAIR_NOTE = ("timed in one pair of {}-step windows, graphed then eager, the script too short for more pairs: "
                  "one pair moves more from process to process than several, so tune takes the median of "
-                 "3 processes unless --runs says how many")
+                 f"{ONE_PAIR_RUNS} processes unless --runs says how many")
 
 
 def patched_copy(script: Path, scope: str, patched: bytes) -> Path:

@@ -19,7 +19,7 @@ from advisor.sourcefile import write_text
 
 from .discover import discover
 from .harness import MAX_PAIRED_WINDOW, Settings, step_counting
-from .runner import (DEFAULT_TOLERANCE, check_against_eager, matches_capturable, max_relative_difference, new_workdir,
+from .runner import (DEFAULT_TOLERANCE, ONE_PAIR_RUNS, check_against_eager, matches_capturable, max_relative_difference, new_workdir,
                      run_repeated, steps_optimizer_in_graph)
 from .ddp import uses_ddp
 from .search import DDP_ORDER, INFERENCE_ORDER, choose, plan, scopes_for
@@ -50,15 +50,6 @@ ALL_SCOPES = tuple(dict.fromkeys(DDP_ORDER + INFERENCE_ORDER))
 # make_graphed_callables graphs; the full-iteration helper's step; what torch.compile compiled),
 # so they are timed paired (tuner/harness.py)
 PAIRED_SCOPES = ("fwd_bwd", "submodule", "full_iteration", "compile")
-# processes for a scope timed in one pair (a script too short for long paired windows) where
-# --runs does not say: their median. On a lone H200, ten short loops' full_iteration timed in
-# three processes each read speedups up to 1.69x apart within one tune (main_guard 23.0x, 31.3x,
-# 38.8x), the eager loop's own pace moving with the process (0.33-0.64 ms a step); one process
-# fell within 20 % of the other two's median for 22 of 30 (bench/results/paired_timing/
-# h200_one_pair_runs_2026-12-01/). Over the H200 sets, a tune timed in one pair fell within 20 %
-# of the same loop's other such tunes for 75 of 103, one timed in several long pairs 59 of 63
-# (bench/unseen_eval.py): one process does for those.
-ONE_PAIR_RUNS = 3
 
 
 def parse_scopes(text: Optional[str]) -> Optional[tuple]:
