@@ -191,16 +191,19 @@ def test_a_scope_timed_in_one_pair_runs_in_three_processes_unless_runs_says():
 
 
 def test_processes_past_the_required_ones_give_way_to_the_budget(monkeypatch):
-    """Processes the tuner adds (past --runs) are dropped where the budget runs out before
-    them, the measured ones standing; a process --runs asked for that the budget leaves no time
+    """Processes the tuner adds (past --runs) run only while the budget leaves room for the
+    candidates to come (OPTIONAL_RUN_ROOM times the first process) and are dropped where it runs
+    out, the measured ones standing; a process --runs asked for that the budget leaves no time
     for makes the candidate over budget, as before."""
     import time
 
     from tuner import runner
     from tuner.search import Candidate
 
+    seconds = [0.2]   # each process's wall time
+
     def fake(script, args, scope, settings, workdir, left, **kwargs):
-        time.sleep(0.2)   # each process outlasts the deadline below
+        time.sleep(seconds[0])
         return Candidate(scope, status="ok", ms_per_iter=1.0, paired_speedup=4.0, paired_eager_ms=2.0), None
 
     monkeypatch.setattr(runner, "run_candidate", fake)
@@ -211,6 +214,15 @@ def test_processes_past_the_required_ones_give_way_to_the_budget(monkeypatch):
     over, _ = runner.run_repeated(SCRIPT, [], "full_iteration", settings, new_workdir(), 60, runs=3,
                                   deadline=time.monotonic() + 0.1)
     assert (over.status, over.failure["kind"]) == ("skipped", "budget")
+    # room enough: all three; under OPTIONAL_RUN_ROOM first processes left: the first alone
+    seconds[0] = 0.01
+    three, _ = runner.run_repeated(SCRIPT, [], "full_iteration", settings, new_workdir(), 60, runs=3,
+                                   deadline=time.monotonic() + 60, required=1)
+    assert three.run_ms == [1.0, 1.0, 1.0] and three.paired_runs == [4.0, 4.0, 4.0]
+    seconds[0] = 0.2   # a slower host only makes the first process longer, the room larger
+    one, _ = runner.run_repeated(SCRIPT, [], "full_iteration", settings, new_workdir(), 60, runs=3,
+                                 deadline=time.monotonic() + runner.OPTIONAL_RUN_ROOM * 0.2 / 2, required=1)
+    assert one.run_ms == [1.0] and one.paired_runs is None
 
 
 def test_timing_goes_on_past_the_minimum_while_the_script_runs():

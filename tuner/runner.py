@@ -130,6 +130,11 @@ SHORT_WINDOWS_NOTE = ("timed in windows of {} steps by turns with eager ones, th
 # (bench/unseen_eval.py): one process does for those (tune.runs_for).
 ONE_PAIR_RUNS = 3
 
+# the budget an optional process (one past --runs, run_repeated) needs left: this many times
+# the candidate's first process, so that the tuner's own extra processes never starve the
+# candidates still to come (tune runs at most five, the eager one first)
+OPTIONAL_RUN_ROOM = 8
+
 # a paired timing of one graphed and one eager window (tune.paired_settings: a short script)
 ONE_PAIR_NOTE = ("timed in one pair of {}-step windows, graphed then eager, the script too short for more pairs: "
                  "one pair moves more from process to process than several, so tune takes the median of "
@@ -247,19 +252,27 @@ def run_repeated(script: Path, args: list, scope: str, settings: Settings, workd
     """The candidate run ``runs`` times, each in a fresh process: ms/iteration is the median
     (a host-bound loop's timing varies from process to process), peak memory the largest;
     the first failure ends it. Processes past ``required`` (default: all) are the tuner's own
-    choice, not the user's: where the budget runs out before them, those measured stand."""
+    choice, not the user's: each runs only while the budget leaves OPTIONAL_RUN_ROOM times the
+    first process's wall time (room for the candidates still to come), and where the budget
+    runs out before them, those measured stand."""
     measured = []
     required = max(1, runs if required is None else required)
+    first_s = None
     for _ in range(max(1, runs)):
         left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
+        optional = len(measured) >= required
+        if optional and deadline is not None and left < OPTIONAL_RUN_ROOM * first_s:
+            break
         if left <= 0:
-            if len(measured) >= required:
+            if optional:
                 break
             return over_budget(scope), None
+        began = time.monotonic()
         candidate, snapshot = run_candidate(script, args, scope, settings, workdir, left, python=python,
                                             target=target, step=step, launcher=launcher)
+        first_s = first_s if first_s is not None else time.monotonic() - began
         if candidate.status != "ok" and (candidate.failure or {}).get("kind") == "timeout" and left < timeout:
-            if len(measured) >= required:
+            if optional:
                 break
             return over_budget(scope), None    # stopped by the budget, not by a hang of its own
         if candidate.status != "ok":
