@@ -207,9 +207,10 @@ def render_tune(saved: dict, rows: list, spreads: dict, out: Console) -> None:
     out.print(table)
     if spreads:
         counts = {processes for _, processes in spreads.values()}
-        of = f"of {counts.pop()} processes" if len(counts) == 1 else "of its processes"
+        mixed = len(counts) > 1   # tune.runs_for: a scope timed in one pair runs in more processes
+        of = "of its processes" if mixed else f"of {counts.pop()} processes"
         out.print(f"between runs (slowest/fastest {of}): "
-                  + ", ".join(f"{scope} {spread:.2f}x" + (f" ({processes})" if of == "of its processes" else "")
+                  + ", ".join(f"{scope} {spread:.2f}x" + (f" ({processes})" if mixed else "")
                               for scope, (spread, processes) in spreads.items())
                   + "; timings closer than that are within this machine's noise")
     if saved.get("gpu_busy_ms"):

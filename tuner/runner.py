@@ -262,15 +262,14 @@ def run_repeated(script: Path, args: list, scope: str, settings: Settings, workd
         left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
         optional = len(measured) >= required
         if optional and deadline is not None and left < OPTIONAL_RUN_ROOM * first_s:
-            break
+            break   # the tuner's own process gives way (no budget left included)
         if left <= 0:
-            if optional:
-                break
             return over_budget(scope), None
         began = time.monotonic()
         candidate, snapshot = run_candidate(script, args, scope, settings, workdir, left, python=python,
                                             target=target, step=step, launcher=launcher)
-        first_s = first_s if first_s is not None else time.monotonic() - began
+        if first_s is None:
+            first_s = time.monotonic() - began
         if candidate.status != "ok" and (candidate.failure or {}).get("kind") == "timeout" and left < timeout:
             if optional:
                 break
