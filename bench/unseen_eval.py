@@ -57,10 +57,11 @@ STEP_FUNCTIONS = "paired_timing/h200_step_functions_2026-11-30"   # loops whose 
 IN_PLACE = "paired_timing/h200_in_place_2026-11-30"   # loops that change their batch in place, two new shapes, two H200s
 TRAINERS = "paired_timing/h200_trainers_2026-11-30"   # Trainer classes whose loop calls self.train_step, two H200s
 DRAWN = "paired_timing/h200_one_pair_runs_2026-12-01"   # a seeded draw of earlier H200 loops, profile's default, lone H200
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+THREE = "paired_timing/h200_three_processes_2026-12-01"   # tune's default of three processes for a scope timed in one pair
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -343,6 +344,11 @@ SETS = (
     # with the default and tuned right after, one process a candidate (the default before
     # 2026-12-01), on a lone H200, the model unchanged
     *each_scope("H200 alone, a seeded draw, one process", f"{DRAWN}/drawn", GRAPH_PAIR, f"{DRAWN}/drawn"),
+    # a loop of a second draw profiled with the default and tuned right after with tune's default,
+    # three processes for a scope timed in one pair (each process counted), on a lone H200, the
+    # model unchanged (patch refuses its fwd_bwd); the folder's other eight loops came back without
+    # their exports (README)
+    *each_scope("H200 alone, three processes", f"{THREE}/evaluated", ("full_iteration",), f"{THREE}/evaluated"),
 )
 
 
