@@ -10,7 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .discover import (LOGGING_PREFIXES, SkippingVisitor, calls_backward, calls_in, dotted, host_call, nodes, target_names,
+from .discover import (LOGGING_PREFIXES, SkippingVisitor, calls_backward, calls_in, code_of, dotted, host_call, nodes, target_names,
                        tensor_method_result)
 
 
@@ -764,12 +764,12 @@ def host_tensor_copy(statements, functions: dict, outside=()):
     for statement in statements:
         found = first(statement, host_names)
         if found is not None:
-            return found, cst.Module([]).code_for_node(found)
+            return found, code_of(found)
         for call in calls_in(statement, lambda c: True):
             name = dotted(call.func)
             inner = first(functions[name], set()) if name in functions else None
             if inner is not None:   # in the script's function it calls: an expression that copies
-                return call, f"{name}() ({cst.Module([]).code_for_node(inner)})"
+                return call, f"{name}() ({code_of(inner)})"
         host_names |= bound_on_host([statement])
     return None
 
@@ -1203,7 +1203,7 @@ class _PickHoister(cst.CSTTransformer):
         if self.deferred or not is_pick(original, self.counters, self.assigned) \
                 or original.value.value not in self.containers:
             return updated
-        code = cst.Module([]).code_for_node(original)
+        code = code_of(original)
         if code not in self.picks:
             base = f"_cg_{original.value.value}"
             taken = self.taken | set(self.picks.values())
@@ -1728,7 +1728,7 @@ def host_value_argument(statements, models: set, module, scope=None):
         for call in calls_in(statement, lambda c: dotted(c.func) in models):
             for arg in call.args:
                 if arg.keyword is None and not arg.star and host(arg.value):
-                    return call, cst.Module([]).code_for_node(arg.value)
+                    return call, code_of(arg.value)
     return None
 
 

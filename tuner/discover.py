@@ -86,6 +86,12 @@ class StepSpec:
                 + (f"; {', '.join(extras)}" if extras else ""))
 
 
+def code_of(node) -> str:
+    """A libcst node's source text as it prints on its own, outside any module: what a
+    message quotes from the user's script."""
+    return cst.Module([]).code_for_node(node)
+
+
 def dotted(node) -> str:
     """``torch.optim.AdamW`` for an Attribute chain, ``x`` for a Name, '' otherwise."""
     if isinstance(node, cst.Name):
@@ -116,7 +122,7 @@ class _Assignments(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         if not isinstance(node.value, cst.Call):
             return
-        code, callee = cst.Module([]).code_for_node(node.value), dotted(node.value.func)
+        code, callee = code_of(node.value), dotted(node.value.func)
         owner = _parameters_owner(node.value)
         for target in node.targets:
             for name in target_names(target.target):
@@ -371,7 +377,7 @@ class _LoopBody(cst.CSTVisitor):
                 receiver = dotted(node_args(func.value)[0])
             if method == "backward":
                 # `loss.backward()`, or an unnamed loss: `criterion(model(x), y).backward()`
-                self.backward.append((receiver or cst.Module([]).code_for_node(func.value), line))
+                self.backward.append((receiver or code_of(func.value), line))
                 self.backward_times.append(None if None in self._times else math.prod(self._times))
             elif method == "step":
                 if node.args and receiver:

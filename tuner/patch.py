@@ -43,7 +43,7 @@ from .dataflow import (MOVE_METHODS, backward_passes, calls_on_one_path, declare
                        made_inside_models, stateful_forward, forward_attributes, objects_called, rebound_globals, self_methods)
 from .ddp import (IF_DDP, SIDE_STREAM, UNWRAPPED, built_on_side_stream, calls_ddp, ddp_calls, find_ddps, finds_unused,
                   not_deferrable, sharded, untraced_ddps)
-from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, discover, dotted, nodes, script_functions
+from .discover import NO_GRAD, StepSpec, _Assignments, calls_backward, calls_in, code_of, discover, dotted, nodes, script_functions
 from .harness import COMPILE_MARK
 from .hints import checked_hints
 from .hygiene import IMPORT as BUILTINS_IMPORT, rebound_builtins, route_builtins
@@ -465,7 +465,7 @@ class _Rewriter:
                    "device=...))" if what.startswith("copies") else "a graph would repeat its capture's call at every "
                    "replay (draw on the GPU with device=..., keep counters in tensors changed in place)")
             raise self.refuse(f"line {self.positions[node].start.line}: {name}.forward {what} "
-                              f"({cst.Module([]).code_for_node(node).strip()}); {why}")
+                              f"({code_of(node).strip()}); {why}")
 
     def _check_checkpoint_rng(self) -> None:
         """``torch.utils.checkpoint`` keeping the RNG state (its default) reads and sets the CUDA
@@ -505,13 +505,13 @@ class _Rewriter:
             isinstance(c.func, cst.Attribute) and c.func.attr.value.startswith("register_") and "hook" in c.func.attr.value))]
         if hooked:   # the pruning tutorial's prune.l1_unstructured between epochs: a hook the capture never ran
             raise self.refuse(f"line {self.positions[hooked[0]].start.line}: the loop adds a hook to a module "
-                              f"({cst.Module([]).code_for_node(hooked[0].func)}) or prunes it while it trains; a graph "
+                              f"({code_of(hooked[0].func)}) or prunes it while it trains; a graph "
                               "keeps what its capture ran (add it before the loop)")
         found = [node for node in nodes(outer, (cst.Assign,))
                  if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "data" for t in node.targets)]
         if found:
             raise self.refuse(f"line {self.positions[found[0]].start.line}: the loop gives a tensor new memory "
-                              f"({cst.Module([]).code_for_node(found[0].targets[0].target)} = ...), while a graph keeps "
+                              f"({code_of(found[0].targets[0].target)} = ...), while a graph keeps "
                               "reading the old (change it in place: with torch.no_grad(): w.copy_(...))")
 
     def _check_optimizer_kept(self, outer) -> None:
@@ -981,11 +981,11 @@ class _Rewriter:
             (g for _, f, param, _ in handed_to_functions([body[index]], {n: n for n in handed}, {dotted(call.func): function})
              for g in [gradient_of_input(f.body.body, {param}, self.functions)] if g is not None), None)
         if graded is not None:
-            raise NotAStep(f"it takes the gradient of what it is handed ({cst.Module([]).code_for_node(graded).strip()}"
+            raise NotAStep(f"it takes the gradient of what it is handed ({code_of(graded).strip()}"
                            "); a graph's copy of it has none")
         scaled = next(iter(calls_in(function.body, steps_scaler)), None)
         if scaled is not None:
-            raise NotAStep(f"{cst.Module([]).code_for_node(scaled.func)}() inside it: a GradScaler or a scheduler "
+            raise NotAStep(f"{code_of(scaled.func)}() inside it: a GradScaler or a scheduler "
                            "steps there, which keeps the optimizer step out of a graph")
         if function in self.module.body and sum(name in bound_from(self.module, i, i + 1)
                                                 for i in range(len(self.module.body))) > 1:
@@ -1017,7 +1017,7 @@ class _Rewriter:
         step = self._reached_through_self(method, methods)
         live = [m for m in self._reached_through_self(outer, methods) if m not in step]
         bodies = [m.body for m in step]
-        code = lambda node: cst.Module([]).code_for_node(node).strip()  # noqa: E731
+        code = lambda node: code_of(node).strip()  # noqa: E731
         around = [outer] + [m.body for m in live if m is not outer]   # what runs while the graph lives
         init = [m.body for path, m in methods.items() if path == "self.__init__"]   # a callback given self there
         for node in bodies + around + init:
@@ -1194,7 +1194,7 @@ class _Rewriter:
                 value = bound[root]
                 if not isinstance(value, (cst.Name, cst.Attribute)):
                     raise NotAStep(f"the call passes {root!r} as an expression; name it before the loop")
-                code = cst.Module([]).code_for_node(value)
+                code = code_of(value)
                 if code.split(".")[0] in rebound:
                     raise NotAStep(f"{code!r}, passed as {root!r}, is bound again inside the loop")
                 return f"{code}.{rest}" if rest else code
@@ -1211,7 +1211,7 @@ class _Rewriter:
         read_after = returned_host_read(function)
         captured = function
         if read_after is not None and method:
-            raise NotAStep(f"it returns {cst.Module([]).code_for_node(read_after[0])}, a Python value a replay cannot "
+            raise NotAStep(f"it returns {code_of(read_after[0])}, a Python value a replay cannot "
                            "update (return the tensors, and read them in the loop)")
         if read_after is not None:
             # PyG's `return float(loss)`: the graph's function returns the tensors it reads, and
@@ -1228,7 +1228,7 @@ class _Rewriter:
         counted = self._counted_by(outer, skip=[statement])
         varying = next((a for a in call.args if counted(a.value)), None)
         if varying is not None:
-            raise NotAStep(f"it is passed {cst.Module([]).code_for_node(varying.value)}, a Python number that changes "
+            raise NotAStep(f"it is passed {code_of(varying.value)}, a Python number that changes "
                            "every iteration, which a graph would hold at its first value (pass a tensor updated in "
                            "place instead)")
         modes = {}
@@ -1236,7 +1236,7 @@ class _Rewriter:
             mode_call = mode.body[0].value
             if any(not isinstance(a.value, (cst.Name, cst.Integer)) or a.keyword for a in mode_call.args):
                 raise NotAStep("it sets the model's mode from a value")
-            args = ", ".join(cst.Module([]).code_for_node(a.value) for a in mode_call.args)
+            args = ", ".join(code_of(a.value) for a in mode_call.args)
             receiver = outside(dotted(mode_call.func.value))
             modes.pop(receiver, None)
             modes[receiver] = f"{receiver}.{mode_call.func.attr.value}({args})\n"
@@ -1245,7 +1245,7 @@ class _Rewriter:
         if not self._optimizer_steps_in_graphs():
             raise NotAStep("its optimizer cannot step inside a graph")
         self._refuse_argument_checks(list(function.body.body), self.positions)
-        inputs = [cst.Module([]).code_for_node(a.value) for a in call.args]
+        inputs = [code_of(a.value) for a in call.args]
         step = f"self.{captured.name.value}" if method else captured.name.value
         setup = [captured] if captured is not function else []
         if any(a.keyword for a in call.args):   # the helper hands its inputs on by position
@@ -1267,12 +1267,12 @@ class _Rewriter:
                 keeps_reference([outer], returned, skip=[statement]))
         read = ""
         if read_after is not None and embedded:
-            raise NotAStep(f"it returns {cst.Module([]).code_for_node(read_after[0])}, a Python value a replay cannot "
+            raise NotAStep(f"it returns {code_of(read_after[0])}, a Python value a replay cannot "
                            "update, inside a larger statement (bind the call's result to a name first)")
         if read_after is not None:   # the replay hands back the tensors; the loop reads them
             renames = {n: f"_cg_{n}" for n in tensors}
             read = (cst.Module([_renamed_reads(cst.parse_statement(f"{_bound_as(targets)}"
-                                                                   f"{cst.Module([]).code_for_node(value)}\n"),
+                                                                   f"{code_of(value)}\n"),
                                                renames)]).code if targets is not None else "")
             targets = cst.parse_expression(", ".join(renames.values()))
         else:
@@ -1646,7 +1646,7 @@ class _Rewriter:
             line = positions[numbers[name]].start.line
             index = indexed_by(core, name)
             if index is not None:   # the counter picks the batch: bound before the step, the batch is an input
-                code = cst.Module([]).code_for_node(index)
+                code = code_of(index)
                 why = unmovable.get(index.value.value) or "it may not run at every step"
                 raise self.refuse(f"line {positions[index].start.line}: the step picks its batch with the loop's "
                                   f"counter ({code}), which a graph would capture as one index (every step after it "
@@ -1663,7 +1663,7 @@ class _Rewriter:
         found = host_draw(statements, self.functions, self.module)
         if found is not None:
             call, why = found
-            raise self.refuse(f"line {positions[call].start.line}: {cst.Module([]).code_for_node(call)} in the step "
+            raise self.refuse(f"line {positions[call].start.line}: {code_of(call)} in the step "
                               f"{why}; a graph runs it only while it captures (draw on the GPU with device=..., from "
                               "the default generator, or build the distribution from tensors on the GPU)")
 
@@ -1678,7 +1678,7 @@ class _Rewriter:
         if found:
             node, what = found
             where = f"line {positions[node].start.line}" if node in positions else "a function the step calls"
-            raise self.refuse(f"{where}: {cst.Module([]).code_for_node(node)} in the step is "
+            raise self.refuse(f"{where}: {code_of(node)} in the step is "
                               f"{what}, whose size depends on the values (a host sync a graph cannot hold); index "
                               "with positions found once before the loop (idx = mask.nonzero(as_tuple=True)[0], "
                               "then out[idx]) or weigh the loss by the mask")
@@ -1691,7 +1691,7 @@ class _Rewriter:
         node = changes_structure(core, set(inputs), self.functions)
         if node is not None:
             raise self.refuse(f"line {positions[node].start.line}: the step changes the batch it is handed "
-                              f"({cst.Module([]).code_for_node(node).strip()}): a graph would change its own copy, "
+                              f"({code_of(node).strip()}): a graph would change its own copy, "
                               "and only while it captures (read it without changing it: labels = batch['labels'])")
 
     def _refuse_gradients_of_inputs(self, body, inputs, positions) -> None:
@@ -1702,7 +1702,7 @@ class _Rewriter:
         node = gradient_of_input(body, set(inputs), self.functions)
         if node is not None:
             raise self.refuse(f"line {positions[node].start.line}: the loop takes the gradient of the batch "
-                              f"({cst.Module([]).code_for_node(node).strip()}); a graph's copy of the batch has none")
+                              f"({code_of(node).strip()}); a graph's copy of the batch has none")
 
     def _refuse_state_kept_on_the_host(self, outer, core, steps, positions) -> None:
         """State a graph cannot follow, found by the third sweep of 2026-11-30: a tensor made on
@@ -1733,7 +1733,7 @@ class _Rewriter:
                     and root_name(n.func.value) == "self")]
                 if kept:
                     raise self.refuse(f"line {positions[call].start.line}: {method.name.value}() keeps Python state on "
-                                      f"its object ({cst.Module([]).code_for_node(kept[0]).strip()}); a graph runs it "
+                                      f"its object ({code_of(kept[0]).strip()}); a graph runs it "
                                       "only while it captures (keep it after the step, in the loop)")
         called = objects_called(core)
         for call in nodes(outer, (cst.Call,), skip=steps):
@@ -1744,8 +1744,8 @@ class _Rewriter:
                     if any(root_name(t) == "self" and isinstance(t, cst.Attribute) for t in (
                         [t.target for t in a.targets] if isinstance(a, cst.Assign) else [a.target]))]
             if sets:
-                raise self.refuse(f"line {positions[call].start.line}: {cst.Module([]).code_for_node(call)} sets "
-                                  f"attributes of an object the step calls ({cst.Module([]).code_for_node(sets[0]).strip()}"
+                raise self.refuse(f"line {positions[call].start.line}: {code_of(call)} sets "
+                                  f"attributes of an object the step calls ({code_of(sets[0]).strip()}"
                                   "); a graph would read the value of its capture at every replay (keep it in a tensor "
                                   "updated in place)")
 
@@ -1807,7 +1807,7 @@ class _Rewriter:
             if value is not None:
                 line = positions[value].start.line
                 raise self.refuse(f"line {line}: {name!r} is read after the step but holds a Python value "
-                                  f"({cst.Module([]).code_for_node(value.value)}), which a replayed graph "
+                                  f"({code_of(value.value)}), which a replayed graph "
                                   "cannot update; compute it after the step")
         return returns
 
@@ -1848,7 +1848,7 @@ class _Rewriter:
             if names and is_number_expression(assign.value, set()):
                 name = sorted(names)[0]
                 raise self.refuse(f"line {positions[assign].start.line}: {name!r} starts as a Python number "
-                                  f"({cst.Module([]).code_for_node(assign).strip()}) and the step makes it a tensor: "
+                                  f"({code_of(assign).strip()}) and the step makes it a tensor: "
                                   "a graph is handed a number at the first call and a tensor after, so every call "
                                   f"would run eagerly (start it as a tensor: {name} = torch.zeros((), device=...))")
 
@@ -1874,7 +1874,7 @@ class _Rewriter:
             except KeyError:   # a call inside a statement the rewrite rebuilt
                 where = ""
             asks = (f"{where}{dotted(call.func) or 'a call'}(..., validate_args="
-                    f"{cst.Module([]).code_for_node(given[0])}) checks its arguments on the host")
+                    f"{code_of(given[0])}) checks its arguments on the host")
             if any(call is c for c in in_step):
                 raise self.refuse(f"{asks}, a sync a captured step cannot hold; build it with validate_args=False")
             raise self.refuse(f"{asks}, a sync a captured step cannot hold if the step uses it (the patch cannot "
@@ -2090,7 +2090,7 @@ def _with_call_replaced(statement, call, replacement, comment: str):
 
 def _bound_as(targets) -> str:
     """``"loss = "`` for an assignment's targets, ``"running += "`` for an augmented assignment."""
-    code = cst.Module([]).code_for_node
+    code = code_of
     return code(targets.target) + code(targets.operator) if isinstance(targets, cst.AugAssign) else f"{code(targets)} = "
 
 

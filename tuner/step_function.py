@@ -34,7 +34,7 @@ import libcst as cst
 from .dataflow import (MOVE_METHODS, has_sync, host_data_call, host_value_binding, is_docstring, is_method,
                        changes_structure, names_assigned, names_rebound, names_read, parameter_names, plain_target_names, root_name,
                        zeroes_grads)
-from .discover import calls_backward, calls_in, dotted, host_call, nodes
+from .discover import calls_backward, calls_in, code_of, dotted, host_call, nodes
 
 MODE_METHODS = ("train", "eval")
 HOST_CASTS = ("float", "int", "bool")   # float(loss): a host read of a tensor, as .item()
@@ -119,7 +119,7 @@ def check_body(function: cst.FunctionDef, receivers: set, functions: dict, zeroe
         raise NotAStep(f"{name}() may return early; a captured step runs whole at every replay")
     found = next((c for c in calls_in(function.body, lambda c: True) if _host_read(c) or host_call(c)), None)
     if found is not None:
-        what = cst.Module([]).code_for_node(found.func)
+        what = code_of(found.func)
         what = f".{found.func.attr.value}()" if isinstance(found.func, cst.Attribute) else f"{what}()"
         raise NotAStep(f"{name}() reads a value on the host ({what}); a capture cannot wait for the GPU: return "
                        "the tensor and read it after the call")
@@ -210,7 +210,7 @@ def stores_into_argument(function: cst.FunctionDef, functions: Optional[dict] = 
     (``changed_in_place``). ``functions``: the script's own, followed where the argument is
     handed on (``changes_structure``)."""
     node = changes_structure(function.body.body, set(parameter_names(function)), functions)
-    return cst.Module([]).code_for_node(node).strip() if node is not None else None
+    return code_of(node).strip() if node is not None else None
 
 
 def step_receivers(function: cst.FunctionDef) -> list:
@@ -246,7 +246,7 @@ def refuse_returned_values(function: cst.FunctionDef) -> None:
     made = set().union(*map(names_assigned, function.body.body[:-1]))
     plain = next((i for i in items if root_name(i) not in made), None)
     if plain is not None:   # opt.param_groups[0]["lr"], len(batch): not made from what it computes
-        raise NotAStep(f"it returns {cst.Module([]).code_for_node(plain)}, which a replay cannot update (return "
+        raise NotAStep(f"it returns {code_of(plain)}, which a replay cannot update (return "
                        "tensors it computes)")
     for item in items:
         binding = host_value_binding(function.body.body, root_name(item)) or _read_from_outside(
