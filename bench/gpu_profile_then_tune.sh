@@ -13,11 +13,11 @@
 set -u
 out=${1:?OUTDIR}; deadline=${2:-540}; runs=${3:-3}; scopes=${4:-full_iteration}
 start=$SECONDS
+rows=${ROWS-$out/unseen_rows.csv}
 for name in ${CORPUS:-}; do
   [ $((SECONDS - start)) -ge "$deadline" ] && { echo "deadline: $name not profiled"; continue; }
   CORPUS=$name bash bench/gpu_profile_only.sh "$out" 100000
   CORPUS=$name bash bench/gpu_paired_tune.sh "$out" 100000 "$runs" "$scopes"
-  rows=${ROWS-$out/unseen_rows.csv}
   [ -n "$rows" ] && python3 bench/unseen_rows.py "$out" -o "$rows"
   [ -n "${SNAPSHOT:-}" ] && tar czf "$SNAPSHOT" -C "$out" --exclude='*.sqlite' --exclude='*.nsys-rep' .
 done

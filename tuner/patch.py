@@ -2090,8 +2090,7 @@ def _with_call_replaced(statement, call, replacement, comment: str):
 
 def _bound_as(targets) -> str:
     """``"loss = "`` for an assignment's targets, ``"running += "`` for an augmented assignment."""
-    code = code_of
-    return code(targets.target) + code(targets.operator) if isinstance(targets, cst.AugAssign) else f"{code(targets)} = "
+    return code_of(targets.target) + code_of(targets.operator) if isinstance(targets, cst.AugAssign) else f"{code_of(targets)} = "
 
 
 def _with_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
