@@ -59,10 +59,11 @@ TRAINERS = "paired_timing/h200_trainers_2026-11-30"   # Trainer classes whose lo
 DRAWN = "paired_timing/h200_one_pair_runs_2026-12-01"   # a seeded draw of earlier H200 loops, profile's default, lone H200
 THREE = "paired_timing/h200_three_processes_2026-12-01"   # tune's default of three processes for a scope timed in one pair
 SECOND_DRAW = "paired_timing/h200_second_draw_2026-12-01"   # the second seeded draw's next eight loops, tune's default, lone H200
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+SECOND_DRAW_MORE = "paired_timing/h200_second_draw_2026-12-02"   # eight more of that draw, the next day, the model unchanged
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -353,6 +354,9 @@ SETS = (
     # the next eight loops of that second draw, profiled with the default and tuned right after
     # with tune's default (three processes a scope, each counted), on a lone H200, the model unchanged
     *each_scope("H200 alone, second draw, three processes", SECOND_DRAW, GRAPH_PAIR, SECOND_DRAW),
+    # eight more loops of that draw on the next day's lone H200, the same way; the model and its
+    # unsteady interval left as they were, so that this set checks both on loops they were not fitted on
+    *each_scope("H200 alone, second draw, next day", SECOND_DRAW_MORE, GRAPH_PAIR, SECOND_DRAW_MORE),
 )
 
 
