@@ -354,8 +354,9 @@ SETS = (
     # the next eight loops of that second draw, profiled with the default and tuned right after
     # with tune's default (three processes a scope, each counted), on a lone H200, the model unchanged
     *each_scope("H200 alone, second draw, three processes", SECOND_DRAW, GRAPH_PAIR, SECOND_DRAW),
-    # eight more loops of that draw on the next day's lone H200, the same way; the model and its
-    # unsteady interval left as they were, so that this set checks both on loops they were not fitted on
+    # eight more loops of that draw on the next day's lone H200, the same way, first counted with the
+    # model as it was (19 of 24 and 19 of 24; 20 of 24 full_iteration processes inside the interval),
+    # its unsteady interval refitted with them after
     *each_scope("H200 alone, second draw, next day", SECOND_DRAW_MORE, GRAPH_PAIR, SECOND_DRAW_MORE),
 )
 
