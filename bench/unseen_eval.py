@@ -60,10 +60,13 @@ DRAWN = "paired_timing/h200_one_pair_runs_2026-12-01"   # a seeded draw of earli
 THREE = "paired_timing/h200_three_processes_2026-12-01"   # tune's default of three processes for a scope timed in one pair
 SECOND_DRAW = "paired_timing/h200_second_draw_2026-12-01"   # the second seeded draw's next eight loops, tune's default, lone H200
 SECOND_DRAW_MORE = "paired_timing/h200_second_draw_2026-12-02"   # eight more of that draw, the next day, the model unchanged
-BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+SECOND_DRAW_THIRD = "paired_timing/h200_second_draw_third_2026-12-02"   # eight more of that draw, a later session, the model unchanged
+BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE,
+             SECOND_DRAW_THIRD)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
-            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE)   # and on the H200
+            NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE,
+            SECOND_DRAW_THIRD)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -358,6 +361,8 @@ SETS = (
     # model as it was (19 of 24 and 19 of 24; 20 of 24 full_iteration processes inside the interval),
     # its unsteady interval refitted with them after
     *each_scope("H200 alone, second draw, next day", SECOND_DRAW_MORE, GRAPH_PAIR, SECOND_DRAW_MORE),
+    # eight more loops of that draw, a later session the same day, predicted by the model as it was
+    *each_scope("H200 alone, second draw, third part", SECOND_DRAW_THIRD, GRAPH_PAIR, SECOND_DRAW_THIRD),
 )
 
 
@@ -610,6 +615,27 @@ def eager_windows_over_eager_run(prefixes: tuple) -> list:
     return [statistics.median(r[k] for r in ratios) for k in range(2)] if ratios else []
 
 
+EAGER_SIZES_MS = (1.2, 2.0, 4.0)   # bounds of eager_windows_by_size's bins of tune's eager step
+
+
+def eager_windows_by_size(prefixes: tuple) -> list:
+    """(bin, tunes, full_iteration's median, fwd_bwd's median) per bin of tune's own
+    eager step (EAGER_SIZES_MS): ``eager_windows_over_eager_run`` by the step's size. Graphing's
+    slowdown of the eager windows is taken out as one factor (1.07), where it reads more like a
+    cost per step, larger where the model has more parameter tensors: a graphed callable's
+    warm-up leaves the backward's gradient accumulation waiting on another stream."""
+    ratios = [(result["eager_ms"], [m["paired_eager_ms"] / result["eager_ms"] for m in measured])
+              for result, measured in both_candidates(prefixes) if result.get("eager_ms")]
+    out = []
+    for low, high in zip((0.0, *EAGER_SIZES_MS), (*EAGER_SIZES_MS, math.inf)):
+        mine = [r for eager, r in ratios if low <= eager < high]
+        if mine:
+            name = (f"under {high:g} ms" if not low else f"{low:g} ms or more" if high == math.inf
+                    else f"{low:g}-{high:g} ms")
+            out.append((name, len(mine), *(statistics.median(r[k] for r in mine) for k in range(2))))
+    return out
+
+
 def eager_between_candidates(prefixes: tuple, tolerance: float = 0.2) -> tuple:
     """(agree, tunes, fwd_bwd's longer): of the tunes in the sets whose rows start with ``prefixes`` that timed
     both full_iteration and fwd_bwd (as ``evaluate`` counts them: ``now_keep``), how many read
@@ -663,6 +689,37 @@ def tunes_agree(scripts, tolerance: float = 0.2) -> tuple:
     hits = sum(close(statistics.median(values[:i] + values[i + 1:]), value, tolerance)
                for values in repeated for i, value in enumerate(values))
     return hits, sum(map(len, repeated)), len(repeated)
+
+
+def within_tune(sets: list, prefixes: tuple, scope: str, tolerance: float = 0.2) -> tuple:
+    """(hits, processes, tunes): each process of a tune that timed ``scope`` in several processes
+    (tune's default for a scope timed in one pair) against the median of that tune's other
+    processes, over the sets whose rows start with ``prefixes``. The purest repeatability there
+    is: one machine, one script, processes seconds apart, nothing of the profile involved."""
+    hits = processes = tunes = 0
+    for s in sets:
+        if s["scope"] != scope or not s["rows"].startswith(prefixes):
+            continue
+        for _, _, paired in s["scripts"]:
+            if len(paired) < 2:
+                continue
+            tunes += 1
+            processes += len(paired)
+            hits += sum(close(statistics.median(paired[:i] + paired[i + 1:]), value, tolerance)
+                        for i, value in enumerate(paired))
+    return hits, processes, tunes
+
+
+def todays_default(sets: list, scope: str) -> tuple:
+    """(hits, tunes, loop hits, loops, repeatability hits, repeated tunes) of ``scope`` over the
+    sets profiled with profile's default of today (three bare processes and the calibration's step
+    edges, BARE_SETS, all on the H200): the prediction a user gets now against each tune, against
+    each loop's median (``per_workload``), and the measurement's own repeatability on the same
+    sets (``repeatability``): how often one tune of a loop falls within the tolerance of the
+    median of its other tunes. A prediction cannot be expected to hit more often than that."""
+    mine = [s for s in sets if s["scope"] == scope and s["rows"].startswith(BARE_SETS)]
+    return (sum(s["hits"] for s in mine), sum(s["measurements"] for s in mine),
+            *per_workload(sets, BARE_SETS, scope), *repeatability(sets, BARE_SETS, scope)[:2])
 
 
 def bare_against_bootstrap(model: dict, scope: str, prefixes: tuple = BARE_SETS) -> tuple:
@@ -746,12 +803,22 @@ def main() -> None:
           "raw: tune charges both 1.07): " + "; ".join(
               "{} full_iteration {:.3f}, fwd_bwd {:.3f}".format(gpu, *eager_windows_over_eager_run(prefixes))
               for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200"))))
+    print("the same by tune's eager step, H200: " + "; ".join(
+        "{}: {} tunes, full_iteration {:.3f}, fwd_bwd {:.3f}".format(*size)
+        for size in eager_windows_by_size(NOW_H200)))
     for prefixes, gpu in ((NOW, "H100"), (NOW_H200, "H200")):
         mine = [s for s in sets if s["rows"].startswith(prefixes) and s["scope"] == "full_iteration"]
         graphed = statistics.median(r for s in mine for r in s["graphed_ratios"])
         eager = statistics.median(r for s in mine for r in s["eager_ratios"])
         print(f"timed as tune times now, {gpu}, full_iteration measured over predicted (median): "
               f"graphed time {graphed:.3f}, eager time {eager:.3f}")
+    print("profiled with today's default (three bare processes, step edges), H200: the prediction against each "
+          "tune, against each loop's median, and a tune against the median of its loop's other tunes: " + "; ".join(
+              "{} {} of {}, {} of {} loops, repeatability {} of {}".format(scope, *todays_default(sets, scope))
+              for scope in GRAPH_PAIR))
+    print("timed as tune times now, H200, each process of a tune timed in several processes against the median of "
+          "that tune's others: " + "; ".join(
+              "{} {} of {} ({} tunes)".format(scope, *within_tune(sets, NOW_H200, scope)) for scope in GRAPH_PAIR))
     print("timed as tune times now, H200, the loops profiled with three bare processes, predicted from their median "
           "against from the profiled process's own baseline: " + "; ".join(
               "{} {} against {} of {}".format(scope, *bare_against_bootstrap(model, scope)) for scope in GRAPH_PAIR))

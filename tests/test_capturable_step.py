@@ -100,8 +100,9 @@ def test_a_measurement_that_misses_tensors_is_not_taken():
 def test_the_probe_s_measured_cost_against_the_fitted_line_on_the_committed_sets():
     """bench/capturable_probe.py compare, the committed probes of the lent H100 and H200: the
     measured cost moves tune's graphed time over the predicted closer to 1 on both GPUs and hits
-    at least as often (full_iteration 46 of 52 on the H100 either way, 199 against 192 of 293 on
-    the H200 with eight more loops of that draw the next day (2026-12-02), 180 against 176 of 269 on
+    at least as often (full_iteration 46 of 52 on the H100 either way, 211 against 204 of 317 on
+    the H200 with eight more loops of that draw in a later session of 2026-12-02, 199 against 192
+    of 293 with eight more loops of that draw the next day (2026-12-02), 180 against 176 of 269 on
     the H200 with eight loops of a second draw tuned in three processes a scope (2026-12-01,
     later), 167 against 163 of 245 on
     the H200 with a loop tuned in tune's default of three processes (2026-12-01, later), 164
@@ -130,7 +131,7 @@ def test_the_probe_s_measured_cost_against_the_fitted_line_on_the_committed_sets
     found = probe.compare_all(probes, pr.load_model())
     h100, h200 = found["H100 full_iteration"], found["H200 full_iteration"]
     assert h100["fitted"][1] == h100["measured"][1] == 52 and h100["measured"][0] >= h100["fitted"][0] >= 45
-    assert h200["fitted"][1] == h200["measured"][1] == 293 and h200["measured"][0] >= h200["fitted"][0] + 2
+    assert h200["fitted"][1] == h200["measured"][1] == 317 and h200["measured"][0] >= h200["fitted"][0] + 2
     for entry in (h100, h200):
         assert entry["unmeasured"] == []
         assert abs(statistics.median(entry["measured_graphed"]) - 1) < abs(statistics.median(entry["fitted_graphed"]) - 1)
