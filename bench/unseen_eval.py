@@ -605,13 +605,19 @@ def both_candidates(prefixes: tuple):
                 yield result, measured
 
 
+def eager_window_ratios(prefixes: tuple) -> list:
+    """(tune's own eager ms, [full_iteration's paired eager windows over it, fwd_bwd's]) of each of
+    ``both_candidates``' tunes that timed an eager process of its own (``eager_ms``)."""
+    return [(result["eager_ms"], [m["paired_eager_ms"] / result["eager_ms"] for m in measured])
+            for result, measured in both_candidates(prefixes) if result.get("eager_ms")]
+
+
 def eager_windows_over_eager_run(prefixes: tuple) -> list:
     """The median, over ``both_candidates``' tunes that timed an eager process of their own
     (``eager_ms``), of each candidate's paired eager windows over that process's time: full_iteration's,
     then fwd_bwd's. Tune takes graphing's slowdown of the eager windows out as 1.07 for both
     (tuner.search.GRAPHED_EAGER_SLOWDOWN, probed on MLPs)."""
-    ratios = [[m["paired_eager_ms"] / result["eager_ms"] for m in measured]
-              for result, measured in both_candidates(prefixes) if result.get("eager_ms")]
+    ratios = [r for _, r in eager_window_ratios(prefixes)]
     return [statistics.median(r[k] for r in ratios) for k in range(2)] if ratios else []
 
 
@@ -624,8 +630,7 @@ def eager_windows_by_size(prefixes: tuple) -> list:
     slowdown of the eager windows is taken out as one factor (1.07), where it reads more like a
     cost per step, larger where the model has more parameter tensors: a graphed callable's
     warm-up leaves the backward's gradient accumulation waiting on another stream."""
-    ratios = [(result["eager_ms"], [m["paired_eager_ms"] / result["eager_ms"] for m in measured])
-              for result, measured in both_candidates(prefixes) if result.get("eager_ms")]
+    ratios = eager_window_ratios(prefixes)
     out = []
     for low, high in zip((0.0, *EAGER_SIZES_MS), (*EAGER_SIZES_MS, math.inf)):
         mine = [r for eager, r in ratios if low <= eager < high]
@@ -696,18 +701,9 @@ def within_tune(sets: list, prefixes: tuple, scope: str, tolerance: float = 0.2)
     (tune's default for a scope timed in one pair) against the median of that tune's other
     processes, over the sets whose rows start with ``prefixes``. The purest repeatability there
     is: one machine, one script, processes seconds apart, nothing of the profile involved."""
-    hits = processes = tunes = 0
-    for s in sets:
-        if s["scope"] != scope or not s["rows"].startswith(prefixes):
-            continue
-        for _, _, paired in s["scripts"]:
-            if len(paired) < 2:
-                continue
-            tunes += 1
-            processes += len(paired)
-            hits += sum(close(statistics.median(paired[:i] + paired[i + 1:]), value, tolerance)
-                        for i, value in enumerate(paired))
-    return hits, processes, tunes
+    mine = [script for s in sets if s["scope"] == scope and s["rows"].startswith(prefixes) for script in s["scripts"]]
+    # ``tunes_agree`` with each tune a loop of its own
+    return tunes_agree([(k, predicted, paired) for k, (_, predicted, paired) in enumerate(mine)], tolerance)
 
 
 def todays_default(sets: list, scope: str) -> tuple:
