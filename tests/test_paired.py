@@ -3,6 +3,8 @@ in the candidate's own process, and tune ranks the candidate by their ratio. The
 is bench/paired_windows_probe.py and bench/gpu_paired_tune.sh; here the arithmetic, the window
 schedule (on a stand-in clock) and the switch that lets a graphed module run eagerly."""
 
+import ast
+import copy
 import json
 import types
 from dataclasses import replace
@@ -12,8 +14,9 @@ import pytest
 import torch
 
 from conftest import requires_cuda
-from tuner.harness import Settings, StepTimer, paired_ratios
+from tuner.harness import HOLDER_CLASS, Settings, StepTimer, paired_ratios
 from tuner.search import Candidate, choose, eager_slowdown
+from tuner.templates import FORWARD_HOLDER, GRAPHED_FORWARD
 
 
 def test_each_eager_window_is_set_against_both_graphed_neighbours():
@@ -148,6 +151,56 @@ def test_a_graphed_module_or_function_runs_eagerly_in_an_eager_window(tmp_path):
     timer.eager_window = True
     assert child(3) == 3 and got_double(3) == 6
     assert timer.m.toggled == 4
+
+
+def test_a_patchs_graphed_module_runs_only_its_own_forward_in_an_eager_window(tmp_path):
+    """A fwd_bwd patch sets a forward (``_CgForward``) that checks each call before it replays
+    the graph or runs eagerly; the eager windows bypass those checks and run the module's own
+    forward, as the user's eager loop does, while the graphed windows go through them."""
+    namespace = {"torch": torch, "_cg_types": types, "_cg_copy": copy}
+    exec(FORWARD_HOLDER, namespace)
+    calls = []
+    stand_in = _stand_in_torch(_Clock(), _switchable_graphs(calls))
+    timer = StepTimer(Settings(paired=True), str(tmp_path / "result.json"), stand_in)
+    timer._toggle_graphed_callables()
+    module = _Recorder(calls)
+    eager_forward = module.forward
+    positional = []
+
+    def forward(x):   # as the template's: its checks, a capture at the first call, then the graph
+        calls.append("checks")
+        if not positional or x == "capture again":
+            positional[:] = [stand_in.cuda.make_graphed_callables(_Recorder(calls), (x,))]
+        return positional[0](x) if module is not None else eager_forward(x)
+
+    module.forward = namespace["_CgForward"](forward, module)
+    module(1)
+    assert calls == ["checks", "graphed"]
+    timer.eager_window = True
+    del calls[:]
+    module(1)
+    assert calls == ["eager"]
+    timer.eager_window = False
+    module("capture again")                                    # switched once: no switch of a switch
+    timer.eager_window = True
+    del calls[:]
+    module(1)
+    assert calls == ["eager"] and timer.m.toggled == 2
+
+
+def test_the_patchs_capture_is_where_the_harness_looks_for_the_module_and_its_forward():
+    """tuner/harness.py _switch_patch_holder reads the caller of make_graphed_callables: a
+    function named forward that sees ``module`` and ``eager_forward``. The template must keep
+    that shape, or the eager windows would run the patch's checks again."""
+    tree = ast.parse(GRAPHED_FORWARD)
+    callers = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+               and any(isinstance(call, ast.Call) and ast.unparse(call.func) == "torch.cuda.make_graphed_callables"
+                       for call in ast.walk(node))]
+    innermost = [f for f in callers if not any(g is not f and g in ast.walk(f) for g in callers)]
+    assert [f.name for f in innermost] == ["forward"]
+    names = {n.id for n in ast.walk(innermost[0]) if isinstance(n, ast.Name)}
+    assert {"module", "eager_forward"} <= names
+    assert f"class {HOLDER_CLASS}:" in FORWARD_HOLDER and FORWARD_HOLDER in GRAPHED_FORWARD
 
 
 class _TracedOrNot(torch.nn.Module):
