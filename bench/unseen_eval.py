@@ -61,12 +61,13 @@ THREE = "paired_timing/h200_three_processes_2026-12-01"   # tune's default of th
 SECOND_DRAW = "paired_timing/h200_second_draw_2026-12-01"   # the second seeded draw's next eight loops, tune's default, lone H200
 SECOND_DRAW_MORE = "paired_timing/h200_second_draw_2026-12-02"   # eight more of that draw, the next day, the model unchanged
 SECOND_DRAW_THIRD = "paired_timing/h200_second_draw_third_2026-12-02"   # eight more of that draw, a later session, the model unchanged
+OWN_FORWARD = "paired_timing/h200_own_forward_2026-12-02"   # eight more of that draw, fwd_bwd's eager windows through the module's own forward
 BARE_SETS = (BARE, X2, CALLABLE, NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE,
-             SECOND_DRAW_THIRD)   # the sets profiled with bare processes (profile's default since 2026-11-29)
+             SECOND_DRAW_THIRD, OWN_FORWARD)   # the sets profiled with bare processes (profile's default since 2026-11-29)
 NOW = (LONG, FOUR, ONE, CAPTURABLE)   # the sets timed as tune times now, on the H100
 NOW_H200 = (H200_STRETCHES, H200_DEFAULT, H200_NEVER, H200_MORE, f"{ONE_PAIR}/third", SINGLE, NEW_LOOPS, EDGES, RECALIBRATED, BARE, X2, CALLABLE,
             NEW_SHAPES, STEP_FUNCTIONS, IN_PLACE, TRAINERS, DRAWN, THREE, SECOND_DRAW, SECOND_DRAW_MORE,
-            SECOND_DRAW_THIRD)   # and on the H200
+            SECOND_DRAW_THIRD, OWN_FORWARD)   # and on the H200
 
 
 GRAPH_PAIR = ("full_iteration", "fwd_bwd")
@@ -363,6 +364,7 @@ SETS = (
     *each_scope("H200 alone, second draw, next day", SECOND_DRAW_MORE, GRAPH_PAIR, SECOND_DRAW_MORE),
     # eight more loops of that draw, a later session the same day, predicted by the model as it was
     *each_scope("H200 alone, second draw, third part", SECOND_DRAW_THIRD, GRAPH_PAIR, SECOND_DRAW_THIRD),
+    *each_scope("H200 alone, second draw, fwd_bwd's eager windows fixed", OWN_FORWARD, GRAPH_PAIR, OWN_FORWARD),
 )
 
 
@@ -718,6 +720,30 @@ def todays_default(sets: list, scope: str) -> tuple:
             *per_workload(sets, BARE_SETS, scope), *repeatability(sets, BARE_SETS, scope)[:2])
 
 
+OWN_FORWARD_SETS = (OWN_FORWARD,)   # timed since tune's fwd_bwd eager windows run the module's own forward
+
+
+def before_own_forward(sets: list, scope: str, prefixes: tuple = OWN_FORWARD_SETS) -> tuple:
+    """((hits, tunes, loop hits, loops) of the sets timed since tune's eager windows of a patch's
+    graphed module run the module's own forward (tuner/harness.py _switch_patch_holder),
+    (the same four over the same loops' H200 tunes timed before)): where the patch's checks of
+    each call ran in the eager windows too, a tiny step's fwd_bwd read faster than it is."""
+    def counts(mine):
+        return (sum(close(predicted, value, tolerance) for _, predicted, paired, tolerance in mine for value in paired),
+                sum(len(paired) for _, _, paired, _ in mine),
+                *median_hits([(name, predicted, paired) for name, predicted, paired, _ in mine], mine[0][3] if mine else 0.2))
+
+    def scripts(keep):
+        return [(name, predicted, paired, s["tolerance"]) for s in sets if s["scope"] == scope and keep(s["rows"])
+                for name, predicted, paired in s["scripts"]]
+
+    now = scripts(lambda rows: rows.startswith(prefixes))
+    loops = {name for name, *_ in now}
+    before = [script for script in scripts(lambda rows: rows.startswith(NOW_H200) and not rows.startswith(prefixes))
+              if script[0] in loops]
+    return counts(now), counts(before)
+
+
 def bare_against_bootstrap(model: dict, scope: str, prefixes: tuple = BARE_SETS) -> tuple:
     """(hits predicted from the bare processes' median, hits with the profiled process's own
     baseline in its place, measurements) of the sets profiled with bare processes (those of
@@ -812,6 +838,10 @@ def main() -> None:
           "tune, against each loop's median, and a tune against the median of its loop's other tunes: " + "; ".join(
               "{} {} of {}, {} of {} loops, repeatability {} of {}".format(scope, *todays_default(sets, scope))
               for scope in GRAPH_PAIR))
+    print("timed since tune's fwd_bwd eager windows run the module's own forward (2026-12-02), H200: the prediction "
+          "against each tune and each loop's median, then the same loops timed before: " + "; ".join(
+              "{} {} of {}, {} of {} loops (before: {} of {}, {} of {} loops)".format(
+                  scope, *[n for counts in before_own_forward(sets, scope) for n in counts]) for scope in GRAPH_PAIR))
     print("timed as tune times now, H200, each process of a tune timed in several processes against the median of "
           "that tune's others: " + "; ".join(
               "{} {} of {} ({} tunes)".format(scope, *within_tune(sets, NOW_H200, scope)) for scope in GRAPH_PAIR))

@@ -115,18 +115,22 @@ def test_the_shipped_model_on_scripts_it_never_saw(unseen):
     them (the unsteady interval refitted with them after). The last 48: eight more loops of that
     draw on a lone H200 in a later session the same day, the model as it was: full_iteration 12 of
     24, fwd_bwd 13 of 24; 904 of 1147 and 1005 inside before them (1033 with them, 1031 once the
-    unsteady interval was refitted with them)."""
+    unsteady interval was refitted with them). The last 48: eight more loops of that draw, tuned
+    once fwd_bwd's eager windows ran the module's own forward instead of the patch's forward
+    around it (tuner/harness.py _switch_patch_holder; lone H200, 2026-12-02), the model as it
+    was: full_iteration 19 of 24, fwd_bwd 22 of 24; 929 of 1195 and 1031 inside before them (the
+    unsteady interval unchanged by the refit)."""
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
     hits, total = sum(s["hits"] for s in sets), sum(s["measurements"] for s in sets)
     inside, counted = sum(s["inside_interval"] for s in sets), sum(s["with_interval"] for s in sets)
-    assert total == 1195
-    assert hits >= 925
+    assert total == 1243
+    assert hits >= 966
     compile_hits = sum(s["hits"] for s in sets if s["scope"] == "compile")
     compile_total = sum(s["measurements"] for s in sets if s["scope"] == "compile")
     assert compile_hits >= 0.75 * compile_total   # the issue's target for compile
-    assert inside >= 1027 and inside / counted <= 0.95
+    assert inside >= 1070 and inside / counted <= 0.95
 
 
 def test_the_sets_timed_as_tune_times_now(unseen):
@@ -199,8 +203,8 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     # same day: 209 of 317 and 263 of 313 (12 of 24 and 13 of 24 there; from the bootstrap's
     # baseline 15 and 15)
     h200 = by_scope(unseen.NOW_H200)
-    assert h200["full_iteration"][1] == 317 and h200["full_iteration"][0] >= 204
-    assert h200["fwd_bwd"][1] == 313 and h200["fwd_bwd"][0] >= 258
+    assert h200["full_iteration"][1] == 341 and h200["full_iteration"][0] >= 223
+    assert h200["fwd_bwd"][1] == 337 and h200["fwd_bwd"][0] >= 280
     assert by_scope((unseen.THREE,))["full_iteration"] == [3, 3]
     second = by_scope((unseen.SECOND_DRAW,))
     assert second["full_iteration"] == [13, 24] and second["fwd_bwd"] == [20, 24]
@@ -208,6 +212,9 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert next_day["full_iteration"] == [19, 24] and next_day["fwd_bwd"] == [19, 24]
     third = by_scope((unseen.SECOND_DRAW_THIRD,))
     assert third["full_iteration"] == [12, 24] and third["fwd_bwd"] == [13, 24]
+    # eight more of the draw, fwd_bwd's eager windows through the module's own forward (2026-12-02)
+    own_forward = by_scope((unseen.OWN_FORWARD,))
+    assert own_forward["full_iteration"] == [19, 24] and own_forward["fwd_bwd"] == [22, 24]
     drawn = by_scope((unseen.DRAWN,))
     assert drawn["full_iteration"] == [2, 5] and drawn["fwd_bwd"] == [5, 5]
     trainers = by_scope((unseen.TRAINERS,))
@@ -225,7 +232,9 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     bare = by_scope((unseen.BARE,))
     assert bare["full_iteration"] == [5, 6] and bare["fwd_bwd"] == [8, 9]
     model = pr.load_model()
-    assert unseen.bare_against_bootstrap(model, "full_iteration") == (100, 90, 150)   # every bare set
+    assert unseen.bare_against_bootstrap(model, "full_iteration") == (119, 107, 174)   # every bare set
+    assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.OWN_FORWARD,)) == (19, 17, 24)
+    assert unseen.bare_against_bootstrap(model, "fwd_bwd", (unseen.OWN_FORWARD,)) == (22, 23, 24)
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.SECOND_DRAW_THIRD,)) == (12, 15, 24)
     assert unseen.bare_against_bootstrap(model, "fwd_bwd", (unseen.SECOND_DRAW_THIRD,)) == (13, 15, 24)
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.SECOND_DRAW_MORE,)) == (19, 16, 24)
@@ -233,7 +242,7 @@ def test_the_sets_timed_as_tune_times_now(unseen):
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.SECOND_DRAW,)) == (13, 8, 24)
     assert unseen.bare_against_bootstrap(model, "fwd_bwd", (unseen.SECOND_DRAW,)) == (20, 21, 24)
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.THREE,)) == (3, 3, 3)
-    assert unseen.bare_against_bootstrap(model, "fwd_bwd") == (119, 123, 152)
+    assert unseen.bare_against_bootstrap(model, "fwd_bwd") == (141, 146, 176)
     # the seeded draw of 2026-12-01: from the bootstrap's baseline 3 of 5 and 5 of 5
     assert unseen.bare_against_bootstrap(model, "full_iteration", (unseen.DRAWN,)) == (2, 3, 5)
     # the Trainer classes: from the bootstrap's baseline 5 of 6 and 4 of 6
@@ -333,10 +342,10 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     (steady, counted, above, below), (rest, others, tiny_above, tiny_below) = regimes["steady"], regimes["tiny or short"]
     sets = [s for s in unseen.evaluate(pr.load_model())
             if s["scope"] == "full_iteration" and s["rows"].startswith(unseen.NOW + unseen.NOW_H200)]
-    assert counted + others == sum(s["measurements"] for s in sets) == 369
+    assert counted + others == sum(s["measurements"] for s in sets) == 393
     assert steady + rest == sum(s["hits"] for s in sets)
     assert steady + above + below == counted and rest + tiny_above + tiny_below == others
-    assert (counted, others) == (250, 119) and steady >= 188 and steady / counted > 0.75 > 0.6 > rest / others
+    assert (counted, others) == (268, 125) and steady >= 202 and steady / counted > 0.75 > 0.6 > rest / others
     # lean above: tiny steps 36 above against 12 below (32 against 10 before the 14 tunes of 2026-11-29
     # with the callable figures), steady 22 against 12; 32 against 13 with the helper's cost per name;
     # 32 against 18 with the second draw's eight loops in three processes
@@ -344,7 +353,7 @@ def test_full_iteration_misses_where_the_step_is_tiny_or_the_baseline_short(unse
     hits, tiny, step_above, step_below = regimes["tiny step"]
     # what the caveat says (24 above against 11 below before the seeded draw of 2026-12-01, 13 below
     # since, 16 below with the second draw's eight loops, 19 with its third part)
-    assert (hits, tiny) == (50, 97) and step_above > 1.2 * step_below
+    assert (hits, tiny) == (54, 103) and step_above > 1.2 * step_below
     assert tiny < others and hits <= rest
 
 
@@ -475,11 +484,11 @@ def test_the_measurement_s_own_repeatability_is_below_the_issue_s_target_for_ful
     sets = unseen.evaluate(pr.load_model())
     assert unseen.repeatability(sets, unseen.NOW, "full_iteration") == (30, 37, 17)
     assert unseen.repeatability(sets, unseen.NOW, "fwd_bwd") == (37, 37, 17)
-    assert unseen.repeatability(sets, unseen.NOW_H200, "full_iteration") == (221, 284, 71)
-    assert unseen.repeatability(sets, unseen.NOW_H200, "fwd_bwd") == (261, 277, 71)
+    assert unseen.repeatability(sets, unseen.NOW_H200, "full_iteration") == (244, 311, 74)
+    assert unseen.repeatability(sets, unseen.NOW_H200, "fwd_bwd") == (280, 304, 74)
     pairing = {scope: unseen.by_pairing(pr.load_model(), scope) for scope in ("full_iteration", "fwd_bwd")}
-    assert pairing["full_iteration"] == {"one pair": [142, 230, 139, 191], "several pairs": [67, 87, 59, 63]}
-    assert pairing["fwd_bwd"] == {"one pair": [184, 232, 172, 190], "several pairs": [79, 81, 56, 56]}
+    assert pairing["full_iteration"] == {"one pair": [161, 254, 162, 219], "several pairs": [67, 87, 59, 63]}
+    assert pairing["fwd_bwd"] == {"one pair": [206, 256, 191, 218], "several pairs": [79, 81, 56, 56]}
 
 
 def test_within_tune_judges_each_process_by_its_own_tune_s_other_processes(unseen):
@@ -504,11 +513,12 @@ def test_on_today_s_profile_the_prediction_hits_about_as_often_as_another_tune(u
     from advisor import predict as pr
 
     sets = unseen.evaluate(pr.load_model())
-    assert unseen.todays_default(sets, "full_iteration") == (100, 150, 48, 68, 83, 116)
-    assert unseen.todays_default(sets, "fwd_bwd") == (119, 152, 64, 72, 105, 114)
-    assert unseen.within_tune(sets, unseen.NOW_H200, "full_iteration") == (56, 75, 25)
-    assert unseen.within_tune(sets, unseen.NOW_H200, "fwd_bwd") == (67, 72, 24)
+    assert unseen.todays_default(sets, "full_iteration") == (119, 174, 49, 70, 107, 144)
+    assert unseen.todays_default(sets, "fwd_bwd") == (141, 176, 66, 74, 125, 142)
+    assert unseen.within_tune(sets, unseen.NOW_H200, "full_iteration") == (79, 99, 33)
+    assert unseen.within_tune(sets, unseen.NOW_H200, "fwd_bwd") == (87, 96, 32)
     assert unseen.within_tune(sets, (unseen.SECOND_DRAW_THIRD,), "full_iteration") == (15, 24, 8)
+    assert unseen.within_tune(sets, (unseen.OWN_FORWARD,), "full_iteration") == (23, 24, 8)
 
 
 def test_two_candidates_of_one_tune_read_the_eager_loop_apart(unseen):
@@ -528,14 +538,15 @@ def test_two_candidates_of_one_tune_read_the_eager_loop_apart(unseen):
     7 of those 8; with eight more the next day, 181 of 243 (54 of 62), 7 of those 8; with eight more
     in a later session, 186 of 251 (57 of 65), 5 of those 8."""
     assert unseen.eager_between_candidates(unseen.NOW) == (39, 50, 6)
-    assert unseen.eager_between_candidates(unseen.NOW_H200) == (186, 251, 57)
+    assert unseen.eager_between_candidates(unseen.NOW_H200) == (192, 259, 58)
+    assert unseen.eager_between_candidates((unseen.OWN_FORWARD,)) == (6, 8, 1)
     assert unseen.eager_between_candidates((unseen.SECOND_DRAW_THIRD,)) == (5, 8, 3)
     assert unseen.eager_between_candidates((unseen.SECOND_DRAW_MORE,)) == (7, 8, 1)
     assert unseen.eager_between_candidates((unseen.SECOND_DRAW,)) == (7, 8, 1)
     assert unseen.eager_between_candidates((unseen.DRAWN,)) == (3, 5, 2)
     assert unseen.eager_between_candidates((unseen.TRAINERS,)) == (2, 6, 3)
     assert unseen.eager_between_candidates((unseen.CALLABLE,)) == (8, 14, 5)
-    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (251, 251, 0)   # every pair counted
+    assert unseen.eager_between_candidates(unseen.NOW_H200, tolerance=10.0) == (259, 259, 0)   # every pair counted
 
 
 def test_fwd_bwd_s_eager_windows_read_slower_than_full_iteration_s_on_the_h200(unseen):
@@ -550,22 +561,42 @@ def test_fwd_bwd_s_eager_windows_read_slower_than_full_iteration_s_on_the_h200(u
     with eight more the next day, the same, 34 of 39; with eight more in a later session, 1.063x
     and 1.150x, 42 of 50. The slowdown is no one factor: by tune's own eager step, fwd_bwd's
     windows read 1.25x under 1.2 ms and 1.09x at 4 ms or more (full_iteration's 1.14x and 1.02x),
-    a cost per step more than a share of it (``eager_windows_by_size``)."""
+    a cost per step more than a share of it (``eager_windows_by_size``). Most of it was the
+    patch's forward around the graphed module, whose checks of each call ran in the eager windows
+    too: with the eager windows through the module's own forward (OWN_FORWARD, eight loops),
+    fwd_bwd's read 1.09x, as full_iteration's do, and every fwd_bwd loop of the set hit
+    (``before_own_forward``)."""
     from advisor import predict as pr
 
     h100, h200 = unseen.eager_windows_over_eager_run(unseen.NOW), unseen.eager_windows_over_eager_run(unseen.NOW_H200)
     assert h100 == pytest.approx([1.109, 1.112], abs=0.002)
-    assert h200 == pytest.approx([1.063, 1.150], abs=0.002)
+    assert h200 == pytest.approx([1.063, 1.148], abs=0.002)
     assert h200[1] / h200[0] > 1.05 > h100[1] / h100[0]
+    own_forward = unseen.eager_windows_over_eager_run((unseen.OWN_FORWARD,))
+    assert own_forward == pytest.approx([1.090, 1.087], abs=0.002) and own_forward[1] < h200[1] - 0.05
     sizes = {name: (tunes, fi, fb) for name, tunes, fi, fb in unseen.eager_windows_by_size(unseen.NOW_H200)}
-    assert [tunes for tunes, _, _ in sizes.values()] == [72, 74, 73, 32]
+    assert [tunes for tunes, _, _ in sizes.values()] == [73, 77, 76, 33]
     assert sizes["under 1.2 ms"][2] == pytest.approx(1.251, abs=0.002)
-    assert sizes["4 ms or more"][2] == pytest.approx(1.090, abs=0.002)
+    assert sizes["4 ms or more"][2] == pytest.approx(1.098, abs=0.002)
     assert sizes["under 1.2 ms"][1] > 1.1 > 1.07 > 1.03 > sizes["4 ms or more"][1]   # the charged 1.07 fits neither end
     # the H200's fwd_bwd misses, steady and not: 26 of 29 measured above the prediction
     regimes = unseen.by_regime(pr.load_model(), "fwd_bwd", unseen.NOW_H200)
     hits, total, above, below = (sum(r[k] for r in (regimes["steady"], regimes["tiny or short"])) for k in range(4))
-    assert (hits, total, above, below) == (263, 313, 42, 8)
+    assert (hits, total, above, below) == (285, 337, 43, 9)
+
+
+def test_fwd_bwd_timed_through_the_modules_own_forward_against_the_same_loops_before(unseen):
+    """The eight loops tuned since the eager windows run the module's own forward: fwd_bwd 22 of
+    24 processes and 8 of 8 loops within 20 % of the prediction; the same loops' earlier H200
+    tunes, timed with the patch's checks in the eager windows, 15 of 19 and 6 of 8, their tiny
+    steps read faster than predicted (loss_history 1.30x against 0.95x, now 1.09x). Their
+    full_iteration, which the change leaves alone, moves as the measurement does: 19 of 24 now,
+    15 of 19 before."""
+    from advisor import predict as pr
+
+    sets = unseen.evaluate(pr.load_model())
+    assert unseen.before_own_forward(sets, "fwd_bwd") == ((22, 24, 8, 8), (15, 19, 6, 8))
+    assert unseen.before_own_forward(sets, "full_iteration") == ((19, 24, 7, 8), (15, 19, 8, 8))
 
 
 def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(unseen):
@@ -592,7 +623,7 @@ def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(u
     # with eight more the next day (refitted): 79, 91 and 95 of 110 (the interval before the refit held
     # 20 of those 24 processes); with eight more in a later session (refitted): 85, 97 and 101 of 119
     # (before the refit, 17 of those 24)
-    for scope, before, after, held_out in (("full_iteration", [85, 119], [97, 119], (101, 119)),
+    for scope, before, after, held_out in (("full_iteration", [91, 125], [103, 125], (106, 125)),
                                            ("fwd_bwd", [37, 54], [50, 54], (49, 54))):
         assert unseen.interval_by_regime(steady_only, scope)["tiny or short"] == before
         regimes = unseen.interval_by_regime(model, scope)
@@ -604,5 +635,5 @@ def test_a_tiny_step_or_a_short_baseline_gets_the_wider_interval_of_such_loops(u
         low, high = residuals[max((n + 1) // 10, 1) - 1], residuals[min(-(-9 * (n + 1) // 10), n) - 1]
         assert model[pr.UNSTEADY_INTERVAL][scope] == pytest.approx([low, high], rel=1e-9)
         assert low < 0 < high and high > -low   # measured above the prediction more than below
-    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [221, 250]
-    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [243, 310]
+    assert unseen.interval_by_regime(model, "full_iteration")["steady"] == [238, 268]
+    assert unseen.interval_by_regime(model, "fwd_bwd")["steady"] == [263, 334]

@@ -39,7 +39,10 @@ PREDICTED_AS = {"forward": "full_iteration", ALLREDUCE_OUTSIDE: "full_iteration"
 # (PyTorch warns of the mismatch). The eager windows of a paired timing pay it, a user's eager
 # run does not: 1.06, 1.07, 1.09 on the lent H200 and 1.09, 1.06 on the H100, an MLP's eager
 # steps beside a never-graphed copy's in the same process, windows round-robin
-# (bench/paired_windows_probe.py contamination). Their median is taken out of paired speedups.
+# (bench/paired_windows_probe.py contamination); 1.02-1.06 on five tiny models of 2-48 parameter
+# tensors with their optimizer, 0.9-6 ms a step, on the lent H200 (bench/eager_slowdown_probe.py).
+# Their median is taken out of paired speedups. (A patch's own forward around the graphed module
+# is no part of it: the eager windows bypass it, tuner/harness.py _switch_patch_holder.)
 # A full-iteration graph's eager steps (tuner/harness.py eager_call, the optimizer stepping as
 # built, not capturable) pay it too: 1.05-1.10 (SGD) and 1.03-1.10 (AdamW) over eight MLPs of
 # 2-24 layers on the lent H100, median 1.07 (bench/paired_windows_probe.py contamination-full;
