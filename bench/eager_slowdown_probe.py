@@ -28,6 +28,8 @@ import json
 import statistics
 import time
 
+from paired_windows_probe import window_ms   # ms/step of ``count`` steps between CUDA events
+
 # name: (layer widths, batch, optimizer): the shapes of the corpus's tiny loops
 # (tests/corpus/basic_for.py: Linear(32, 64), ReLU, Linear(64, 1), batch 16, SGD)
 MODELS = {
@@ -56,17 +58,6 @@ def train_step(torch, model, forward, opt, x, y):
         loss.backward()
         opt.step()
     return step
-
-
-def window_ms(torch, step, count: int) -> float:
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    begin.record()
-    for _ in range(count):
-        step()
-    end.record()
-    end.synchronize()
-    return begin.elapsed_time(end) / count
 
 
 def round_robin(torch, steps: dict, rounds: int, counts: dict) -> dict:
