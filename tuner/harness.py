@@ -213,8 +213,12 @@ class StepTimer:
         the user's loop does not; run in the eager windows it made them slower than tune's eager
         process by 1.25x (median) over the H200 tunes of steps under 1.2 ms, and tiny steps'
         fwd_bwd speedups read 1.16x their speedup over that process (bench/unseen_eval.py), where
-        graphing alone slowed a tiny model's own eager step by 1.03x (bench/eager_slowdown_probe.py).
-        The holder (``_CgForward``) is switched once; a capture again keeps the switch."""
+        graphing alone slowed a tiny model's own eager step by 1.02-1.06x (bench/eager_slowdown_probe.py).
+        Through the module's own forward, eight loops tuned on the lent H200 read fwd_bwd's eager
+        windows 1.09x that process, and a tiny step's speedup what the profile predicted
+        (counter_in_step 0.71x against 0.72x, 0.93x before; bench/results/paired_timing/
+        h200_own_forward_2026-12-02). The holder (``_CgForward``) is switched once; a capture
+        again keeps the switch."""
         if caller is None or caller.f_code.co_name != "forward":
             return
         module, eager_forward = caller.f_locals.get("module"), caller.f_locals.get("eager_forward")
