@@ -720,10 +720,7 @@ def todays_default(sets: list, scope: str) -> tuple:
             *per_workload(sets, BARE_SETS, scope), *repeatability(sets, BARE_SETS, scope)[:2])
 
 
-OWN_FORWARD_SETS = (OWN_FORWARD,)   # timed since tune's fwd_bwd eager windows run the module's own forward
-
-
-def before_own_forward(sets: list, scope: str, prefixes: tuple = OWN_FORWARD_SETS) -> tuple:
+def before_own_forward(sets: list, scope: str, prefixes: tuple = (OWN_FORWARD,)) -> tuple:
     """((hits, tunes, loop hits, loops) of the sets timed since tune's eager windows of a patch's
     graphed module run the module's own forward (tuner/harness.py _switch_patch_holder),
     (the same four over the same loops' H200 tunes timed before)): where the patch's checks of
